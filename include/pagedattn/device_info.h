@@ -1,0 +1,25 @@
+// What this machine has: CUDA devices (empty when built without CUDA or none present).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pagedattn/types.h"
+
+namespace pagedattn {
+
+struct CudaDeviceInfo {
+  int index = 0;
+  std::string name;
+  ComputeCapability capability;
+  int64_t total_memory_bytes = 0;
+  int num_sms = 0;
+};
+
+bool built_with_cuda();
+std::vector<CudaDeviceInfo> cuda_devices();
+// The best device present: CUDA device 0 if any, else the CPU.
+Device default_device();
+
+}  // namespace pagedattn

@@ -1,0 +1,65 @@
+// CommonAttentionMetadata (vLLM v1): one per scheduling step, shared by every layer and backend,
+// plus the batch split/reorder helpers that order a batch decode-first.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pagedattn/status.h"
+#include "pagedattn/tensor.h"
+
+namespace pagedattn {
+
+struct CommonAttentionMetadata {
+  TensorView query_start_loc;      // [num_reqs + 1] int32, device (cu_seqlens_q)
+  TensorView query_start_loc_cpu;  // [num_reqs + 1] int32, host
+  TensorView seq_lens;             // [num_reqs] int32, device: context + new tokens
+  TensorView seq_lens_cpu;         // [num_reqs] int32, host
+  int num_reqs = 0;
+  int num_actual_tokens = 0;  // may include CUDA-graph padding tokens (slot -1)
+  int max_query_len = 0;
+  int max_seq_len = 0;             // may be an upper bound
+  TensorView block_table_tensor;   // [num_reqs, max_blocks] int32, device
+  TensorView slot_mapping;         // [num_tokens] int64, device; -1 = padding, do not write
+  bool causal = true;
+  TensorView is_prefilling;  // optional [num_reqs] u8, host: num_computed < num_prompt
+
+  int batch_size() const { return num_reqs; }
+  // query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] for every request (host data).
+  std::vector<int32_t> naive_query_lens() const;
+
+  // Checks every field against the others and against the cache geometry. Host copies are always
+  // checked; block_table and slot_mapping contents are checked when they live on the host.
+  // Each error names the field, the value and what is allowed.
+  Status validate(int block_size, int64_t num_blocks) const;
+};
+
+// vLLM's split_decodes_and_prefills: the batch is assumed reordered decode-first.
+struct DecodePrefillSplit {
+  int num_decodes = 0;
+  int num_prefills = 0;
+  int num_decode_tokens = 0;
+  int num_prefill_tokens = 0;
+  friend bool operator==(const DecodePrefillSplit&, const DecodePrefillSplit&) = default;
+};
+DecodePrefillSplit split_decodes_and_prefills(const CommonAttentionMetadata& meta,
+                                              int decode_threshold = 1,
+                                              bool require_uniform = false,
+                                              bool treat_short_extends_as_decodes = true);
+
+// One request as the scheduler sees it when reordering the persistent batch.
+struct ScheduledRequest {
+  int num_scheduled_tokens = 0;
+  int num_computed_tokens = 0;
+  int num_prompt_tokens = 0;
+};
+struct BatchReorder {
+  std::vector<int> order;  // order[i] = original index of the request now at position i
+  bool modified = false;
+};
+// vLLM's reorder_batch_to_split_decodes_and_prefills, including its swap-cycle order inside regions:
+// decodes, short extends, long extends, then new prefills.
+BatchReorder reorder_batch_to_split_decodes_and_prefills(const std::vector<ScheduledRequest>& requests,
+                                                         int decode_threshold = 1);
+
+}  // namespace pagedattn

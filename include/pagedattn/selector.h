@@ -1,0 +1,32 @@
+// Backend selection: walk the priority list for the device, validate each backend, pick the first
+// valid one and report every rejection with its reasons. A forced backend never falls back.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pagedattn/backend.h"
+
+namespace pagedattn {
+
+struct BackendRejection {
+  std::string backend;
+  std::vector<std::string> reasons;
+};
+
+struct BackendSelection {
+  const AttentionBackend* backend = nullptr;
+  std::vector<BackendRejection> rejected;  // in priority order
+  KVCacheLayout kv_cache_layout = KVCacheLayout::kNHD;  // the backend's required layout, else the default
+  int block_size = 16;  // the configured size, else the backend's preferred one
+};
+
+// CUDA: FLASH_ATTN, FLASHINFER; CPU: CPU_ATTN.
+std::vector<std::string_view> backend_priority(const Device& device);
+
+StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
+                                          std::optional<std::string_view> forced_backend = std::nullopt);
+
+}  // namespace pagedattn

@@ -1,0 +1,80 @@
+// Host-side interface of the paged varlen attention kernel family (FlashAttention-style "v2":
+// mma.sync tensor cores, sm_80+). Host-only header: no CUDA types. The launcher is the only place
+// where runtime values (head size, dtypes, mask features) become template parameters.
+#pragma once
+
+#include <cstdint>
+
+#include "pagedattn/status.h"
+#include "pagedattn/types.h"
+
+namespace pagedattn::kernels {
+
+struct PagedAttentionParams {
+  // Queries of all requests, packed: [num_tokens, num_heads, head_size], strides in elements.
+  const void* q = nullptr;
+  int64_t q_token_stride = 0;
+  int64_t q_head_stride = 0;
+  DType q_dtype = DType::kBF16;  // f16 or bf16; output has the same dtype
+
+  // Paged cache, logical [num_blocks, 2, block_size, num_kv_heads, head_size] with any strides
+  // (NHD or HND), in elements of cache_dtype.
+  const void* kv_cache = nullptr;
+  DType cache_dtype = DType::kBF16;  // f16, bf16, fp8_e4m3, fp8_e5m2
+  int64_t cache_block_stride = 0;
+  int64_t cache_kv_stride = 0;     // K plane -> V plane
+  int64_t cache_token_stride = 0;  // within a block
+  int64_t cache_head_stride = 0;
+  const float* k_scale = nullptr;  // FP8: [1] or [num_kv_heads] (per_head_scales), device
+  const float* v_scale = nullptr;
+  bool per_head_scales = false;
+
+  const int32_t* cu_seqlens_q = nullptr;  // [num_reqs + 1] device
+  const int32_t* seqused_k = nullptr;     // [num_reqs] device: keys per request
+  const int32_t* block_table = nullptr;   // [num_reqs, block_table_stride] device
+  int64_t block_table_stride = 0;
+  int num_reqs = 0;
+  int num_tokens = 0;
+  int max_query_len = 0;  // upper bound, decides the grid (graph capture passes the padded max)
+  int max_seq_len = 0;    // upper bound
+
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_size = 0;
+  int block_size = 0;  // multiple of 16
+
+  float scale = 1.0f;
+  float softcap = 0.0f;                 // <= 0: none
+  const float* alibi_slopes = nullptr;  // [num_heads] device or nullptr
+  const float* sinks = nullptr;         // [num_heads] device or nullptr
+  int window_left = -1;
+  int window_right = -1;
+  bool causal = true;
+
+  // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads, lse_head_stride]
+  // float32 natural log (nullptr = not requested).
+  void* out = nullptr;
+  int64_t out_token_stride = 0;
+  int64_t out_head_stride = 0;
+  float* lse = nullptr;
+  int64_t lse_head_stride = 0;
+
+  // Split-KV (decided ahead of time by the builder). num_splits_per_req [num_reqs] device (nullptr =
+  // every request uses max_num_splits); splits of one request cover its KV blocks evenly. With
+  // max_num_splits > 1 the kernel writes partials to split_out [max_num_splits, num_tokens,
+  // num_heads, head_size] f32 and split_lse [max_num_splits, num_heads, num_tokens] f32, then a
+  // combine kernel merges them into out/lse with merge_attn_states' math.
+  int max_num_splits = 1;
+  const int32_t* num_splits_per_req = nullptr;
+  float* split_out = nullptr;
+  float* split_lse = nullptr;
+};
+
+// Head sizes compiled into this build (others are served by the next larger one, or rejected).
+bool paged_attention_head_size_built(int head_size);
+int paged_attention_kernel_head_size(int head_size);  // the instantiated size that serves head_size; 0 = none
+
+// Validates what the kernel cannot serve, then launches (stream: cudaStream_t).
+Status launch_paged_attention(const PagedAttentionParams& params, void* stream);
+
+}  // namespace pagedattn::kernels
