@@ -47,9 +47,9 @@ template <typename T>
 class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}            // NOLINT: implicit by design
-  StatusOr(Status status) : status_(std::move(status)) {     // NOLINT: implicit by design
-    if (status_.ok()) status_ = internal_error("StatusOr constructed from an OK status");
-  }
+  StatusOr(Status status)  // NOLINT: implicit by design
+      : status_(status.ok() ? internal_error("StatusOr constructed from an OK status")
+                            : std::move(status)) {}
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
   T& value() & { return *value_; }

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds everything (the CUDA sources too when nvcc is installed) and runs every test through CTest.
+# GPU tests skip visibly on a machine without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/ensure_deps.sh
+pagedattn_ensure_deps
+pagedattn_build
+ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -1,0 +1,147 @@
+// KV-cache geometry (logical shape, layouts, strides, bytes) and the owning allocation.
+#include "pagedattn/kv_cache.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/device_memory.h"
+#include "pagedattn/config.h"
+
+namespace pagedattn {
+namespace {
+
+// Host caches are aligned for vector loads and to keep blocks on separate cache lines.
+constexpr size_t kHostAlignment = 256;
+
+std::atomic<KVCacheLayout>& layout_setting() {
+  static std::atomic<KVCacheLayout> layout{KVCacheLayout::kNHD};
+  return layout;
+}
+
+}  // namespace
+
+#if !PAGEDATTN_WITH_CUDA
+namespace core {
+Status device_malloc(int device_index, size_t bytes, void** out) {
+  *out = nullptr;
+  return unimplemented("cannot allocate on cuda:" + std::to_string(device_index) +
+                       ": this build has no CUDA support");
+}
+void device_free(int, void*) {}
+}  // namespace core
+#endif
+
+StatusOr<KVCacheShape> get_kv_cache_shape(int64_t num_blocks, int block_size, int num_kv_heads,
+                                          int head_size, KVCacheDType cache_dtype) {
+  const auto positive = [](std::string_view what, int64_t value) -> Status {
+    if (value > 0) return ok_status();
+    return invalid_argument(std::string(what) + " must be positive, got " + std::to_string(value));
+  };
+  PAGEDATTN_RETURN_IF_ERROR(positive("num_blocks", num_blocks));
+  PAGEDATTN_RETURN_IF_ERROR(positive("block_size", block_size));
+  PAGEDATTN_RETURN_IF_ERROR(positive("num_kv_heads", num_kv_heads));
+  PAGEDATTN_RETURN_IF_ERROR(positive("head_size", head_size));
+  // Every supported cache dtype stores one element per value, so the shape does not depend on it.
+  (void)cache_dtype;
+  return KVCacheShape{num_blocks, 2, block_size, num_kv_heads, head_size};
+}
+
+KVCacheStrideOrder get_kv_cache_stride_order(KVCacheLayout layout) {
+  if (layout == KVCacheLayout::kHND) return {0, 1, 3, 2, 4};
+  return {0, 1, 2, 3, 4};
+}
+
+std::array<int64_t, 5> kv_cache_strides(const KVCacheShape& shape, KVCacheLayout layout) {
+  const KVCacheStrideOrder order = get_kv_cache_stride_order(layout);
+  std::array<int64_t, 5> strides{};
+  int64_t stride = 1;
+  for (int i = 4; i >= 0; --i) {  // physical dims, innermost first
+    strides[order[i]] = stride;
+    stride *= shape[order[i]];
+  }
+  return strides;
+}
+
+int64_t kv_cache_bytes_per_block(int block_size, int num_kv_heads, int head_size, DType storage) {
+  return int64_t{2} * block_size * num_kv_heads * head_size *
+         static_cast<int64_t>(dtype_size(storage));
+}
+
+KVCacheLayout get_kv_cache_layout() {
+  return layout_setting().load();
+}
+void set_kv_cache_layout(KVCacheLayout layout) {
+  layout_setting().store(layout);
+}
+
+StatusOr<KVCacheAllocation> KVCacheAllocation::allocate(const KVCacheShape& shape, DType storage,
+                                                        KVCacheLayout layout, Device device) {
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      KVCacheShape checked,
+      get_kv_cache_shape(shape[0], static_cast<int>(shape[2]), static_cast<int>(shape[3]),
+                         static_cast<int>(shape[4])));
+  if (shape[1] != 2) {
+    return invalid_argument("KV-cache shape dim 1 must be 2 (K and V), got " +
+                            std::to_string(shape[1]));
+  }
+  if (!is_floating(storage)) {
+    return invalid_argument("KV-cache storage dtype " + std::string(dtype_name(storage)) +
+                            " is not allowed; allowed: f32, f16, bf16, fp8_e4m3, fp8_e5m2");
+  }
+  const int64_t bytes = checked[0] * kv_cache_bytes_per_block(
+                                         static_cast<int>(checked[2]), static_cast<int>(checked[3]),
+                                         static_cast<int>(checked[4]), storage);
+  KVCacheAllocation alloc;
+  if (device.is_cpu()) {
+    const size_t rounded =
+        (static_cast<size_t>(bytes) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+    alloc.memory_ = std::aligned_alloc(kHostAlignment, rounded);
+    if (alloc.memory_ == nullptr) {
+      return out_of_range("host allocation of " + std::to_string(bytes) + " bytes failed");
+    }
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(
+        core::device_malloc(device.index, static_cast<size_t>(bytes), &alloc.memory_));
+  }
+  const std::array<int64_t, 5> strides = kv_cache_strides(checked, layout);
+  alloc.view_ = TensorView(alloc.memory_, storage, device, checked, strides);
+  alloc.layout_ = layout;
+  return alloc;
+}
+
+KVCacheAllocation::KVCacheAllocation(KVCacheAllocation&& other) noexcept
+    : view_(other.view_), layout_(other.layout_), memory_(other.memory_) {
+  other.memory_ = nullptr;
+  other.view_ = TensorView();
+}
+
+KVCacheAllocation& KVCacheAllocation::operator=(KVCacheAllocation&& other) noexcept {
+  if (this != &other) {
+    release();
+    view_ = other.view_;
+    layout_ = other.layout_;
+    memory_ = other.memory_;
+    other.memory_ = nullptr;
+    other.view_ = TensorView();
+  }
+  return *this;
+}
+
+KVCacheAllocation::~KVCacheAllocation() {
+  release();
+}
+
+void KVCacheAllocation::release() {
+  if (memory_ != nullptr) {
+    if (view_.device().is_cpu()) {
+      std::free(memory_);
+    } else {
+      core::device_free(view_.device().index, memory_);
+    }
+  }
+  memory_ = nullptr;
+  view_ = TensorView();
+}
+
+}  // namespace pagedattn

@@ -1,0 +1,207 @@
+// CommonAttentionMetadata::validate: every field against the others and the cache geometry.
+#include <algorithm>
+#include <string>
+
+#include "pagedattn/metadata.h"
+
+namespace pagedattn {
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+int64_t read_int(const TensorView& t, int64_t i) {
+  if (t.dtype() == DType::kI64) return t.data_as<const int64_t>()[i * t.stride(0)];
+  return t.data_as<const int32_t>()[i * t.stride(0)];
+}
+
+bool host_readable(const TensorView& t) {
+  return t.device().is_cpu() && t.data() != nullptr;
+}
+
+Status check_vector(const TensorView& t, std::string_view what, int64_t length, DType dtype) {
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(t, what, 1));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
+  if (length >= 0 && t.size(0) != length) {
+    return invalid_argument(std::string(what) + " must have " + str(length) + " entries, got " +
+                            t.describe());
+  }
+  return ok_status();
+}
+
+Status check_host(const TensorView& t, std::string_view what) {
+  if (!t.device().is_cpu()) {
+    return invalid_argument(std::string(what) + " must be on the host (cpu), got " + t.describe());
+  }
+  if (t.data() == nullptr && t.numel() > 0) {
+    return invalid_argument(std::string(what) + " has no data");
+  }
+  return ok_status();
+}
+
+// A device field whose host copy exists must hold the same values when it too is host-resident.
+Status check_copy(const TensorView& t, std::string_view what, const TensorView& host,
+                  std::string_view host_what) {
+  if (!host_readable(t)) return ok_status();
+  for (int64_t i = 0; i < host.size(0); ++i) {
+    if (read_int(t, i) != read_int(host, i)) {
+      return invalid_argument(std::string(what) + "[" + str(i) + "] = " + str(read_int(t, i)) +
+                              " differs from " + std::string(host_what) + "[" + str(i) +
+                              "] = " + str(read_int(host, i)));
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) const {
+  if (block_size <= 0)
+    return invalid_argument("block_size must be positive, got " + str(block_size));
+  if (num_blocks <= 0)
+    return invalid_argument("num_blocks must be positive, got " + str(num_blocks));
+  if (num_reqs < 0) return invalid_argument("num_reqs must be >= 0, got " + str(num_reqs));
+  if (num_actual_tokens < 0) {
+    return invalid_argument("num_actual_tokens must be >= 0, got " + str(num_actual_tokens));
+  }
+  if (max_query_len < 0) {
+    return invalid_argument("max_query_len must be >= 0, got " + str(max_query_len));
+  }
+  if (max_seq_len < 0) return invalid_argument("max_seq_len must be >= 0, got " + str(max_seq_len));
+
+  // Shapes and dtypes.
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_vector(query_start_loc, "query_start_loc", num_reqs + 1, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_vector(query_start_loc_cpu, "query_start_loc_cpu", num_reqs + 1, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(check_host(query_start_loc_cpu, "query_start_loc_cpu"));
+  PAGEDATTN_RETURN_IF_ERROR(check_vector(seq_lens, "seq_lens", num_reqs, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(check_vector(seq_lens_cpu, "seq_lens_cpu", num_reqs, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(check_host(seq_lens_cpu, "seq_lens_cpu"));
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(block_table_tensor, "block_table_tensor", 2));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(block_table_tensor, "block_table_tensor", {DType::kI32}));
+  if (block_table_tensor.size(0) < num_reqs) {
+    return invalid_argument("block_table_tensor has " + str(block_table_tensor.size(0)) +
+                            " rows; num_reqs is " + str(num_reqs));
+  }
+  PAGEDATTN_RETURN_IF_ERROR(check_vector(slot_mapping, "slot_mapping", -1, DType::kI64));
+  if (is_prefilling.defined()) {
+    PAGEDATTN_RETURN_IF_ERROR(check_vector(is_prefilling, "is_prefilling", num_reqs, DType::kU8));
+    PAGEDATTN_RETURN_IF_ERROR(check_host(is_prefilling, "is_prefilling"));
+  }
+
+  // query_start_loc: starts at 0, never decreases, ends at or below num_actual_tokens (the rest is
+  // CUDA-graph padding).
+  const TensorView& qsl = query_start_loc_cpu;
+  if (read_int(qsl, 0) != 0) {
+    return invalid_argument("query_start_loc_cpu[0] must be 0, got " + str(read_int(qsl, 0)));
+  }
+  for (int r = 0; r < num_reqs; ++r) {
+    if (read_int(qsl, r + 1) < read_int(qsl, r)) {
+      return invalid_argument("query_start_loc_cpu must be non-decreasing: entry " + str(r + 1) +
+                              " = " + str(read_int(qsl, r + 1)) + " is below entry " + str(r) +
+                              " = " + str(read_int(qsl, r)));
+    }
+  }
+  const int64_t num_real_tokens = read_int(qsl, num_reqs);
+  if (num_real_tokens > num_actual_tokens) {
+    return invalid_argument("query_start_loc_cpu[num_reqs] = " + str(num_real_tokens) +
+                            " exceeds num_actual_tokens = " + str(num_actual_tokens));
+  }
+  if (slot_mapping.size(0) < num_real_tokens) {
+    return invalid_argument("slot_mapping has " + str(slot_mapping.size(0)) +
+                            " entries; the batch has " + str(num_real_tokens) + " tokens");
+  }
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_copy(query_start_loc, "query_start_loc", qsl, "query_start_loc_cpu"));
+  PAGEDATTN_RETURN_IF_ERROR(check_copy(seq_lens, "seq_lens", seq_lens_cpu, "seq_lens_cpu"));
+
+  // Per-request lengths against the maxima and the block table width.
+  const int64_t table_width = block_table_tensor.size(1);
+  int64_t longest_query = 0;
+  int64_t longest_seq = 0;
+  for (int r = 0; r < num_reqs; ++r) {
+    const int64_t query_len = read_int(qsl, r + 1) - read_int(qsl, r);
+    const int64_t seq_len = read_int(seq_lens_cpu, r);
+    if (seq_len < 0) {
+      return invalid_argument("seq_lens_cpu[" + str(r) + "] = " + str(seq_len) + " is negative");
+    }
+    if (query_len > seq_len) {
+      return invalid_argument("request " + str(r) + ": query_len " + str(query_len) +
+                              " (from query_start_loc_cpu) exceeds seq_lens_cpu[" + str(r) +
+                              "] = " + str(seq_len));
+    }
+    const int64_t blocks_needed = (seq_len + block_size - 1) / block_size;
+    if (blocks_needed > table_width) {
+      return invalid_argument("block_table_tensor is too narrow: request " + str(r) +
+                              " has seq_len " + str(seq_len) + " and needs " + str(blocks_needed) +
+                              " blocks of " + str(block_size) + ", the table has " +
+                              str(table_width) + " columns");
+    }
+    longest_query = std::max(longest_query, query_len);
+    longest_seq = std::max(longest_seq, seq_len);
+  }
+  if (max_query_len < longest_query) {
+    return invalid_argument("max_query_len = " + str(max_query_len) +
+                            " is smaller than the longest query (" + str(longest_query) + ")");
+  }
+  if (max_seq_len < longest_seq) {
+    return invalid_argument("max_seq_len = " + str(max_seq_len) +
+                            " is smaller than the longest sequence (" + str(longest_seq) + ")");
+  }
+
+  // Block ids in use must address the cache.
+  const bool table_on_host = host_readable(block_table_tensor);
+  const auto block_id = [&](int64_t r, int64_t c) {
+    return int64_t{block_table_tensor.data_as<const int32_t>()[r * block_table_tensor.stride(0) +
+                                                               c * block_table_tensor.stride(1)]};
+  };
+  if (table_on_host) {
+    for (int r = 0; r < num_reqs; ++r) {
+      const int64_t blocks_needed = (read_int(seq_lens_cpu, r) + block_size - 1) / block_size;
+      for (int64_t c = 0; c < blocks_needed; ++c) {
+        const int64_t id = block_id(r, c);
+        if (id < 0 || id >= num_blocks) {
+          return invalid_argument("block_table_tensor[" + str(r) + "][" + str(c) +
+                                  "] = " + str(id) + " is outside the cache's blocks [0, " +
+                                  str(num_blocks) + ")");
+        }
+      }
+    }
+  }
+
+  // Slots: -1 (skip) or inside the cache; a real token's slot must be where the block table puts
+  // its position.
+  if (host_readable(slot_mapping)) {
+    const int64_t num_slots = num_blocks * block_size;
+    for (int64_t t = 0; t < slot_mapping.size(0); ++t) {
+      const int64_t slot = read_int(slot_mapping, t);
+      if (slot != -1 && (slot < 0 || slot >= num_slots)) {
+        return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
+                                " is outside the cache (allowed: -1 or [0, " + str(num_slots) +
+                                "))");
+      }
+    }
+    if (table_on_host) {
+      for (int r = 0; r < num_reqs; ++r) {
+        const int64_t start = read_int(qsl, r);
+        const int64_t query_len = read_int(qsl, r + 1) - start;
+        const int64_t context_len = read_int(seq_lens_cpu, r) - query_len;
+        for (int64_t i = 0; i < query_len; ++i) {
+          const int64_t slot = read_int(slot_mapping, start + i);
+          const int64_t pos = context_len + i;
+          const int64_t expected = block_id(r, pos / block_size) * block_size + pos % block_size;
+          if (slot != -1 && slot != expected) {
+            return invalid_argument("slot_mapping[" + str(start + i) + "] = " + str(slot) +
+                                    " does not match request " + str(r) + " position " + str(pos) +
+                                    " (block_table_tensor gives slot " + str(expected) + ")");
+          }
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace pagedattn

@@ -1,0 +1,76 @@
+// Backend selection (vLLM's CudaPlatform.get_attn_backend_cls, research/vllm_backends.md 1.8).
+#include "pagedattn/selector.h"
+
+namespace pagedattn {
+namespace {
+
+std::string join_reasons(const std::vector<std::string>& reasons) {
+  std::string out;
+  for (const std::string& r : reasons) {
+    if (!out.empty()) out += "; ";
+    out += r;
+  }
+  return out;
+}
+
+std::string known_backend_names() {
+  std::string out;
+  for (const AttentionBackend* backend : registered_backends()) {
+    if (!out.empty()) out += ", ";
+    out += std::string(backend->name());
+  }
+  return out + " (or their lower-case aliases: flash_attn, flashinfer, cpu_attn, cpu)";
+}
+
+BackendSelection chosen(const AttentionBackend& backend, const AttentionSelectorConfig& config,
+                        std::vector<BackendRejection> rejected) {
+  BackendSelection selection;
+  selection.backend = &backend;
+  selection.rejected = std::move(rejected);
+  selection.kv_cache_layout = backend.required_kv_cache_layout().value_or(get_kv_cache_layout());
+  selection.block_size = config.block_size.value_or(backend.preferred_block_size(16));
+  return selection;
+}
+
+}  // namespace
+
+std::vector<std::string_view> backend_priority(const Device& device) {
+  if (device.is_cuda()) return {"FLASH_ATTN", "FLASHINFER"};
+  return {"CPU_ATTN"};
+}
+
+StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
+                                          std::optional<std::string_view> forced_backend) {
+  // On CUDA without a compute capability, validate_configuration uses the device's own.
+  if (forced_backend) {
+    const AttentionBackend* backend = find_backend(*forced_backend);
+    if (backend == nullptr) {
+      return not_found("unknown attention backend '" + std::string(*forced_backend) +
+                       "'; known: " + known_backend_names());
+    }
+    const std::vector<std::string> reasons = backend->validate_configuration(config);
+    if (!reasons.empty()) {
+      return invalid_argument("selected backend " + std::string(backend->name()) +
+                              " is not valid for this configuration on " +
+                              device_name(config.device) + ": " + join_reasons(reasons));
+    }
+    return chosen(*backend, config, {});
+  }
+
+  std::vector<BackendRejection> rejected;
+  for (std::string_view name : backend_priority(config.device)) {
+    const AttentionBackend* backend = find_backend(name);
+    if (backend == nullptr) continue;
+    std::vector<std::string> reasons = backend->validate_configuration(config);
+    if (reasons.empty()) return chosen(*backend, config, std::move(rejected));
+    rejected.push_back({std::string(name), std::move(reasons)});
+  }
+  std::string message =
+      "no attention backend can serve this configuration on " + device_name(config.device) + ":";
+  for (const BackendRejection& r : rejected) {
+    message += " " + r.backend + " [" + join_reasons(r.reasons) + "]";
+  }
+  return invalid_argument(message);
+}
+
+}  // namespace pagedattn
