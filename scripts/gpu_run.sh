@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE, from the repo root, with .device/ carried (staged by scripts/gpu_build.sh):
+#   1. tests: the GPU tests (gtest XML + log), then the host unit tests;
+#   2. check: `pagedattn check --backend flash_attn --dump` on every staged case, and check_case.py
+#      on each dump;
+#   3. bench: `pagedattn bench --backend flash_attn --suite all` (JSON + table);
+#   4. peer:  peer_sdpa.py (PyTorch SDPA flash / cuDNN / FlexAttention) in the same run.
+# Everything lands in $OUT as at most 8 files: summary.txt, gpu_tests.log, gpu_tests.xml,
+# check.log, bench.log, bench.json, peer.log, peer.json.
+#
+#   STAGES="tests check" scripts/gpu_run.sh     run only some stages (default: all four)
+#   GTEST_FILTER='FlashAttn*' scripts/gpu_run.sh   narrow the GPU tests
+#   DEADLINE=540 (default)                      seconds for the whole script: every stage's timeout is
+#                                               capped by what is left, so one call (600 s) is enough
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+STAGE=$ROOT/.device
+OUT=${OUT:-$ROOT/out}
+STAGES=${STAGES:-"tests check bench peer"}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+CLI=$STAGE/bin/pagedattn
+SUMMARY=$OUT/summary.txt
+PY=${PYTHON:-python3}
+
+DEADLINE=${DEADLINE:-540}
+has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
+# limit CAP: a timeout of CAP seconds, or what is left of DEADLINE if less (at least 1).
+limit() {
+  local left=$((DEADLINE - SECONDS))
+  ((left < 1)) && left=1
+  echo $(($1 < left ? $1 : left))
+}
+note() { echo "$*" | tee -a "$SUMMARY"; }
+
+: >"$SUMMARY"
+note "== $(date -u +%FT%TZ) $(hostname)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 |
+  tee -a "$SUMMARY"
+"$CLI" info >>"$SUMMARY" 2>&1 || note "pagedattn info failed (rc $?)"
+
+if has_stage tests; then
+  start=$SECONDS
+  timeout "$(limit 300)" "$STAGE/bin/pagedattn_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" \
+    >"$OUT/gpu_tests.log" 2>&1
+  rc=$?
+  note "gpu tests: rc $rc in $((SECONDS - start)) s; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
+  timeout "$(limit 60)" "$STAGE/bin/pagedattn_unit_tests" >>"$OUT/gpu_tests.log" 2>&1
+  note "host unit tests: rc $?"
+fi
+
+if has_stage check; then
+  : >"$OUT/check.log"
+  pass=0
+  fail=0
+  for case_file in "$STAGE"/cases/*.json; do
+    name=$(basename "$case_file" .json)
+    dump=/tmp/pagedattn_dumps/$name
+    rm -rf "$dump" && mkdir -p "$dump"
+    if timeout "$(limit 60)" "$CLI" check "$case_file" --backend flash_attn --dump "$dump" >>"$OUT/check.log" 2>&1 &&
+      timeout "$(limit 60)" "$PY" "$STAGE/tools/check_case.py" "$dump" >>"$OUT/check.log" 2>&1; then
+      pass=$((pass + 1))
+    else
+      fail=$((fail + 1))
+      note "check FAILED: $name"
+    fi
+  done
+  note "check + check_case.py: $pass passed, $fail failed"
+fi
+
+if has_stage bench; then
+  timeout "$(limit 180)" "$CLI" bench --backend flash_attn --suite all --json "$OUT/bench.json" \
+    >"$OUT/bench.log" 2>&1
+  note "bench: rc $?"
+  tail -n 40 "$OUT/bench.log" >>"$SUMMARY"
+fi
+
+if has_stage peer; then
+  timeout "$(limit 150)" "$PY" "$STAGE/tools/peer_sdpa.py" --json "$OUT/peer.json" >"$OUT/peer.log" 2>&1
+  note "peer_sdpa: rc $?"
+  tail -n 30 "$OUT/peer.log" >>"$SUMMARY"
+fi
+note "== done in $SECONDS s"

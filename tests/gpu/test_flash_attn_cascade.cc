@@ -1,0 +1,103 @@
+// Cascade attention on the GPU: prefix pass + suffix pass + merge must equal plain attention over
+// the whole sequence (the oracle), with sinks counted once, FP8 caches, HND, and split passes.
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "pagedattn/ops.h"
+#include "test_flash_attn_support.h"
+
+namespace pagedattn::test {
+namespace {
+
+using testing::CaseSpec;
+
+// The shared case file's batch: 8 requests over a 256-token shared prefix.
+CaseSpec shared_prefix(std::string name) {
+  CaseSpec s;
+  s.name = std::move(name);
+  s.seed = 11;
+  s.seq_lens = {871, 280, 988, 2304, 257, 300, 512, 1000};
+  s.query_lens = {129, 18, 37, 1, 1, 1, 1, 7};
+  s.common_prefix_len = 256;
+  return s;
+}
+
+TEST(FlashAttnCascade, SharedPrefixMatchesPlainAttention) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_matches_oracle(shared_prefix("cascade"));
+}
+
+TEST(FlashAttnCascade, SinksCountOnce) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = shared_prefix("cascade_sinks");
+  s.sinks = true;
+  expect_matches_oracle(s);
+}
+
+TEST(FlashAttnCascade, Fp8HndSoftcapF16) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = shared_prefix("cascade_fp8_hnd");
+  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  s.kv_scale_per_head = true;
+  s.logits_soft_cap = 30.0;
+  s.dtype = DType::kF16;
+  expect_matches_oracle(s, KVCacheLayout::kHND);
+}
+
+// All decodes over a long shared prefix: the passes split (prefix: one request of 16 tokens over
+// 4096 keys; suffix: 16 short decodes), and a request whose suffix is a single key.
+TEST(FlashAttnCascade, DecodeBatchOverLongPrefix) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "cascade_decode";
+  s.num_heads = 16;
+  s.num_kv_heads = 2;
+  s.block_size = 32;
+  s.common_prefix_len = 4096;
+  for (int r = 0; r < 16; ++r) {
+    s.seq_lens.push_back(4097 + 61 * r);
+    s.query_lens.push_back(1);
+  }
+  expect_matches_oracle(s);
+}
+
+TEST(FlashAttnCascade, BuilderFollowsVllmsRule) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  const AttentionBackend* backend = find_backend("FLASH_ATTN");
+  ASSERT_NE(backend, nullptr);
+  BuilderParams bp;
+  bp.device = Device::cuda(0);
+  StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder = backend->make_builder(bp);
+  ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+  const std::vector<int32_t> mixed = {129, 18, 37, 1, 1, 1, 1, 7};
+  const std::vector<int32_t> few = {5, 1, 1};
+  for (int cpl : {0, 128, 256, 4096}) {
+    for (bool alibi : {false, true}) {
+      EXPECT_EQ((*builder)->use_cascade_attention(cpl, mixed, 32, 8, alibi, false, false, 132, 1),
+                cascade_attention_pays_off(cpl, mixed, 32, 8, alibi, false, false, 132, 1));
+    }
+  }
+  EXPECT_TRUE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, false, false, 132, 1));
+  EXPECT_FALSE((*builder)->use_cascade_attention(256, few, 32, 8, false, false, false, 132, 1));
+  EXPECT_FALSE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, true, false, 132, 1));
+}
+
+TEST(FlashAttnCascade, RejectsAPrefixThatHoldsQueryTokens) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = shared_prefix("cascade_bad");
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  StatusOr<std::unique_ptr<testing::DeviceBatch>> dev = testing::upload_batch(*batch, 0);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder =
+      find_backend("FLASH_ATTN")->make_builder(builder_params_for(*batch));
+  ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+  // Request 4 has 256 context tokens: a 272-token prefix would include its query token.
+  EXPECT_FALSE((*builder)->build(272, (*dev)->metadata()).ok());
+  EXPECT_FALSE((*builder)->build(250, (*dev)->metadata()).ok());  // not a block multiple
+  EXPECT_TRUE((*builder)->build(256, (*dev)->metadata()).ok());
+}
+
+}  // namespace
+}  // namespace pagedattn::test

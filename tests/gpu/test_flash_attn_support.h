@@ -1,0 +1,154 @@
+// Shared by the FLASH_ATTN GPU tests: run a HostBatch through the backend on cuda:0 (cache write,
+// build, forward), write the new tokens into a host copy of the cache with the host encoder, and
+// compare against the float64 oracle.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/numeric.h"
+#include "pagedattn/backend.h"
+#include "reference/attention_ref.h"
+#include "reference/compare.h"
+#include "testing/device_batch.h"
+#include "testing/host_batch.h"
+
+namespace pagedattn::test {
+
+// The new tokens of `batch` written into `cache` (a host cache laid out like the batch's) the way
+// semantics.md says: slot -1 skipped, FP8 = saturate(x / scale) rounded to nearest even.
+inline void write_new_tokens_on_host(const testing::HostBatch& batch, const TensorView& cache) {
+  const int64_t bs = cache.size(2), hkv = cache.size(3), d = cache.size(4);
+  const int64_t num_tokens = batch.slot_mapping.view().size(0);
+  const int64_t* slots = batch.slot_mapping.data<int64_t>();
+  const bool fp8 = is_fp8(cache.dtype());
+  for (int plane = 0; plane < 2; ++plane) {
+    const testing::HostTensor& src = plane == 0 ? batch.key : batch.value;
+    const testing::HostTensor& scales = plane == 0 ? batch.k_scale : batch.v_scale;
+    const int64_t num_scales = scales.view().numel();
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      if (slots[t] < 0) continue;
+      const int64_t base = (slots[t] / bs) * cache.stride(0) + plane * cache.stride(1) +
+                           (slots[t] % bs) * cache.stride(2);
+      for (int64_t h = 0; h < hkv; ++h) {
+        const float s = scales.data<float>()[num_scales == 1 ? 0 : h];
+        for (int64_t e = 0; e < d; ++e) {
+          const float x = load_as_float(src.view().data(), src.view().dtype(), (t * hkv + h) * d + e);
+          store_from_float(cache.data(), cache.dtype(), base + h * cache.stride(3) + e,
+                           fp8 ? x / s : x);
+        }
+      }
+    }
+  }
+}
+
+// A host copy of the batch's cache with the new tokens written on the host.
+inline KVCacheAllocation host_cache_after_write(const testing::HostBatch& batch) {
+  const TensorView& src = batch.kv_cache.view();
+  KVCacheShape shape{};
+  for (int i = 0; i < 5; ++i) shape[i] = src.size(i);
+  StatusOr<KVCacheAllocation> copy =
+      KVCacheAllocation::allocate(shape, src.dtype(), batch.kv_cache.layout(), Device::cpu());
+  EXPECT_TRUE(copy.ok()) << copy.status().to_string();
+  std::memcpy(copy->view().data(), src.data(), static_cast<size_t>(src.nbytes()));
+  write_new_tokens_on_host(batch, copy->view());
+  return std::move(copy).value();
+}
+
+struct FlashAttnRun {
+  testing::HostTensor output;  // [T, Hq, D] query dtype
+  testing::HostTensor lse;     // [Hq, T] f32
+  KVCacheAllocation kv_cache;  // host copy of the device cache after the write
+  std::string kernel_generation;
+};
+
+inline BuilderParams builder_params_for(const testing::HostBatch& batch) {
+  BuilderParams bp;
+  bp.num_heads = batch.spec.num_heads;
+  bp.num_kv_heads = batch.spec.num_kv_heads;
+  bp.head_size = batch.spec.head_size;
+  bp.block_size = batch.spec.block_size;
+  bp.dtype = batch.spec.dtype;
+  bp.kv_cache_dtype = batch.spec.kv_cache_dtype;
+  bp.kv_layout = batch.layout;
+  bp.device = Device::cuda(0);
+  bp.max_num_reqs = std::max(8, batch.spec.num_reqs());
+  bp.max_num_tokens = static_cast<int>(std::max<int64_t>(64, batch.spec.num_tokens()));
+  bp.max_model_len = 1 << 17;
+  bp.use_alibi = batch.spec.alibi;
+  bp.use_sliding_window = batch.spec.sliding_window.has_value();
+  bp.causal = batch.spec.causal;
+  return bp;
+}
+
+inline AttentionImplParams impl_params_for(const testing::HostBatch& batch) {
+  AttentionImplParams p = batch.params;
+  p.device = Device::cuda(0);
+  return p;
+}
+
+// Cache write, build (with the case's common_prefix_len), forward with LSE; results downloaded.
+inline StatusOr<FlashAttnRun> run_flash_attn(const testing::HostBatch& batch) {
+  const AttentionBackend* backend = find_backend("FLASH_ATTN");
+  if (backend == nullptr) return not_found("FLASH_ATTN is not registered");
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<testing::DeviceBatch> dev, testing::upload_batch(batch, 0));
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionImpl> impl,
+                             backend->make_impl(impl_params_for(batch)));
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadataBuilder> builder,
+                             backend->make_builder(builder_params_for(batch)));
+  const CommonAttentionMetadata meta = dev->metadata();
+  PAGEDATTN_RETURN_IF_ERROR(impl->do_kv_cache_update(dev->key(), dev->value(), dev->kv_cache(),
+                                                     meta.slot_mapping, dev->scales()));
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadata> md,
+                             builder->build(batch.spec.common_prefix_len, meta));
+  PAGEDATTN_RETURN_IF_ERROR(impl->forward(dev->query(), dev->key(), dev->value(), dev->kv_cache(),
+                                          *md, dev->output(), dev->output_lse(), dev->scales()));
+  FlashAttnRun run;
+  run.kernel_generation = std::string(impl->kernel_generation());
+  PAGEDATTN_RETURN_IF_ERROR(dev->download(run.output, run.lse, run.kv_cache));
+  return run;
+}
+
+// The oracle over the host-written cache.
+inline reference::ReferenceOutputs oracle(const testing::HostBatch& batch, const TensorView& cache) {
+  reference::ReferenceInputs in;
+  in.query = batch.query.view();
+  in.kv_cache = cache;
+  in.block_table = batch.block_table.view();
+  in.seq_lens = batch.seq_lens.view();
+  in.query_start_loc = batch.query_start_loc.view();
+  in.scales = batch.scales();
+  in.causal = batch.spec.causal;
+  StatusOr<reference::ReferenceOutputs> ref = reference::reference_attention(in, batch.params);
+  EXPECT_TRUE(ref.ok()) << ref.status().to_string();
+  return ref.ok() ? std::move(ref).value() : reference::ReferenceOutputs{};
+}
+
+inline reference::Comparison compare_with_oracle(const testing::HostBatch& batch,
+                                                 const FlashAttnRun& run) {
+  const KVCacheAllocation cache = host_cache_after_write(batch);
+  const reference::ReferenceOutputs ref = oracle(batch, cache.view());
+  return reference::compare_to_reference(run.output.view(), run.lse.view(), ref.out, ref.lse,
+                                         reference::tolerance_for(batch.spec.dtype));
+}
+
+// The whole check for one case: runs, compares, and reports the errors in the failure message.
+inline void expect_matches_oracle(const testing::CaseSpec& spec,
+                                  KVCacheLayout layout = KVCacheLayout::kNHD) {
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, layout);
+  ASSERT_TRUE(batch.ok()) << spec.name << ": " << batch.status().to_string();
+  StatusOr<FlashAttnRun> run = run_flash_attn(*batch);
+  ASSERT_TRUE(run.ok()) << spec.name << ": " << run.status().to_string();
+  EXPECT_EQ(run->kernel_generation, "v2");
+  const reference::Comparison c = compare_with_oracle(*batch, *run);
+  EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
+                      << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
+                      << c.max_lse_error << "\n" << c.detail;
+}
+
+}  // namespace pagedattn::test
