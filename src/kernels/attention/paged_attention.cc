@@ -1,0 +1,147 @@
+// Host side of the paged attention launcher: which head sizes are built, and validation of
+// everything the kernel cannot serve, with messages that name the parameter and the allowed values.
+#include "kernels/attention/paged_attention.h"
+
+#include <cstdint>
+#include <string>
+
+#include "pagedattn/config.h"
+
+#if PAGEDATTN_WITH_CUDA
+#include "kernels/attention/paged_attention_dispatch.h"
+#endif
+
+namespace pagedattn::kernels {
+namespace {
+
+constexpr int kInstantiated[] = {
+#if PAGEDATTN_HEAD_SIZE_64_BUILT
+    64,
+#endif
+#if PAGEDATTN_HEAD_SIZE_80_BUILT
+    80,
+#endif
+#if PAGEDATTN_HEAD_SIZE_96_BUILT
+    96,
+#endif
+#if PAGEDATTN_HEAD_SIZE_128_BUILT
+    128,
+#endif
+#if PAGEDATTN_HEAD_SIZE_192_BUILT
+    192,
+#endif
+#if PAGEDATTN_HEAD_SIZE_256_BUILT
+    256,
+#endif
+#if PAGEDATTN_HEAD_SIZE_512_BUILT
+    512,
+#endif
+    0,  // terminator, keeps the array non-empty
+};
+
+bool aligned(const void* ptr, int bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Status validate(const PagedAttentionParams& p) {
+  if (p.q_dtype != DType::kF16 && p.q_dtype != DType::kBF16) {
+    return invalid_argument("paged attention: q_dtype " + std::string(dtype_name(p.q_dtype)) +
+                            " is not supported (allowed: f16, bf16; f32 runs on the CPU backend)");
+  }
+  const bool fp8 = p.cache_dtype == DType::kFP8E4M3 || p.cache_dtype == DType::kFP8E5M2;
+  if (!fp8 && p.cache_dtype != p.q_dtype) {
+    return invalid_argument("paged attention: cache_dtype " +
+                            std::string(dtype_name(p.cache_dtype)) + " must equal q_dtype " +
+                            std::string(dtype_name(p.q_dtype)) + " or be fp8_e4m3/fp8_e5m2");
+  }
+  if (fp8 && (p.k_scale == nullptr || p.v_scale == nullptr)) {
+    return invalid_argument("paged attention: an FP8 cache needs k_scale and v_scale");
+  }
+  if (p.num_kv_heads <= 0 || p.num_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
+    return invalid_argument("paged attention: num_heads " + str(p.num_heads) +
+                            " must be a positive multiple of num_kv_heads " + str(p.num_kv_heads));
+  }
+  if (p.block_size <= 0 || p.block_size % 16 != 0) {
+    return invalid_argument("paged attention: block_size " + str(p.block_size) +
+                            " must be a positive multiple of 16");
+  }
+  if (p.max_num_splits < 1) {
+    return invalid_argument("paged attention: max_num_splits " + str(p.max_num_splits) +
+                            " must be >= 1");
+  }
+  if (p.max_num_splits > 1 && (p.split_out == nullptr || p.split_lse == nullptr ||
+                               !aligned(p.split_out, 16))) {
+    return invalid_argument(
+        "paged attention: max_num_splits > 1 needs split_out (16-byte aligned) and split_lse");
+  }
+  if (p.max_query_len < 0 || p.num_reqs < 0 || p.num_tokens < 0) {
+    return invalid_argument("paged attention: negative max_query_len, num_reqs or num_tokens");
+  }
+  const int64_t max_rows = static_cast<int64_t>(p.max_query_len) * (p.num_heads / p.num_kv_heads);
+  if ((max_rows + 63) / 64 > 65535) {
+    return invalid_argument("paged attention: max_query_len " + str(p.max_query_len) +
+                            " times the GQA group exceeds the grid limit (65535 * 64 rows)");
+  }
+  // 16-byte cp.async of Q and of 16-bit K/V rows; 8-byte stores of out; 8-byte FP8 rows.
+  const int64_t cache_strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
+                                   p.cache_head_stride};
+  bool cache_ok = aligned(p.kv_cache, fp8 ? 8 : 16);
+  for (int64_t s : cache_strides) cache_ok = cache_ok && s % 8 == 0;
+  if (!cache_ok) {
+    return invalid_argument(
+        "paged attention: kv_cache must be 16-byte aligned (8 for FP8) with strides that are "
+        "multiples of 8 elements");
+  }
+  if (!aligned(p.q, 16) || p.q_token_stride % 8 != 0 || p.q_head_stride % 8 != 0) {
+    return invalid_argument(
+        "paged attention: q must be 16-byte aligned with strides that are multiples of 8");
+  }
+  if (!aligned(p.out, 8) || p.out_token_stride % 4 != 0 || p.out_head_stride % 4 != 0) {
+    return invalid_argument(
+        "paged attention: out must be 8-byte aligned with strides that are multiples of 4");
+  }
+  if (p.num_tokens > 0 && (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
+                           p.block_table == nullptr || p.out == nullptr || p.q == nullptr)) {
+    return invalid_argument("paged attention: q, out, cu_seqlens_q, seqused_k and block_table "
+                            "are required");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+bool paged_attention_head_size_built(int head_size) {
+  for (int n : kInstantiated) {
+    if (n != 0 && n == head_size) return true;
+  }
+  return false;
+}
+
+int paged_attention_kernel_head_size(int head_size) {
+  if (head_size < 8 || head_size % 8 != 0) return 0;
+  int best = 0;
+  for (int n : kInstantiated) {
+    if (n >= head_size && (best == 0 || n < best)) best = n;
+  }
+  return best;
+}
+
+Status launch_paged_attention(const PagedAttentionParams& params, void* stream) {
+  const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
+  if (kernel_head_size == 0) {
+    return unimplemented("paged attention: head_size " + str(params.head_size) +
+                         " is not served by this build (multiples of 8 up to the largest of: " +
+                         PAGEDATTN_HEAD_SIZES + ")");
+  }
+  if (Status s = validate(params); !s.ok()) return s;
+  if (params.num_reqs == 0 || params.num_tokens == 0) return ok_status();
+#if PAGEDATTN_WITH_CUDA
+  return detail::launch_paged_attention_cuda(params, kernel_head_size, stream);
+#else
+  return unimplemented("paged attention: this build has no CUDA");
+#endif
+}
+
+}  // namespace pagedattn::kernels

@@ -1,0 +1,76 @@
+// Tile configurations of the paged attention kernel and the arguments it receives.
+//
+// A CTA has 4 warps and computes kBlockM packed query rows (a packed row is a (token, head within
+// the KV group) pair, so the G query heads of one KV head share every K/V tile) against the keys of
+// one request split, for one KV head and one chunk of kDV output columns. Warps form a
+// kWarpsM x kWarpsN grid: each owns 16 * kMT rows and kBlockN / kWarpsN keys of every KV tile.
+// kWarpsN > 1 (decode-shaped tiles) gives each warp its own softmax state, merged in the epilogue.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention/paged_attention.h"
+
+namespace pagedattn::kernels::attention {
+
+template <int kHeadDim_, int kDV_, int kMT_, int kWarpsM_, int kWarpsN_, int kBlockN_,
+          int kStages_>
+struct TileConfig {
+  static constexpr int kHeadDim = kHeadDim_;  // instantiated head size (Q/K columns)
+  static constexpr int kDV = kDV_;            // output (V) columns per CTA
+  static constexpr int kMT = kMT_;            // m16 tiles per warp
+  static constexpr int kWarpsM = kWarpsM_;
+  static constexpr int kWarpsN = kWarpsN_;
+  static constexpr int kBlockN = kBlockN_;  // keys per KV tile
+  static constexpr int kStages = kStages_;  // cp.async pipeline depth
+  static constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+  static constexpr int kBlockM = 16 * kMT * kWarpsM;
+  static constexpr int kWarpKeys = kBlockN / kWarpsN;
+  // Rows padded by 16 bytes: an odd number of 16-byte chunks per row keeps ldmatrix conflict-free.
+  static constexpr int kQRowBytes = kHeadDim * 2 + 16;
+  static constexpr int kVRowBytes = kDV * 2 + 16;
+  static constexpr int kChunksK = kHeadDim / 8;  // 8-element chunks per K row
+  static constexpr int kChunksV = kDV / 8;
+  static constexpr int kQBytes = kBlockM * kQRowBytes;
+  static constexpr int kKTileBytes = kBlockN * kQRowBytes;
+  static constexpr int kVTileBytes = kBlockN * kVRowBytes;
+  static constexpr int kStageBytes = kKTileBytes + kVTileBytes;  // 16-bit K + V tile
+  static constexpr int kRawStageBytes = kBlockN * (kHeadDim + kDV);  // FP8 K + V tile
+  static constexpr int kORowFloats = kDV + 4;
+  static constexpr int kEpilogueBytes = kWarpsN * kBlockM * (kORowFloats + 2) * 4;
+
+  static constexpr int pipeline_bytes(bool fp8) {
+    return kQBytes + (fp8 ? kStages * kRawStageBytes + kStageBytes : kStages * kStageBytes);
+  }
+  static constexpr int smem_bytes(bool fp8) {
+    return pipeline_bytes(fp8) > kEpilogueBytes ? pipeline_bytes(fp8) : kEpilogueBytes;
+  }
+
+  static_assert(kThreads == 128, "the kernels are written for 4 warps");
+  static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key mma steps");
+  static_assert(kHeadDim % 16 == 0 && kDV % 16 == 0, "head size must be a multiple of 16");
+};
+
+// Decode-shaped tiles (<= 16 packed rows): warps split the KV tile. Prefill-shaped tiles: warps
+// split the rows.
+template <int D>
+struct SmallTile {
+  using Type = TileConfig<D, (D > 256 ? 256 : D), 1, 1, 4, 64, (D <= 128 ? 3 : 2)>;
+};
+template <int D>
+struct LargeTile {
+  using Type = TileConfig<D, (D > 256 ? 256 : D), (D <= 128 ? 2 : 1), 4, 1, (D <= 192 ? 64 : 32),
+                          2>;
+};
+
+enum class CacheKind { kSame, kFp8E4M3, kFp8E5M2 };
+
+// Everything the device needs: the caller's parameters plus values derived once on the host.
+struct KernelArgs {
+  PagedAttentionParams p;
+  int group = 1;        // query heads per KV head
+  int dchunks = 1;      // output column chunks per head (head sizes above 256)
+  bool write_split = false;  // max_num_splits > 1: write partials, the combine writes out/lse
+};
+
+}  // namespace pagedattn::kernels::attention

@@ -1,0 +1,187 @@
+// Test harness for the paged attention kernel: builds a random paged batch (make_host_batch),
+// writes the new tokens into the cache the way the cache-write kernel would, runs the kernel on
+// the device with poisoned outputs and compares with the float64 oracle.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/numeric.h"
+#include "kernels/attention/paged_attention.h"
+#include "reference/attention_ref.h"
+#include "reference/compare.h"
+#include "testing/host_batch.h"
+
+namespace pagedattn::test {
+
+// Device memory owned by a test.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0 && cudaMalloc(&ptr_, bytes) != cudaSuccess) ptr_ = nullptr;
+  }
+  DeviceBuffer(const void* host, size_t bytes) : DeviceBuffer(bytes) {
+    if (ptr_ != nullptr) cudaMemcpy(ptr_, host, bytes, cudaMemcpyHostToDevice);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  void poison() const { cudaMemset(ptr_, 0xFF, bytes_); }  // NaN in every float format
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct SplitOptions {
+  int max_num_splits = 1;
+  std::vector<int> per_req;  // empty: every request uses max_num_splits
+  int extra_max_query_len = 0;  // added to max_query_len (graph capture passes an upper bound)
+};
+
+struct RunResult {
+  reference::Comparison cmp;
+  std::vector<uint16_t> out;  // raw output bits
+};
+
+// Writes the new tokens' K/V (key/value) into the host cache at slot_mapping, FP8-encoded with
+// the scales where the cache is FP8.
+inline void write_new_tokens(testing::HostBatch& b) {
+  const TensorView& cache = b.kv_cache.view();
+  const int hkv = b.spec.num_kv_heads, d = b.spec.head_size, bs = b.spec.block_size;
+  const bool fp8 = is_fp8(cache.dtype());
+  const int num_scales = static_cast<int>(b.k_scale.view().size(0));
+  for (int64_t t = 0; t < b.spec.num_tokens(); ++t) {
+    const int64_t slot = b.slot_mapping.data<int64_t>()[t];
+    if (slot < 0) continue;
+    for (int plane = 0; plane < 2; ++plane) {
+      const testing::HostTensor& src = plane == 0 ? b.key : b.value;
+      const float* scale = (plane == 0 ? b.k_scale : b.v_scale).data<float>();
+      for (int h = 0; h < hkv; ++h) {
+        const float s = scale[num_scales == 1 ? 0 : h];
+        for (int e = 0; e < d; ++e) {
+          const float x = load_as_float(src.view().data(), b.spec.dtype, (t * hkv + h) * d + e);
+          const int64_t at = (slot / bs) * cache.stride(0) + plane * cache.stride(1) +
+                             (slot % bs) * cache.stride(2) + h * cache.stride(3) +
+                             e * cache.stride(4);
+          store_from_float(cache.data(), cache.dtype(), at, fp8 ? x / s : x);
+        }
+      }
+    }
+  }
+}
+
+// Runs the case through the kernel and compares with the oracle. Fails the test on errors.
+inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout layout,
+                                const SplitOptions& splits = {}) {
+  RunResult result;
+  auto batch_or = testing::make_host_batch(spec, layout);
+  EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
+  if (!batch_or.ok()) return result;
+  testing::HostBatch& b = batch_or.value();
+  write_new_tokens(b);
+
+  reference::ReferenceInputs in{b.query.view(),        b.kv_cache.view(), b.block_table.view(),
+                                b.seq_lens.view(),     b.query_start_loc.view(), b.scales(),
+                                spec.causal};
+  auto ref = reference::reference_attention(in, b.params);
+  EXPECT_TRUE(ref.ok()) << ref.status().to_string();
+  if (!ref.ok()) return result;
+
+  const int T = static_cast<int>(spec.num_tokens()), hq = spec.num_heads, d = spec.head_size;
+  const int num_reqs = spec.num_reqs();
+  const TensorView& cache = b.kv_cache.view();
+  DeviceBuffer q(b.query.view().data(), b.query.view().nbytes());
+  DeviceBuffer kv(cache.data(), cache.nbytes());
+  DeviceBuffer table(b.block_table.view().data(), b.block_table.view().nbytes());
+  DeviceBuffer seq(b.seq_lens.view().data(), b.seq_lens.view().nbytes());
+  DeviceBuffer cu(b.query_start_loc.view().data(), b.query_start_loc.view().nbytes());
+  DeviceBuffer ks(b.k_scale.view().data(), b.k_scale.view().nbytes());
+  DeviceBuffer vs(b.v_scale.view().data(), b.v_scale.view().nbytes());
+  DeviceBuffer alibi, sinks, nsplit;
+  if (!b.params.alibi_slopes.empty()) alibi = DeviceBuffer(b.params.alibi_slopes.data(), hq * 4);
+  if (!b.params.sinks.empty()) sinks = DeviceBuffer(b.params.sinks.data(), hq * 4);
+  if (!splits.per_req.empty()) nsplit = DeviceBuffer(splits.per_req.data(), num_reqs * 4);
+  const size_t out_bytes = static_cast<size_t>(T) * hq * d * 2;
+  DeviceBuffer out(out_bytes), lse(static_cast<size_t>(hq) * T * 4);
+  DeviceBuffer split_out(static_cast<size_t>(splits.max_num_splits) * T * hq * d * 4);
+  DeviceBuffer split_lse(static_cast<size_t>(splits.max_num_splits) * hq * T * 4);
+  out.poison();
+  lse.poison();
+  split_out.poison();
+  split_lse.poison();
+
+  kernels::PagedAttentionParams p;
+  p.q = q.get();
+  p.q_token_stride = static_cast<int64_t>(hq) * d;
+  p.q_head_stride = d;
+  p.q_dtype = spec.dtype;
+  p.kv_cache = kv.get();
+  p.cache_dtype = cache.dtype();
+  p.cache_block_stride = cache.stride(0);
+  p.cache_kv_stride = cache.stride(1);
+  p.cache_token_stride = cache.stride(2);
+  p.cache_head_stride = cache.stride(3);
+  p.k_scale = ks.as<float>();
+  p.v_scale = vs.as<float>();
+  p.per_head_scales = b.k_scale.view().size(0) > 1;
+  p.cu_seqlens_q = cu.as<int32_t>();
+  p.seqused_k = seq.as<int32_t>();
+  p.block_table = table.as<int32_t>();
+  p.block_table_stride = b.block_table.view().size(1);
+  p.num_reqs = num_reqs;
+  p.num_tokens = T;
+  for (int r = 0; r < num_reqs; ++r) {
+    p.max_query_len = std::max(p.max_query_len, spec.query_lens[r]);
+    p.max_seq_len = std::max(p.max_seq_len, spec.seq_lens[r]);
+  }
+  p.max_query_len += splits.extra_max_query_len;
+  p.num_heads = hq;
+  p.num_kv_heads = spec.num_kv_heads;
+  p.head_size = d;
+  p.block_size = spec.block_size;
+  p.scale = b.params.resolved_scale();
+  p.softcap = b.params.logits_soft_cap;
+  p.alibi_slopes = alibi.as<float>();
+  p.sinks = sinks.as<float>();
+  p.window_left = b.params.sliding_window.left;
+  p.window_right = b.params.sliding_window.right;
+  p.causal = spec.causal;
+  p.out = out.get();
+  p.out_token_stride = static_cast<int64_t>(hq) * d;
+  p.out_head_stride = d;
+  p.lse = lse.as<float>();
+  p.lse_head_stride = T;
+  p.max_num_splits = splits.max_num_splits;
+  p.num_splits_per_req = nsplit.as<int32_t>();
+  p.split_out = split_out.as<float>();
+  p.split_lse = split_lse.as<float>();
+
+  const Status st = kernels::launch_paged_attention(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  result.out.resize(out_bytes / 2);
+  std::vector<float> lse_host(static_cast<size_t>(hq) * T);
+  cudaMemcpy(result.out.data(), out.get(), out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(lse_host.data(), lse.get(), lse_host.size() * 4, cudaMemcpyDeviceToHost);
+  TensorView out_view(result.out.data(), spec.dtype, Device::cpu(), {T, hq, d});
+  TensorView lse_view(lse_host.data(), DType::kF32, Device::cpu(), {hq, T});
+  result.cmp = reference::compare_to_reference(out_view, lse_view, ref->out, ref->lse,
+                                               reference::tolerance_for(spec.dtype));
+  return result;
+}
+
+}  // namespace pagedattn::test
