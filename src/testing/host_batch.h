@@ -18,6 +18,11 @@ class HostTensor {
  public:
   HostTensor() = default;
   HostTensor(DType dtype, std::vector<int64_t> shape);
+  // Move-only: the view points into the owned bytes, so a copy would alias the original.
+  HostTensor(const HostTensor&) = delete;
+  HostTensor& operator=(const HostTensor&) = delete;
+  HostTensor(HostTensor&&) = default;
+  HostTensor& operator=(HostTensor&&) = default;
   const TensorView& view() const { return view_; }
   template <typename T>
   T* data() { return reinterpret_cast<T*>(bytes_.data()); }

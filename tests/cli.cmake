@@ -1,0 +1,154 @@
+# CTest entries that run the built `pagedattn` tool: help everywhere, bad input exits 2, the
+# select examples of issue 2, and `check --backend cpu` on the project's own cases (cases/*.json).
+if(NOT TARGET pagedattn_cli)
+  return()
+endif()
+
+# Runs CMD (arguments separated by '|'), expects exit status EXPECT and, if given, MATCH in the
+# output (stdout and stderr together).
+set(pagedattn_expect_exit ${CMAKE_CURRENT_BINARY_DIR}/pagedattn_expect_exit.cmake)
+file(WRITE ${pagedattn_expect_exit} [=[
+string(REPLACE "|" ";" command "${CMD}")
+execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}${err}")
+if(NOT "${rc}" STREQUAL "${EXPECT}")
+  message(FATAL_ERROR "exit status ${rc}, expected ${EXPECT}: ${CMD}")
+endif()
+if(DEFINED MATCH AND NOT "${out}${err}" MATCHES "${MATCH}")
+  message(FATAL_ERROR "output does not match '${MATCH}'")
+endif()
+]=])
+
+function(pagedattn_cli_test name expect args)
+  set(match "")
+  if(ARGC GREATER 3)
+    set(match "-DMATCH=${ARGV3}")
+  endif()
+  string(REPLACE ";" "|" joined "${args}")
+  add_test(NAME cli.${name}
+           COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:pagedattn_cli>|${joined}"
+                   -DEXPECT=${expect} ${match} -P ${pagedattn_expect_exit})
+  set_tests_properties(cli.${name} PROPERTIES LABELS cli)
+endfunction()
+
+pagedattn_cli_test(help 0 "--help" "info.*select.*check.*bench.*demo")
+foreach(sub info select check bench demo)
+  pagedattn_cli_test(${sub}_help 0 "${sub};--help" "Usage")
+endforeach()
+pagedattn_cli_test(no_subcommand 2 "")
+pagedattn_cli_test(unknown_flag 2 "select;--bogus" "pagedattn: error")
+pagedattn_cli_test(unknown_dtype 2 "select;--dtype;fp64" "dtype.*allowed")
+pagedattn_cli_test(unknown_kv_cache_dtype 2 "select;--kv-cache-dtype;int4" "int4")
+pagedattn_cli_test(bad_compute_capability 2 "select;--compute-capability;nine" "nine")
+set(own ${PROJECT_SOURCE_DIR}/cases)
+pagedattn_cli_test(unknown_backend 2 "check;--backend;nope;${own}/decode_gqa4.json"
+                   "unknown backend")
+pagedattn_cli_test(missing_case 2 "check;/nonexistent/case.json" "cannot read")
+pagedattn_cli_test(dump_needs_one_case 2
+  "check;--dump;dump;${own}/decode_gqa4.json;${own}/softcap_50.json"
+  "one case")
+# Bad case files: each is exit 2 with a message naming the field.
+set(bad_cases ${CMAKE_CURRENT_BINARY_DIR}/cli_bad_cases)
+file(WRITE ${bad_cases}/unknown_field.json [=[{"seq_lens": [4], "query_lens": [1], "colour": 3}]=])
+file(WRITE ${bad_cases}/bad_dtype.json [=[{"seq_lens": [4], "query_lens": [1], "dtype": "fp64"}]=])
+file(WRITE ${bad_cases}/too_few_blocks.json
+     [=[{"seq_lens": [40], "query_lens": [1], "num_blocks": 1}]=])
+pagedattn_cli_test(case_unknown_field 2 "check;--backend;cpu;${bad_cases}/unknown_field.json"
+                   "'colour'")
+pagedattn_cli_test(case_bad_dtype 2 "check;--backend;cpu;${bad_cases}/bad_dtype.json"
+                   "'dtype'.*f16, bf16, f32")
+pagedattn_cli_test(case_too_few_blocks 2 "check;--backend;cpu;${bad_cases}/too_few_blocks.json"
+                   "num_blocks = 1 is too small")
+pagedattn_cli_test(info 0 "info" "backends.*CPU_ATTN")
+
+set(select_example --head-size 128 --num-heads 32 --num-kv-heads 8 --dtype bf16
+    --kv-cache-dtype fp8_e4m3 --block-size 16)
+pagedattn_cli_test(select_example 0 "select;${select_example}"
+                   "selected: [A-Z_]+.*bytes/block: +32768")
+pagedattn_cli_test(select_cpu 0 "select;${select_example};--device;cpu" "selected: CPU_ATTN")
+if(PAGEDATTN_WITH_CUDA)
+  set(cuda_expect 0)
+else()
+  set(cuda_expect 1)  # FLASH_ATTN and FLASHINFER are not built: nothing can serve CUDA
+endif()
+pagedattn_cli_test(select_cuda_sm90 ${cuda_expect}
+                   "select;${select_example};--device;cuda;--compute-capability;9.0" "FLASH")
+string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_example}")
+pagedattn_cli_test(select_block_24 1
+  "select;${select_block_24};--device;cuda;--compute-capability;9.0"
+  "FLASH_ATTN:[^:]*- block_size not supported .24")
+pagedattn_cli_test(select_case_file 0 "select;--case;${own}/hnd_layout.json;--device;cpu"
+                   "selected: CPU_ATTN")
+
+file(GLOB pagedattn_own_cases CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cases/*.json)
+foreach(case_file IN LISTS pagedattn_own_cases)
+  get_filename_component(case_name ${case_file} NAME_WE)
+  pagedattn_cli_test(check_${case_name} 0 "check;--backend;cpu;${case_file}" "PASS")
+endforeach()
+pagedattn_cli_test(check_dump 0
+  "check;--backend;cpu;--dump;${CMAKE_CURRENT_BINARY_DIR}/dump_all;${own}/everything_f16.json"
+  "PASS")
+
+# The README's main job, and a short benchmark run (JSON written, ceilings measured).
+pagedattn_cli_test(demo 0 "demo;--repeats;1" "all steps passed")
+pagedattn_cli_test(bench_quick 0
+  "bench;--quick;--suite;decode;--repeats;2;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_quick.json"
+  "decode_[0-9]+x[0-9]+ .*%")
+
+# examples/ built against the installed package (find_package) and run: the engine-side sequence.
+set(pagedattn_example_script ${CMAKE_CURRENT_BINARY_DIR}/pagedattn_build_example.cmake)
+file(WRITE ${pagedattn_example_script} [=[
+function(step name)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "example: ${name} failed (${rc})")
+  endif()
+endfunction()
+file(REMOVE_RECURSE ${WORK_DIR})
+step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+step(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+     -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+step(build ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+step(run ${WORK_DIR}/build/engine_step)
+]=])
+add_test(NAME example.engine_step
+         COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${PROJECT_BINARY_DIR}
+                 -DSOURCE_DIR=${PROJECT_SOURCE_DIR}/examples
+                 -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/example_engine_step
+                 -DGENERATOR=${CMAKE_GENERATOR} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+                 -P ${pagedattn_example_script})
+set_tests_properties(example.engine_step PROPERTIES LABELS cli TIMEOUT 300)
+
+# The dump's .npy files load in NumPy with the dtypes and shapes cases.md lists (when NumPy is here).
+set_tests_properties(cli.check_dump PROPERTIES FIXTURES_SETUP cli_dump)
+find_program(pagedattn_numpy_python NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(pagedattn_numpy_python)
+  execute_process(COMMAND ${pagedattn_numpy_python} -c "import numpy" RESULT_VARIABLE no_numpy
+                  OUTPUT_QUIET ERROR_QUIET)
+  if(no_numpy EQUAL 0)
+    add_test(NAME cli.dump_loads_in_numpy
+             COMMAND ${pagedattn_numpy_python} -c [=[
+import json, sys, numpy as np
+d = sys.argv[1]
+meta = json.load(open(d + "/meta.json"))
+c = meta["case"]
+T, Hq, Hkv, D = sum(c["query_lens"]), c["num_heads"], c["num_kv_heads"], c["head_size"]
+B = len(c["seq_lens"])
+want = {"query": ("float32", (T, Hq, D)), "key": ("float32", (T, Hkv, D)),
+        "value": ("float32", (T, Hkv, D)), "output": ("float32", (T, Hq, D)),
+        "lse": ("float32", (Hq, T)), "seq_lens": ("int32", (B,)),
+        "query_start_loc": ("int32", (B + 1,)), "slot_mapping": ("int64", (T,)),
+        "kv_cache": ("float32", (meta["num_blocks"], 2, c["block_size"], Hkv, D)),
+        "kv_cache_raw": ("uint8", (meta["num_blocks"], 2, c["block_size"], Hkv, D)),
+        "k_scale": ("float32", (Hkv,)), "sinks": ("float32", (Hq,)),
+        "alibi_slopes": ("float32", (Hq,))}
+for name, (dtype, shape) in want.items():
+    a = np.load(d + "/" + name + ".npy")
+    assert (str(a.dtype), a.shape) == (dtype, shape), (name, a.dtype, a.shape, dtype, shape)
+assert np.load(d + "/block_table.npy").shape[0] == B
+assert np.isfinite(np.load(d + "/output.npy")).all()
+print("dump ok")
+]=] ${CMAKE_CURRENT_BINARY_DIR}/dump_all)
+    set_tests_properties(cli.dump_loads_in_numpy PROPERTIES FIXTURES_REQUIRED cli_dump LABELS cli)
+  endif()
+endif()

@@ -1,0 +1,129 @@
+// Shared helpers of the command-line tool.
+#include "common.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "pagedattn/backend.h"
+#include "pagedattn/device_info.h"
+
+namespace pagedattn::cli {
+namespace {
+
+// Wraps a library parser: an empty string means the value is accepted.
+template <typename Parse>
+CLI::Validator parsed_by(Parse parse, const std::string& name) {
+  return CLI::Validator(
+      [parse](std::string& value) -> std::string {
+        auto parsed = parse(value);
+        return parsed.ok() ? std::string() : parsed.status().message();
+      },
+      "", name);
+}
+
+}  // namespace
+
+int bad_input(const std::string& message) {
+  std::cerr << "pagedattn: error: " << message << "\n";
+  return kExitBadInput;
+}
+
+int bad_input(const Status& status) {
+  return bad_input(status.message());
+}
+
+CLI::Validator dtype_validator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        auto dtype = parse_dtype(value);
+        if (dtype.ok() && is_floating(*dtype) && !is_fp8(*dtype)) return {};
+        return "unknown model dtype '" + value + "'; allowed: f32, f16, bf16 (or float32, " +
+               "float16, half, bfloat16)";
+      },
+      "", "DTYPE");
+}
+
+CLI::Validator kv_cache_dtype_validator() {
+  return parsed_by([](const std::string& v) { return parse_kv_cache_dtype(v); }, "KV_CACHE_DTYPE");
+}
+CLI::Validator layout_validator() {
+  return parsed_by([](const std::string& v) { return parse_kv_cache_layout(v); }, "LAYOUT");
+}
+CLI::Validator attn_type_validator() {
+  return parsed_by([](const std::string& v) { return parse_attention_type(v); }, "ATTN_TYPE");
+}
+CLI::Validator compute_capability_validator() {
+  return parsed_by([](const std::string& v) { return parse_compute_capability(v); }, "X.Y");
+}
+
+CLI::Validator backend_validator(bool allow_auto) {
+  return CLI::Validator(
+      [allow_auto](std::string& value) -> std::string {
+        if ((allow_auto && value == "auto") || find_backend(value) != nullptr) return {};
+        std::string known = allow_auto ? "auto" : "";
+        for (const AttentionBackend* backend : registered_backends()) {
+          if (!known.empty()) known += ", ";
+          known += std::string(backend->name());
+        }
+        return "unknown backend '" + value + "'; allowed: " + known +
+               " (or lower case: cpu, flash_attn, flashinfer)";
+      },
+      "", "BACKEND");
+}
+
+AttentionSelectorConfig selector_config_for(const testing::CaseSpec& spec, const Device& device) {
+  AttentionSelectorConfig config;
+  config.head_size = spec.head_size;
+  config.num_heads = spec.num_heads;
+  config.num_kv_heads = spec.num_kv_heads;
+  config.dtype = spec.dtype;
+  config.kv_cache_dtype = spec.kv_cache_dtype;
+  config.block_size = spec.block_size;
+  config.has_sinks = spec.sinks;
+  config.use_alibi = spec.alibi;
+  config.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
+  config.use_soft_cap = spec.logits_soft_cap > 0.0;
+  config.causal = spec.causal;
+  config.attn_type = AttentionType::kDecoder;
+  config.use_per_head_quant_scales = is_fp8(spec.kv_cache_dtype) && spec.kv_scale_per_head;
+  config.device = device;
+  return config;
+}
+
+Device device_for_backend(const std::string& backend) {
+  if (backend == "auto") return default_device();
+  const AttentionBackend* found = find_backend(backend);
+  if (found != nullptr && found->supports_device(DeviceKind::kCPU)) return Device::cpu();
+  return Device::cuda(0);
+}
+
+std::optional<std::string> forced_backend(const std::string& backend) {
+  if (backend == "auto") return std::nullopt;
+  return backend;
+}
+
+std::string format_shape(std::span<const int64_t> shape) {
+  std::string out = "(";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + ")";
+}
+
+std::string format_order(std::span<const int> order) {
+  std::string out = "(";
+  for (size_t i = 0; i < order.size(); ++i) out += (i ? ", " : "") + std::to_string(order[i]);
+  return out + ")";
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 4) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return text;
+}
+
+}  // namespace pagedattn::cli

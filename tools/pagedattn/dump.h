@@ -1,0 +1,15 @@
+// `check --dump DIR`: every tensor of a case run as little-endian C-order .npy plus meta.json, as
+// ../shared/spec/cases.md lists them, for an independent checker.
+#pragma once
+
+#include <string>
+
+#include "pagedattn/status.h"
+#include "reference/compare.h"
+#include "runner.h"
+
+namespace pagedattn::cli {
+
+Status dump_case(const std::string& dir, const CaseRun& run, const reference::Comparison& result);
+
+}  // namespace pagedattn::cli

@@ -1,0 +1,28 @@
+// Ceilings measured in the same run as a benchmark, so each figure has its roof beside it.
+#pragma once
+
+#include <string>
+
+#include "pagedattn/config.h"
+
+namespace pagedattn::cli {
+
+struct Ceiling {
+  double value = 0.0;  // GB/s or GFLOP/s
+  std::string method;  // how it was measured (or where a constant comes from)
+};
+
+// Host: all hardware threads summing a buffer larger than the last-level cache; best of passes.
+Ceiling measure_host_read_bandwidth(bool quick);
+// Host: float32 FMA rate of a register-blocked matmul micro-kernel on cache-resident panels, all
+// hardware threads (AVX2+FMA when the CPU has it, else plain C++).
+Ceiling measure_host_matmul_rate(bool quick);
+
+#if PAGEDATTN_WITH_CUDA
+// CUDA device: a vectorized read kernel over a buffer much larger than L2 (probes_cuda.cu).
+Ceiling measure_cuda_read_bandwidth(int device_index, bool quick);
+// CUDA device: the dense bf16 tensor-core rate (a documented constant where not measured).
+Ceiling cuda_matmul_ceiling(int device_index);
+#endif
+
+}  // namespace pagedattn::cli
