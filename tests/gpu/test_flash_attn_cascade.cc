@@ -67,6 +67,9 @@ TEST(FlashAttnCascade, BuilderFollowsVllmsRule) {
   const AttentionBackend* backend = find_backend("FLASH_ATTN");
   ASSERT_NE(backend, nullptr);
   BuilderParams bp;
+  bp.num_heads = 32;
+  bp.num_kv_heads = 8;
+  bp.head_size = 128;
   bp.device = Device::cuda(0);
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder = backend->make_builder(bp);
   ASSERT_TRUE(builder.ok()) << builder.status().to_string();

@@ -55,6 +55,28 @@ std::string percent(double value, double ceiling) {
   return text;
 }
 
+// Prints one result row (as soon as it is measured, so a long run shows its table as it goes)
+// and returns it as JSON.
+nlohmann::json report_row(const Row& r, const Ceiling& bandwidth, const Ceiling& compute) {
+  const double seconds = r.median_ms * 1e-3;
+  const double gflops = r.work.flops / seconds / 1e9, gbps = r.work.kv_bytes / seconds / 1e9;
+  std::printf("%-30s %-24s %7lld %10.3f %10s %6s %9.1f %6s\n", r.name.c_str(), r.backend.c_str(),
+              static_cast<long long>(r.work.tokens), r.median_ms, rate(gflops).c_str(),
+              percent(gflops, compute.value).c_str(), gbps, percent(gbps, bandwidth.value).c_str());
+  std::fflush(stdout);
+  return {{"case", r.name},
+          {"backend", r.backend},
+          {"tokens", r.work.tokens},
+          {"flops", r.work.flops},
+          {"kv_bytes", r.work.kv_bytes},
+          {"median_ms", r.median_ms},
+          {"times_ms", r.times_ms},
+          {"gflops", gflops},
+          {"kv_gbps", gbps},
+          {"fraction_of_compute", compute.value > 0 ? gflops / compute.value : 0.0},
+          {"fraction_of_bandwidth", bandwidth.value > 0 ? gbps / bandwidth.value : 0.0}};
+}
+
 int run_bench(const BenchOptions& o) {
   const Device device = device_for_backend(o.backend);
   const std::vector<testing::CaseSpec> cases = bench_suite(o.suite, device.kind, o.quick);
@@ -70,7 +92,14 @@ int run_bench(const BenchOptions& o) {
 #endif
   }
 
-  std::vector<Row> rows;
+  std::printf("device: %s\n", device_name(device).c_str());
+  std::printf("ceilings: read bandwidth %.1f GB/s (%s)\n", bandwidth.value,
+              bandwidth.method.c_str());
+  std::printf("          compute %.1f GFLOP/s (%s)\n", compute.value, compute.method.c_str());
+  std::printf("%-30s %-24s %7s %10s %10s %6s %9s %6s\n", "case", "backend", "tokens", "median ms",
+              "GFLOP/s", "%peak", "KV GB/s", "%bw");
+  std::fflush(stdout);
+  nlohmann::json results = nlohmann::json::array();
   for (size_t i = 0; i < cases.size(); ++i) {
     const testing::CaseSpec& spec = cases[i];
     std::cerr << "bench: [" << i + 1 << "/" << cases.size() << "] " << spec.name
@@ -90,36 +119,11 @@ int run_bench(const BenchOptions& o) {
       std::cerr << "pagedattn: " << spec.name << ": " << times.status().to_string() << "\n";
       return kExitFailed;
     }
-    rows.push_back({spec.name, run.backend_label(), case_work(run.spec()), *times, median(*times)});
+    results.push_back(report_row(
+        {spec.name, run.backend_label(), case_work(run.spec()), *times, median(*times)}, bandwidth,
+        compute));
   }
 
-  std::printf("device: %s\n", device_name(device).c_str());
-  std::printf("ceilings: read bandwidth %.1f GB/s (%s)\n", bandwidth.value,
-              bandwidth.method.c_str());
-  std::printf("          compute %.1f GFLOP/s (%s)\n", compute.value, compute.method.c_str());
-  std::printf("%-30s %-24s %7s %10s %10s %6s %9s %6s\n", "case", "backend", "tokens", "median ms",
-              "GFLOP/s", "%peak", "KV GB/s", "%bw");
-  nlohmann::json results = nlohmann::json::array();
-  for (const Row& r : rows) {
-    const double seconds = r.median_ms * 1e-3;
-    const double gflops = r.work.flops / seconds / 1e9, gbps = r.work.kv_bytes / seconds / 1e9;
-    std::printf("%-30s %-24s %7lld %10.3f %10s %6s %9.1f %6s\n", r.name.c_str(), r.backend.c_str(),
-                static_cast<long long>(r.work.tokens), r.median_ms, rate(gflops).c_str(),
-                percent(gflops, compute.value).c_str(), gbps,
-                percent(gbps, bandwidth.value).c_str());
-    results.push_back(
-        {{"case", r.name},
-         {"backend", r.backend},
-         {"tokens", r.work.tokens},
-         {"flops", r.work.flops},
-         {"kv_bytes", r.work.kv_bytes},
-         {"median_ms", r.median_ms},
-         {"times_ms", r.times_ms},
-         {"gflops", gflops},
-         {"kv_gbps", gbps},
-         {"fraction_of_compute", compute.value > 0 ? gflops / compute.value : 0.0},
-         {"fraction_of_bandwidth", bandwidth.value > 0 ? gbps / bandwidth.value : 0.0}});
-  }
   if (!o.json_file.empty()) {
     nlohmann::json doc = {{"version", PAGEDATTN_VERSION},
                           {"device", device_name(device)},
