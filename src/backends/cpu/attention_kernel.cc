@@ -1,0 +1,81 @@
+// The driver of the CPU attention kernel: splits a pass into tasks, picks the instruction-set
+// build, and runs the tasks on the thread pool.
+#include "backends/cpu/attention_kernel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace pagedattn::cpu {
+namespace {
+
+// Query vectors (rows x heads of a group) that share one converted key tile in a task.
+constexpr int kQueryVectorsPerTask = 64;
+
+using TaskFn = void (*)(const AttentionPass&, const Task&, Scratch&);
+
+std::atomic<bool> portable_forced{false};
+
+TaskFn pick_task_fn() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return &avx2::run_task;
+  }
+#endif
+  return &generic::run_task;
+}
+
+}  // namespace
+
+void force_portable_kernel(bool force) {
+  portable_forced.store(force);
+}
+
+void run_attention_pass(const AttentionPass& pass) {
+  static const TaskFn best_task_fn = pick_task_fn();
+  const TaskFn task_fn = portable_forced.load() ? &generic::run_task : best_task_fn;
+
+  // A task holds about kQueryVectorsPerTask query vectors: decode tasks take several KV heads (one
+  // pass over each token's contiguous NHD row), prefill tasks take rows of one KV head. Heads are
+  // split further while there are too few tasks to keep every thread busy.
+  const int group = pass.num_heads / pass.num_kv_heads;
+  const size_t enough_tasks = 4 * static_cast<size_t>(cpu_thread_count());
+  std::vector<Task> tasks;
+  std::vector<int64_t> cost;
+  for (int heads_cap = pass.num_kv_heads;; heads_cap = std::max(1, heads_cap / 2)) {
+    tasks.clear();
+    cost.clear();
+    for (int r = 0; r < static_cast<int>(pass.requests.size()); ++r) {
+      const RequestPass& rp = pass.requests[r];
+      if (rp.q_len == 0) continue;
+      const int rows = std::min(rp.q_len, std::max(1, kQueryVectorsPerTask / group));
+      const int heads = std::clamp(kQueryVectorsPerTask / (group * rows), 1, heads_cap);
+      for (int row = 0; row < rp.q_len; row += rows) {
+        const int row_end = std::min(rp.q_len, row + rows);
+        for (int h = 0; h < pass.num_kv_heads; h += heads) {
+          const int h_end = std::min(pass.num_kv_heads, h + heads);
+          tasks.push_back({r, h, h_end, row, row_end});
+          cost.push_back(static_cast<int64_t>(row_end - row) * (h_end - h) *
+                         (rp.kv_len + kKeyTile));
+        }
+      }
+    }
+    if (tasks.size() >= enough_tasks || heads_cap == 1) break;
+  }
+  // Longest first, so that the last tasks to start are short ones.
+  std::vector<int> order(tasks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
+
+  parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
+    thread_local Scratch scratch;
+    task_fn(pass, tasks[order[i]], scratch);
+  });
+}
+
+}  // namespace pagedattn::cpu

@@ -1,0 +1,88 @@
+// Cascade attention on CPU: the shared prefix once for all query tokens (non-causal, sinks here
+// only), the rest per request, merged by LSE with merge_attn_states. Equals plain attention.
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/cpu_impl.h"
+#include "common/numeric.h"
+#include "pagedattn/ops.h"
+
+namespace pagedattn::cpu {
+namespace {
+
+// Points a pass's output at float32 buffers [T, H, D] and LSE [H, T].
+void redirect(AttentionPass& pass, float* out, float* lse, int64_t num_tokens) {
+  pass.output = out;
+  pass.output_dtype = DType::kF32;
+  pass.o_token_stride = static_cast<int64_t>(pass.num_heads) * pass.head_size;
+  pass.o_head_stride = pass.head_size;
+  pass.lse = lse;
+  pass.lse_head_stride = num_tokens;
+  pass.lse_token_stride = 1;
+}
+
+}  // namespace
+
+Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
+                   const TensorView& output, const TensorView& output_lse) {
+  const int64_t num_tokens = md.query_start_loc[md.num_reqs];
+  if (num_tokens == 0) return ok_status();
+  const int64_t heads = plain.num_heads;
+  const int64_t dim = plain.head_size;
+  const int prefix_len = md.common_prefix_len;
+  const int prefix_blocks = prefix_len / md.block_size;
+  const int64_t elements = num_tokens * heads * dim;
+  std::vector<float> prefix_out(elements), suffix_out(elements), merged(elements);
+  std::vector<float> prefix_lse(heads * num_tokens), suffix_lse(heads * num_tokens),
+      merged_lse(heads * num_tokens);
+
+  // Prefix: every query token sees every shared key (they all precede it). The shared blocks are
+  // request 0's first blocks, the same ids in every row.
+  AttentionPass prefix = plain;
+  redirect(prefix, prefix_out.data(), prefix_lse.data(), num_tokens);
+  prefix.causal = false;
+  const int32_t* shared_blocks = md.block_table.data_as<const int32_t>();
+  for (RequestPass& rp : prefix.requests) {
+    rp.blocks = shared_blocks;
+    rp.kv_len = prefix_len;
+    rp.key_pos0 = 0;
+  }
+  run_attention_pass(prefix);
+
+  // Suffix: per request, causal over its own blocks after the prefix, no sinks.
+  AttentionPass suffix = plain;
+  redirect(suffix, suffix_out.data(), suffix_lse.data(), num_tokens);
+  suffix.sinks = nullptr;
+  for (RequestPass& rp : suffix.requests) {
+    rp.blocks += prefix_blocks;
+    rp.kv_len -= prefix_len;
+    rp.key_pos0 = prefix_len;
+  }
+  run_attention_pass(suffix);
+
+  auto rows = [&](std::vector<float>& v) {
+    return TensorView(v.data(), DType::kF32, Device::cpu(), {num_tokens, heads, dim});
+  };
+  auto lses = [&](std::vector<float>& v) {
+    return TensorView(v.data(), DType::kF32, Device::cpu(), {heads, num_tokens});
+  };
+  PAGEDATTN_RETURN_IF_ERROR(merge_attn_states(rows(merged), rows(prefix_out), lses(prefix_lse),
+                                              rows(suffix_out), lses(suffix_lse),
+                                              lses(merged_lse)));
+
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* src = &merged[(t * heads + h) * dim];
+      const int64_t row = t * output.stride(0) + h * output.stride(1);
+      for (int64_t d = 0; d < dim; ++d)
+        store_from_float(output.data(), output.dtype(), row + d, src[d]);
+      if (output_lse.defined()) {
+        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] =
+            merged_lse[h * num_tokens + t];
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace pagedattn::cpu

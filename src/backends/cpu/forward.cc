@@ -1,0 +1,206 @@
+// CPU_ATTN's forward: checks the call against the layer and the step's metadata, describes the
+// batch as one attention pass, and runs it (or cascade, when the builder chose it).
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "backends/cpu/attention_kernel.h"
+#include "backends/cpu/cpu_impl.h"
+#include "common/numeric.h"
+
+namespace pagedattn::cpu {
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64_t min_tokens,
+                  int heads, int dim) {
+  if (!t.defined()) return invalid_argument(std::string(what) + " is required");
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(t, what, 3));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
+  PAGEDATTN_RETURN_IF_ERROR(expect_device(t, what, Device::cpu()));
+  if (t.size(0) < min_tokens || t.size(1) != heads || t.size(2) != dim) {
+    return invalid_argument(std::string(what) + " is " + t.describe() + "; expected [>= " +
+                            str(min_tokens) + ", " + str(heads) + ", " + str(dim) + "]");
+  }
+  if (t.stride(2) != 1) {
+    return invalid_argument(std::string(what) + " must have unit stride along head_size, got " +
+                            str(t.stride(2)));
+  }
+  return ok_status();
+}
+
+// Block ids of every request must address this cache, with the builder's block size.
+Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
+                   const CpuAttentionMetadata& md) {
+  if (!kv_cache.defined()) return invalid_argument("kv_cache is required");
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
+  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", Device::cpu()));
+  const DType storage = cache_storage_dtype(p);
+  if (is_fp8(p.kv_cache_dtype)) {
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage, DType::kU8}));
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage}));
+  }
+  const int64_t num_blocks = kv_cache.size(0);
+  PAGEDATTN_RETURN_IF_ERROR(expect_shape(
+      kv_cache, "kv_cache", {num_blocks, 2, md.block_size, p.num_kv_heads, p.head_size}));
+  if (kv_cache.stride(4) != 1) {
+    return invalid_argument("kv_cache must have unit stride along head_size, got " +
+                            str(kv_cache.stride(4)));
+  }
+  const TensorView& table = md.block_table;
+  if (table.size(1) > 1 && table.stride(1) != 1) {
+    return invalid_argument("block_table must have unit stride along blocks, got " +
+                            table.describe());
+  }
+  for (int r = 0; r < md.num_reqs; ++r) {
+    const int64_t needed = (md.seq_lens[r] + md.block_size - 1) / md.block_size;
+    for (int64_t c = 0; c < needed; ++c) {
+      const int64_t id = table.data_as<const int32_t>()[r * table.stride(0) + c * table.stride(1)];
+      if (id < 0 || id >= num_blocks) {
+        return invalid_argument("block_table[" + str(r) + "][" + str(c) + "] = " + str(id) +
+                                " is outside kv_cache's blocks [0, " + str(num_blocks) + ")");
+      }
+    }
+  }
+  return ok_status();
+}
+
+const float* scale_data(const TensorView& scale) {
+  return scale.defined() ? scale.data_as<const float>() : nullptr;
+}
+
+// 0 for a per-tensor scale, the element stride for a per-head one.
+int64_t scale_stride(const TensorView& scale) {
+  return scale.defined() && scale.size(0) > 1 ? scale.stride(0) : 0;
+}
+
+}  // namespace
+
+Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
+                   const TensorView& value, const TensorView& kv_cache,
+                   const CpuAttentionMetadata& md, const TensorView& output,
+                   const TensorView& output_lse, const KVScales& scales) {
+  const int64_t num_real_tokens = md.query_start_loc[md.num_reqs];
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(query, "query", p.dtype, num_real_tokens, p.num_heads, p.head_size));
+  const int64_t num_tokens = query.size(0);
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(output, "output", p.dtype, num_tokens, p.num_heads, p.head_size));
+  if (output.size(0) != num_tokens) {
+    return invalid_argument("output has " + str(output.size(0)) + " tokens, query has " +
+                            str(num_tokens));
+  }
+  if (output_lse.defined()) {
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(output_lse, "output_lse", {DType::kF32}));
+    PAGEDATTN_RETURN_IF_ERROR(expect_device(output_lse, "output_lse", Device::cpu()));
+    PAGEDATTN_RETURN_IF_ERROR(expect_shape(output_lse, "output_lse", {p.num_heads, num_tokens}));
+  }
+
+  AttentionPass pass;
+  pass.query = query.data();
+  pass.query_dtype = query.dtype();
+  pass.q_token_stride = query.stride(0);
+  pass.q_head_stride = query.stride(1);
+  pass.output = output.data();
+  pass.output_dtype = output.dtype();
+  pass.o_token_stride = output.stride(0);
+  pass.o_head_stride = output.stride(1);
+  if (output_lse.defined()) {
+    pass.lse = output_lse.data_as<float>();
+    pass.lse_head_stride = output_lse.stride(0);
+    pass.lse_token_stride = output_lse.stride(1);
+  }
+  pass.num_heads = p.num_heads;
+  pass.num_kv_heads = p.num_kv_heads;
+  pass.head_size = p.head_size;
+  pass.scale = p.resolved_scale();
+  pass.soft_cap = p.logits_soft_cap > 0.0f ? p.logits_soft_cap : 0.0f;
+  pass.alibi_slopes = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
+  pass.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
+  pass.window = p.sliding_window;
+  pass.causal = md.causal;
+
+  const bool encoder = p.attn_type == AttentionType::kEncoder;
+  if (encoder) {
+    // Encoder attention has no cache: each request attends to its own new tokens.
+    PAGEDATTN_RETURN_IF_ERROR(
+        check_rows(key, "key", p.dtype, num_real_tokens, p.num_kv_heads, p.head_size));
+    PAGEDATTN_RETURN_IF_ERROR(
+        check_rows(value, "value", p.dtype, num_real_tokens, p.num_kv_heads, p.head_size));
+    if (key.stride(0) != value.stride(0) || key.stride(1) != value.stride(1)) {
+      return invalid_argument("key and value must share strides for encoder attention");
+    }
+    pass.kv.k_base = key.data();
+    pass.kv.v_base = value.data();
+    pass.kv.dtype = key.dtype();
+    pass.kv.token_stride = key.stride(0);
+    pass.kv.head_stride = key.stride(1);
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(check_cache(kv_cache, p, md));
+    if (is_fp8(p.kv_cache_dtype)) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
+    const int64_t plane = kv_cache.stride(1);
+    const std::byte* base = static_cast<const std::byte*>(kv_cache.data());
+    const DType read_as = cache_storage_dtype(p);  // u8 storage holds FP8 codes
+    pass.kv.k_base = base;
+    pass.kv.v_base = base + plane * static_cast<int64_t>(dtype_size(kv_cache.dtype()));
+    pass.kv.dtype = read_as;
+    pass.kv.block_stride = kv_cache.stride(0);
+    pass.kv.token_stride = kv_cache.stride(2);
+    pass.kv.head_stride = kv_cache.stride(3);
+    pass.kv.block_size = md.block_size;
+    if (is_fp8(p.kv_cache_dtype)) {
+      pass.kv.k_scale = scale_data(scales.k_scale);
+      pass.kv.v_scale = scale_data(scales.v_scale);
+      pass.kv.k_scale_stride = scale_stride(scales.k_scale);
+      pass.kv.v_scale_stride = scale_stride(scales.v_scale);
+    }
+  }
+
+  pass.requests.resize(md.num_reqs);
+  for (int r = 0; r < md.num_reqs; ++r) {
+    RequestPass& rp = pass.requests[r];
+    rp.q_start = md.query_start_loc[r];
+    rp.q_len = md.query_start_loc[r + 1] - md.query_start_loc[r];
+    const int seq_len = md.seq_lens[r];
+    if (encoder) {
+      if (seq_len != rp.q_len) {
+        return invalid_argument("encoder attention needs seq_len == query_len; request " + str(r) +
+                                " has seq_len " + str(seq_len) + ", query_len " + str(rp.q_len));
+      }
+      rp.token_base = rp.q_start;
+    } else {
+      rp.blocks = md.block_table.data_as<const int32_t>() + r * md.block_table.stride(0);
+    }
+    rp.query_pos0 = seq_len - rp.q_len;
+    rp.kv_len = seq_len;
+    rp.key_pos0 = 0;
+  }
+
+  // Padding tokens past the batch: zero output, empty LSE.
+  for (int64_t t = num_real_tokens; t < num_tokens; ++t) {
+    for (int h = 0; h < p.num_heads; ++h) {
+      for (int d = 0; d < p.head_size; ++d) {
+        store_from_float(output.data(), output.dtype(),
+                         t * output.stride(0) + h * output.stride(1) + d, 0.0f);
+      }
+      if (pass.lse != nullptr) {
+        pass.lse[h * pass.lse_head_stride + t * pass.lse_token_stride] =
+            -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+
+  // Cascade cannot express ALiBi or a window; the builder rules them out, this guards the layer.
+  const bool cascade = md.common_prefix_len > 0 && !encoder && pass.alibi_slopes == nullptr &&
+                       !pass.window.enabled();
+  if (cascade) return run_cascade(pass, md, output, output_lse);
+  run_attention_pass(pass);
+  return ok_status();
+}
+
+}  // namespace pagedattn::cpu

@@ -1,0 +1,125 @@
+// CPU_ATTN's AttentionImpl: checks the layer's parameters once, then serves cache writes and
+// forward calls (cache_update.cc, forward.cc).
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_impl.h"
+
+namespace pagedattn::cpu {
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+class CpuAttentionImpl final : public AttentionImpl {
+ public:
+  explicit CpuAttentionImpl(AttentionImplParams params) : AttentionImpl(std::move(params)) {}
+
+  std::string_view kernel_generation() const override { return "cpu"; }
+
+  Status do_kv_cache_update(const TensorView& key, const TensorView& value,
+                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVScales& scales, StreamHandle stream) override {
+    return write_kv_cache(params_, key, value, kv_cache, slot_mapping, scales);
+  }
+
+  Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
+                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const TensorView& output, const TensorView& output_lse, const KVScales& scales,
+                 StreamHandle stream) override {
+    const auto* md = dynamic_cast<const CpuAttentionMetadata*>(&metadata);
+    if (md == nullptr) {
+      return invalid_argument("metadata was not built by CPU_ATTN's metadata builder");
+    }
+    return run_forward(params_, query, key, value, kv_cache, *md, output, output_lse, scales);
+  }
+};
+
+Status validate_params(const AttentionImplParams& p) {
+  if (!p.device.is_cpu()) {
+    return invalid_argument("device = " + device_name(p.device) + ": CPU_ATTN runs on cpu only");
+  }
+  if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
+    return invalid_argument("num_heads = " + str(p.num_heads) +
+                            ", num_kv_heads = " + str(p.num_kv_heads) +
+                            ": both must be positive and num_heads a multiple of num_kv_heads");
+  }
+  if (p.head_size < 32 || p.head_size > 512 || p.head_size % 8 != 0) {
+    return invalid_argument(
+        "head_size = " + str(p.head_size) +
+        " is not supported by CPU_ATTN (allowed: multiples of 8 from 32 to 512)");
+  }
+  if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
+    return invalid_argument("dtype = " + std::string(dtype_name(p.dtype)) +
+                            " is not supported by CPU_ATTN (allowed: f32, f16, bf16)");
+  }
+  if (!std::isfinite(p.scale)) {
+    return invalid_argument("scale = " + std::to_string(p.scale) + " must be finite");
+  }
+  if (!std::isfinite(p.logits_soft_cap)) {
+    return invalid_argument("logits_soft_cap = " + std::to_string(p.logits_soft_cap) +
+                            " must be finite (<= 0 disables it)");
+  }
+  if (!p.alibi_slopes.empty() && static_cast<int>(p.alibi_slopes.size()) != p.num_heads) {
+    return invalid_argument("alibi_slopes has " + str(p.alibi_slopes.size()) +
+                            " entries (allowed: none or num_heads = " + str(p.num_heads) + ")");
+  }
+  if (!p.sinks.empty() && static_cast<int>(p.sinks.size()) != p.num_heads) {
+    return invalid_argument("sinks has " + str(p.sinks.size()) +
+                            " entries (allowed: none or num_heads = " + str(p.num_heads) + ")");
+  }
+  for (float v : p.alibi_slopes) {
+    if (!std::isfinite(v)) return invalid_argument("alibi_slopes must be finite");
+  }
+  for (float v : p.sinks) {
+    if (!std::isfinite(v)) return invalid_argument("sinks must be finite");
+  }
+  if (p.sliding_window.left < -1 || p.sliding_window.right < -1) {
+    return invalid_argument("sliding_window = (" + str(p.sliding_window.left) + ", " +
+                            str(p.sliding_window.right) + "): each side must be >= -1");
+  }
+  if (p.attn_type != AttentionType::kDecoder && p.attn_type != AttentionType::kEncoder &&
+      p.attn_type != AttentionType::kEncoderOnly) {
+    return unimplemented("attn_type = " + std::string(attention_type_name(p.attn_type)) +
+                         " is not supported by CPU_ATTN (allowed: decoder, encoder, encoder_only)");
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+DType cache_storage_dtype(const AttentionImplParams& params) {
+  return kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype);
+}
+
+Status check_scales(const KVScales& scales, int num_kv_heads) {
+  for (const auto& [scale, what] :
+       {std::pair{&scales.k_scale, "k_scale"}, std::pair{&scales.v_scale, "v_scale"}}) {
+    if (!scale->defined()) continue;
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(*scale, what, {DType::kF32}));
+    PAGEDATTN_RETURN_IF_ERROR(expect_device(*scale, what, Device::cpu()));
+    if (scale->rank() != 1 || (scale->size(0) != 1 && scale->size(0) != num_kv_heads)) {
+      return invalid_argument(std::string(what) + " is " + scale->describe() +
+                              " (allowed: f32 [1] per tensor or [" + str(num_kv_heads) +
+                              "] per KV head)");
+    }
+    for (int64_t i = 0; i < scale->size(0); ++i) {
+      const float v = scale->data_as<const float>()[i * scale->stride(0)];
+      if (!std::isfinite(v) || v <= 0.0f) {
+        return invalid_argument(std::string(what) + "[" + str(i) + "] = " + std::to_string(v) +
+                                " must be finite and positive");
+      }
+    }
+  }
+  return ok_status();
+}
+
+StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) {
+  PAGEDATTN_RETURN_IF_ERROR(validate_params(params));
+  return std::unique_ptr<AttentionImpl>(std::make_unique<CpuAttentionImpl>(params));
+}
+
+}  // namespace pagedattn::cpu
