@@ -77,6 +77,9 @@ string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_exa
 pagedattn_cli_test(select_block_24 1
   "select;${select_block_24};--device;cuda;--compute-capability;9.0"
   "FLASH_ATTN:[^:]*- block_size not supported .24")
+# On a CPU machine the GPU backends are still explained.
+pagedattn_cli_test(select_block_24_on_cpu 0 "select;${select_block_24};--device;cpu"
+  "selected: CPU_ATTN.*FLASH_ATTN.*block_size not supported .24")
 pagedattn_cli_test(select_case_file 0 "select;--case;${own}/hnd_layout.json;--device;cpu"
                    "selected: CPU_ATTN")
 

@@ -18,7 +18,9 @@ struct BackendRejection {
 
 struct BackendSelection {
   const AttentionBackend* backend = nullptr;
-  std::vector<BackendRejection> rejected;  // in priority order
+  // Every backend that cannot serve the config: the device's priority list first (in order), then
+  // the other registered backends (e.g. FLASH_ATTN's reasons on a CPU machine).
+  std::vector<BackendRejection> rejected;
   KVCacheLayout kv_cache_layout = KVCacheLayout::kNHD;  // the backend's required layout, else the default
   int block_size = 16;  // the configured size, else the backend's preferred one
 };

@@ -1,6 +1,8 @@
 // Backend selection (vLLM's CudaPlatform.get_attn_backend_cls, research/vllm_backends.md 1.8).
 #include "pagedattn/selector.h"
 
+#include <algorithm>
+
 namespace pagedattn {
 namespace {
 
@@ -32,6 +34,18 @@ BackendSelection chosen(const AttentionBackend& backend, const AttentionSelector
   return selection;
 }
 
+// Backends outside the device's priority list are never candidates there, but an engine author
+// asking "why not FLASH_ATTN?" on a CPU machine deserves its reasons too.
+void append_other_backends(const AttentionSelectorConfig& config,
+                           const std::vector<std::string_view>& priority,
+                           std::vector<BackendRejection>& rejected) {
+  for (const AttentionBackend* backend : registered_backends()) {
+    if (std::find(priority.begin(), priority.end(), backend->name()) != priority.end()) continue;
+    std::vector<std::string> reasons = backend->validate_configuration(config);
+    if (!reasons.empty()) rejected.push_back({std::string(backend->name()), std::move(reasons)});
+  }
+}
+
 }  // namespace
 
 std::vector<std::string_view> backend_priority(const Device& device) {
@@ -57,14 +71,19 @@ StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
     return chosen(*backend, config, {});
   }
 
+  const std::vector<std::string_view> priority = backend_priority(config.device);
   std::vector<BackendRejection> rejected;
-  for (std::string_view name : backend_priority(config.device)) {
+  for (std::string_view name : priority) {
     const AttentionBackend* backend = find_backend(name);
     if (backend == nullptr) continue;
     std::vector<std::string> reasons = backend->validate_configuration(config);
-    if (reasons.empty()) return chosen(*backend, config, std::move(rejected));
+    if (reasons.empty()) {
+      append_other_backends(config, priority, rejected);
+      return chosen(*backend, config, std::move(rejected));
+    }
     rejected.push_back({std::string(name), std::move(reasons)});
   }
+  append_other_backends(config, priority, rejected);
   std::string message =
       "no attention backend can serve this configuration on " + device_name(config.device) + ":";
   for (const BackendRejection& r : rejected) {

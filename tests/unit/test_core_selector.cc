@@ -2,6 +2,7 @@
 // explaining a choice for another machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "backends/factories.h"
@@ -34,7 +35,17 @@ TEST(Selector, CpuDeviceChoosesCpuAttn) {
   auto s = select_backend(c);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   EXPECT_EQ(s->backend, &cpu_attn_backend());
-  EXPECT_TRUE(s->rejected.empty());
+  // The GPU backends are explained too, FLASH_ATTN with its block-size reason.
+  ASSERT_EQ(s->rejected.size(), 2u);
+  EXPECT_EQ(s->rejected[0].backend, "FLASH_ATTN");
+  EXPECT_EQ(s->rejected[1].backend, "FLASHINFER");
+  const std::vector<std::string>& fa = s->rejected[0].reasons;
+  EXPECT_NE(std::find_if(fa.begin(), fa.end(),
+                         [](const std::string& r) {
+                           return r.find("block_size not supported") != std::string::npos;
+                         }),
+            fa.end());
+  EXPECT_NE(std::find(fa.begin(), fa.end(), "device cpu not supported"), fa.end());
   EXPECT_EQ(s->block_size, 24);
   EXPECT_EQ(s->kv_cache_layout, KVCacheLayout::kNHD);
   c.block_size.reset();
@@ -58,7 +69,8 @@ TEST(Selector, ExplainHopperChoice) {
   if (built_with_cuda()) {
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     EXPECT_EQ(s->backend->name(), "FLASH_ATTN");
-    EXPECT_TRUE(s->rejected.empty());
+    ASSERT_EQ(s->rejected.size(), 1u);  // only CPU_ATTN, which does not run on CUDA
+    EXPECT_EQ(s->rejected[0].backend, "CPU_ATTN");
     EXPECT_EQ(s->block_size, 16);
   } else {
     ASSERT_FALSE(s.ok());
@@ -140,10 +152,15 @@ TEST(Selector, CpuRejectionReasons) {
   c.attn_type = AttentionType::kEncoderDecoder;
   auto s = select_backend(c);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().message(),
-            "no attention backend can serve this configuration on cpu: CPU_ATTN [head_size not "
-            "supported (20; allowed: multiples of 8 from 32 to 512); attention type "
-            "encoder_decoder not supported]");
+  const std::string& m = s.status().message();
+  // The device's candidates first, then the other backends with their own reasons.
+  EXPECT_EQ(m.rfind("no attention backend can serve this configuration on cpu: CPU_ATTN [head_size "
+                    "not supported (20; allowed: multiples of 8 from 32 to 512); attention type "
+                    "encoder_decoder not supported] FLASH_ATTN [",
+                    0),
+            0u)
+      << m;
+  EXPECT_NE(m.find("] FLASHINFER ["), std::string::npos) << m;
 }
 
 TEST(Selector, CudaWithoutCapabilityUsesTheDevice) {

@@ -113,7 +113,9 @@ int run_select(const SelectOptions& o) {
     if (o.backend != "auto") {
       names.push_back(std::string(find_backend(o.backend)->name()));
     } else {
-      for (std::string_view name : backend_priority(config.device)) names.emplace_back(name);
+      for (const AttentionBackend* backend : registered_backends()) {
+        names.emplace_back(backend->name());
+      }
     }
     for (const std::string& name : names) {
       print_reasons(name, find_backend(name)->validate_configuration(config));
