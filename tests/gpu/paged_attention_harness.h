@@ -14,6 +14,7 @@
 #include "kernels/attention/paged_attention.h"
 #include "reference/attention_ref.h"
 #include "reference/compare.h"
+#include "testing/batch_params.h"
 #include "testing/host_batch.h"
 
 namespace pagedattn::test {
@@ -94,10 +95,8 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   testing::HostBatch& b = batch_or.value();
   write_new_tokens(b);
 
-  reference::ReferenceInputs in{b.query.view(),        b.kv_cache.view(), b.block_table.view(),
-                                b.seq_lens.view(),     b.query_start_loc.view(), b.scales(),
-                                spec.causal};
-  auto ref = reference::reference_attention(in, b.params);
+  auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
+                                            b.params);
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   if (!ref.ok()) return result;
 

@@ -15,6 +15,7 @@
 #include "pagedattn/backend.h"
 #include "reference/attention_ref.h"
 #include "reference/compare.h"
+#include "testing/batch_params.h"
 #include "testing/device_batch.h"
 #include "testing/host_batch.h"
 
@@ -116,15 +117,8 @@ inline StatusOr<FlashAttnRun> run_flash_attn(const testing::HostBatch& batch) {
 
 // The oracle over the host-written cache.
 inline reference::ReferenceOutputs oracle(const testing::HostBatch& batch, const TensorView& cache) {
-  reference::ReferenceInputs in;
-  in.query = batch.query.view();
-  in.kv_cache = cache;
-  in.block_table = batch.block_table.view();
-  in.seq_lens = batch.seq_lens.view();
-  in.query_start_loc = batch.query_start_loc.view();
-  in.scales = batch.scales();
-  in.causal = batch.spec.causal;
-  StatusOr<reference::ReferenceOutputs> ref = reference::reference_attention(in, batch.params);
+  StatusOr<reference::ReferenceOutputs> ref =
+      reference::reference_attention(testing::reference_inputs(batch, cache), batch.params);
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   return ref.ok() ? std::move(ref).value() : reference::ReferenceOutputs{};
 }

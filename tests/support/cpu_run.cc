@@ -7,6 +7,7 @@
 #include "backends/cpu/cpu_metadata.h"
 #include "common/numeric.h"
 #include "reference/attention_ref.h"
+#include "testing/batch_params.h"
 
 namespace pagedattn::cpu_test {
 namespace {
@@ -23,17 +24,7 @@ StatusOr<RunResult> run(testing::HostBatch& batch, const RunOptions& options, bo
   params.attn_type = options.attn_type;
   PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionImpl> impl, cpu::make_impl(params));
 
-  BuilderParams bp;
-  bp.num_heads = spec.num_heads;
-  bp.num_kv_heads = spec.num_kv_heads;
-  bp.head_size = spec.head_size;
-  bp.block_size = spec.block_size;
-  bp.dtype = spec.dtype;
-  bp.kv_cache_dtype = spec.kv_cache_dtype;
-  bp.kv_layout = batch.layout;
-  bp.use_alibi = spec.alibi;
-  bp.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
-  bp.causal = spec.causal;
+  const BuilderParams bp = testing::builder_params_for(spec, batch.layout, Device::cpu());
   PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadataBuilder> builder,
                              cpu::make_builder(bp));
   PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadata> metadata,
@@ -59,16 +50,9 @@ StatusOr<RunResult> run(testing::HostBatch& batch, const RunOptions& options, bo
                                           cache, *metadata, result.output.view(), lse,
                                           batch.scales()));
 
-  reference::ReferenceInputs in;
-  in.query = batch.query.view();
-  in.kv_cache = cache;
-  in.block_table = batch.block_table.view();
-  in.seq_lens = batch.seq_lens.view();
-  in.query_start_loc = batch.query_start_loc.view();
-  in.scales = batch.scales();
-  in.causal = spec.causal;
-  PAGEDATTN_ASSIGN_OR_RETURN(reference::ReferenceOutputs ref,
-                             reference::reference_attention(in, params));
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      reference::ReferenceOutputs ref,
+      reference::reference_attention(testing::reference_inputs(batch, cache), params));
   result.comparison = reference::compare_to_reference(result.output.view(), lse, ref.out, ref.lse,
                                                       reference::tolerance_for(spec.dtype));
   return result;

@@ -13,6 +13,7 @@
 #include "common/numeric.h"
 #include "reference/attention_ref.h"
 #include "support/cpu_run.h"
+#include "testing/batch_params.h"
 #include "testing/host_batch.h"
 
 namespace pagedattn::cpu_test {
@@ -51,14 +52,8 @@ std::unique_ptr<AttentionMetadata> build(const HostBatch& b, const CommonAttenti
 }
 
 reference::ReferenceOutputs oracle(const HostBatch& b, const TensorView& query) {
-  reference::ReferenceInputs in;
+  reference::ReferenceInputs in = testing::reference_inputs(b, b.kv_cache.view());
   in.query = query;
-  in.kv_cache = b.kv_cache.view();
-  in.block_table = b.block_table.view();
-  in.seq_lens = b.seq_lens.view();
-  in.query_start_loc = b.query_start_loc.view();
-  in.scales = b.scales();
-  in.causal = b.spec.causal;
   return reference::reference_attention(in, b.params).value();
 }
 

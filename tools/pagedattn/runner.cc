@@ -9,6 +9,7 @@
 #include "pagedattn/device_info.h"
 #include "pagedattn/metadata.h"
 #include "reference/attention_ref.h"
+#include "testing/batch_params.h"
 
 namespace pagedattn::cli {
 namespace {
@@ -104,22 +105,7 @@ StatusOr<std::unique_ptr<CaseRun>> CaseRun::prepare(const testing::CaseSpec& cas
                             std::string(kv_cache_layout_name(*required)));
   }
 
-  BuilderParams bp;
-  bp.num_heads = case_spec.num_heads;
-  bp.num_kv_heads = case_spec.num_kv_heads;
-  bp.head_size = case_spec.head_size;
-  bp.block_size = case_spec.block_size;
-  bp.dtype = case_spec.dtype;
-  bp.kv_cache_dtype = case_spec.kv_cache_dtype;
-  bp.kv_layout = layout;
-  bp.device = run->device_;
-  bp.max_num_reqs = std::max(256, case_spec.num_reqs());
-  bp.max_num_tokens = std::max<int>(8192, static_cast<int>(case_spec.num_tokens()));
-  for (int len : case_spec.seq_lens) bp.max_model_len = std::max(bp.max_model_len, len);
-  bp.use_alibi = case_spec.alibi;
-  bp.use_sliding_window =
-      case_spec.sliding_window.has_value() && case_spec.sliding_window->enabled();
-  bp.causal = case_spec.causal;
+  const BuilderParams bp = testing::builder_params_for(case_spec, layout, run->device_);
   PAGEDATTN_ASSIGN_OR_RETURN(run->builder_, run->backend_->make_builder(bp));
 
   testing::CaseSpec spec = case_spec;
@@ -193,16 +179,10 @@ Status CaseRun::execute() {
 }
 
 StatusOr<reference::Comparison> CaseRun::verify() const {
-  reference::ReferenceInputs in;
-  in.query = batch_.query.view();
-  in.kv_cache = batch_.kv_cache.view();
-  in.block_table = batch_.block_table.view();
-  in.seq_lens = batch_.seq_lens.view();
-  in.query_start_loc = batch_.query_start_loc.view();
-  in.scales = batch_.scales();
-  in.causal = batch_.spec.causal;
-  PAGEDATTN_ASSIGN_OR_RETURN(reference::ReferenceOutputs ref,
-                             reference::reference_attention(in, batch_.params));
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      reference::ReferenceOutputs ref,
+      reference::reference_attention(testing::reference_inputs(batch_, batch_.kv_cache.view()),
+                                     batch_.params));
   return reference::compare_to_reference(output_.view(), lse_.view(), ref.out, ref.lse,
                                          reference::tolerance_for(batch_.spec.dtype));
 }

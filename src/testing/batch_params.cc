@@ -1,0 +1,38 @@
+#include "testing/batch_params.h"
+
+#include <algorithm>
+
+namespace pagedattn::testing {
+
+BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, const Device& device) {
+  BuilderParams bp;
+  bp.num_heads = spec.num_heads;
+  bp.num_kv_heads = spec.num_kv_heads;
+  bp.head_size = spec.head_size;
+  bp.block_size = spec.block_size;
+  bp.dtype = spec.dtype;
+  bp.kv_cache_dtype = spec.kv_cache_dtype;
+  bp.kv_layout = layout;
+  bp.device = device;
+  bp.max_num_reqs = std::max(bp.max_num_reqs, spec.num_reqs());
+  bp.max_num_tokens = static_cast<int>(std::max<int64_t>(bp.max_num_tokens, spec.num_tokens()));
+  for (int len : spec.seq_lens) bp.max_model_len = std::max(bp.max_model_len, len);
+  bp.use_alibi = spec.alibi;
+  bp.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
+  bp.causal = spec.causal;
+  return bp;
+}
+
+reference::ReferenceInputs reference_inputs(const HostBatch& batch, const TensorView& kv_cache) {
+  reference::ReferenceInputs in;
+  in.query = batch.query.view();
+  in.kv_cache = kv_cache;
+  in.block_table = batch.block_table.view();
+  in.seq_lens = batch.seq_lens.view();
+  in.query_start_loc = batch.query_start_loc.view();
+  in.scales = batch.scales();
+  in.causal = batch.spec.causal;
+  return in;
+}
+
+}  // namespace pagedattn::testing
