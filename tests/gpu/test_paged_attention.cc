@@ -208,6 +208,12 @@ TEST(PagedAttentionKernel, RejectsWhatItCannotServe) {
   s = kernels::launch_paged_attention(p, nullptr);
   EXPECT_NE(s.message().find("block_size"), std::string::npos) << s.message();
   p.block_size = 16;
+  p.cache_block_stride = int64_t{1} << 31;  // the kernel's block offsets are 32-bit
+  s = kernels::launch_paged_attention(p, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("kv_cache strides (block 2147483648"), std::string::npos)
+      << s.message();
+  p.cache_block_stride = 0;
   p.head_size = 100;
   EXPECT_EQ(kernels::launch_paged_attention(p, nullptr).code(), StatusCode::kUnimplemented);
   EXPECT_EQ(kernels::paged_attention_kernel_head_size(0), 0);

@@ -94,6 +94,19 @@ Status validate(const PagedAttentionParams& p) {
         "paged attention: kv_cache must be 16-byte aligned (8 for FP8) with strides that are "
         "multiples of 8 elements");
   }
+  // The kernel addresses a block's rows with 32-bit offsets (only block * stride is 64-bit).
+  const int64_t max_in_block = (p.block_size - 1) * p.cache_token_stride +
+                               (p.num_kv_heads - 1) * p.cache_head_stride + p.cache_kv_stride +
+                               p.head_size;
+  for (int64_t s : cache_strides) cache_ok = cache_ok && s >= 0 && s <= INT32_MAX;
+  if (!cache_ok || max_in_block > INT32_MAX) {
+    return invalid_argument("paged attention: kv_cache strides (block " +
+                            str(p.cache_block_stride) + ", kv " + str(p.cache_kv_stride) +
+                            ", token " + str(p.cache_token_stride) + ", head " +
+                            str(p.cache_head_stride) +
+                            ") must be non-negative and below 2^31 elements, as must the largest "
+                            "offset inside a block (" + str(max_in_block) + ")");
+  }
   if (!aligned(p.q, 16) || p.q_token_stride % 8 != 0 || p.q_head_stride % 8 != 0) {
     return invalid_argument(
         "paged attention: q must be 16-byte aligned with strides that are multiples of 8");

@@ -4,9 +4,10 @@
 // Grid: x = (request * max_num_splits + split) * (KV heads * output-column chunks) + KV head
 // chunk, y = row tile of the request's packed rows (128 rows for prefill-shaped tiles). Every
 // bound comes from upper bounds (max_query_len, max_num_splits, num_reqs), so the launch is
-// CUDA-graph safe; CTAs past a request's real work return at once. A request whose packed rows
-// fit 16 (decode, short spec-verify with small GQA groups) uses the decode-shaped tile in the same
-// launch as prefill-shaped ones.
+// CUDA-graph safe; CTAs past a request's real work return at once. Requests whose packed rows fit
+// 16 (decode, short spec-verify with small GQA groups) run in the decode-shaped kernel, the others
+// in the prefill-shaped one: two kernels rather than one with both paths, because a kernel holding
+// both is sized (registers, shared memory) for the larger and spills.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,12 +61,20 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   char* stages = smem + Cfg::kQBytes;
   constexpr int kStageStride = kFp8 ? Cfg::kRawStageBytes : Cfg::kStageBytes;
   char* fp8_tile = stages + Cfg::kStages * Cfg::kRawStageBytes;  // FP8 only: converted tile
+  auto* table_ring = reinterpret_cast<int32_t*>(stages + Cfg::stage_bytes(kFp8));
 
   load_q_tile<Cfg, T>(a, w, q_tile);
+  // Block ids run kStages - 1 tiles ahead of the K/V copies; the prologue waits for the first.
+  for (int x = t_begin; x < min(t_end, t_begin + 2 * Cfg::kStages - 2); ++x) {
+    fetch_tile_blocks<Cfg>(a, w, x, true, table_ring);
+  }
+  device::cp_async_commit();
+  device::cp_async_wait<0>();
+  __syncthreads();
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 1; ++s) {
     if (t_begin + s < t_end) {
-      load_kv_tile<Cfg, T, kCache>(a, w, (t_begin + s) * Cfg::kBlockN, stages + s * kStageStride);
+      load_kv_tile<Cfg, T, kCache>(a, w, t_begin + s, true, table_ring, stages + s * kStageStride);
     }
     device::cp_async_commit();
   }
@@ -74,11 +83,13 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     const int it = t - t_begin;
     device::cp_async_wait<Cfg::kStages - 2>();
     __syncthreads();
+    // No branch around the copies (past t_end they are zero-size): they share a basic block with
+    // the MMAs below, so ptxas interleaves their address arithmetic with the tensor-core issue.
     const int t_next = t + Cfg::kStages - 1;
-    if (t_next < t_end) {
-      char* stage = stages + ((it + Cfg::kStages - 1) % Cfg::kStages) * kStageStride;
-      load_kv_tile<Cfg, T, kCache>(a, w, t_next * Cfg::kBlockN, stage);
-    }
+    char* stage = stages + ((it + Cfg::kStages - 1) % Cfg::kStages) * kStageStride;
+    load_kv_tile<Cfg, T, kCache>(a, w, t_next, t_next < t_end, table_ring, stage);
+    fetch_tile_blocks<Cfg>(a, w, t_next + Cfg::kStages - 1, t_next + Cfg::kStages - 1 < t_end,
+                           table_ring);
     device::cp_async_commit();
     char* tile = stages + (it % Cfg::kStages) * kStageStride;
     if constexpr (kFp8) {
@@ -90,8 +101,8 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     // A tile inside [lo_last, hi_first] is visible to every row of the CTA: no mask needed.
     const bool need_mask = key0 + Cfg::kBlockN - 1 > hi_first || key0 < lo_last;
     float s[Cfg::kMT][Cfg::kWarpKeys / 8][4];
-    compute_scores<Cfg, T>(s, device::smem_addr(q_tile), device::smem_addr(tile), key0,
-                           need_mask, sp, a, w);
+    compute_scores<Cfg, T>(s, device::smem_addr(q_tile), device::smem_addr(tile), key0, need_mask,
+                           sp, a, w);
     softmax_and_pv<Cfg, T>(s, acc, device::smem_addr(tile + Cfg::kKTileBytes), sp.softmax_scale);
   }
   device::cp_async_wait<0>();
@@ -99,7 +110,7 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   store_output<Cfg, T>(a, w, acc, v_scale, smem);
 }
 
-template <int kHeadDim, typename T, CacheKind kCache, bool kMixed>
+template <int kHeadDim, typename T, CacheKind kCache, bool kLarge>
 __global__ void __launch_bounds__(128)
     paged_attention_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(128) char smem[];
@@ -125,39 +136,45 @@ __global__ void __launch_bounds__(128)
   w.kv_len = p.seqused_k[w.req];
   w.rows = w.q_len * a.group;
   w.ctx = w.kv_len - w.q_len;
-  if (w.q_len <= 0) return;
-  if (!kMixed || w.rows <= Small::kBlockM) {
-    if (blockIdx.y != 0) return;
-    w.row0 = 0;
-    run_cta<Small, T, kCache>(a, w, num_splits, smem);
-  } else {
+  if (w.q_len <= 0 || (w.rows > Small::kBlockM) != kLarge) return;
+  if constexpr (kLarge) {
     w.row0 = (gridDim.y - 1 - blockIdx.y) * Large::kBlockM;
     if (w.row0 >= w.rows) return;
     run_cta<Large, T, kCache>(a, w, num_splits, smem);
+  } else {
+    w.row0 = 0;
+    run_cta<Small, T, kCache>(a, w, num_splits, smem);
   }
 }
 
-// Launches one instantiation (defined in the generated paged_attention_hd<N>_*.cu files).
+template <typename Cfg, bool kLarge, int kHeadDim, typename T, CacheKind kCache>
+cudaError_t launch_tile_kernel(const KernelArgs& a, unsigned row_tiles, cudaStream_t stream) {
+  constexpr int kSmem = Cfg::smem_bytes(kCache != CacheKind::kSame);
+  auto kernel = paged_attention_kernel<kHeadDim, T, kCache, kLarge>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  const PagedAttentionParams& p = a.p;
+  const dim3 grid(static_cast<unsigned>(p.num_reqs * p.max_num_splits * p.num_kv_heads * a.dchunks),
+                  row_tiles);
+  kernel<<<grid, Cfg::kThreads, kSmem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+// Launches one instantiation (defined in the generated paged_attention_hd<N>_*.cu files): the
+// prefill-shaped kernel when some request may have more than 16 packed rows, then the
+// decode-shaped one (its CTAs for larger requests return at once).
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_paged_attention_instance(const KernelArgs& a, cudaStream_t stream) {
   using Small = typename SmallTile<kHeadDim>::Type;
   using Large = typename LargeTile<kHeadDim>::Type;
-  constexpr bool kFp8 = kCache != CacheKind::kSame;
-  const PagedAttentionParams& p = a.p;
-  const int64_t max_rows = static_cast<int64_t>(p.max_query_len) * a.group;
-  const bool mixed = max_rows > Small::kBlockM;
-  const int smem = mixed ? max(Small::smem_bytes(kFp8), Large::smem_bytes(kFp8))
-                         : Small::smem_bytes(kFp8);
-  auto kernel = mixed ? paged_attention_kernel<kHeadDim, T, kCache, true>
-                      : paged_attention_kernel<kHeadDim, T, kCache, false>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
-  const unsigned row_tiles =
-      mixed ? static_cast<unsigned>((max_rows + Large::kBlockM - 1) / Large::kBlockM) : 1u;
-  const dim3 grid(static_cast<unsigned>(p.num_reqs * p.max_num_splits * p.num_kv_heads * a.dchunks),
-                  row_tiles);
-  kernel<<<grid, 128, smem, stream>>>(a);
-  return cudaGetLastError();
+  const int64_t max_rows = static_cast<int64_t>(a.p.max_query_len) * a.group;
+  if (max_rows > Small::kBlockM) {
+    const auto row_tiles = static_cast<unsigned>((max_rows + Large::kBlockM - 1) / Large::kBlockM);
+    cudaError_t err = launch_tile_kernel<Large, true, kHeadDim, T, kCache>(a, row_tiles, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return launch_tile_kernel<Small, false, kHeadDim, T, kCache>(a, 1u, stream);
 }
 
 }  // namespace pagedattn::kernels::attention

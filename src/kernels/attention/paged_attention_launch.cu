@@ -75,6 +75,13 @@ Status launch_paged_attention_cuda(const PagedAttentionParams& params, int kerne
   a.group = params.num_heads / params.num_kv_heads;
   a.dchunks = kernel_head_size > 256 ? kernel_head_size / 256 : 1;
   a.write_split = params.max_num_splits > 1;
+  a.block_stride = static_cast<int>(params.cache_block_stride);
+  a.kv_stride = static_cast<int>(params.cache_kv_stride);
+  a.token_stride = static_cast<int>(params.cache_token_stride);
+  a.head_stride = static_cast<int>(params.cache_head_stride);
+  if ((params.block_size & (params.block_size - 1)) == 0) {
+    a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
+  }
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   cudaError_t err = attention::launch_for_head_size(a, kernel_head_size, cuda_stream);
   if (err == cudaSuccess && a.write_split) {

@@ -15,8 +15,8 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Score transform and visibility, uniform over the CTA.
 struct ScoreParams {
-  float qk_scale;       // softmax scale * k_scale
-  float softcap;        // <= 0: none
+  float qk_scale;  // softmax scale * k_scale
+  float softcap;   // <= 0: none
   bool alibi;
   float softmax_scale;  // factor from the scores left by compute_scores to base-2 logits
 };
@@ -39,9 +39,10 @@ __device__ __forceinline__ void visible_keys(const PagedAttentionParams& p, int 
 
 // S (this warp's rows x its kWarpKeys keys of the tile) = Q K^T, then scores in base 2, masked.
 template <typename Cfg, typename T>
-__device__ __forceinline__ void compute_scores(
-    float (&s)[Cfg::kMT][Cfg::kWarpKeys / 8][4], uint32_t q_smem, uint32_t k_smem, int tile_key0,
-    bool need_mask, const ScoreParams& sp, const KernelArgs& a, const CtaWork& w) {
+__device__ __forceinline__ void compute_scores(float (&s)[Cfg::kMT][Cfg::kWarpKeys / 8][4],
+                                               uint32_t q_smem, uint32_t k_smem, int tile_key0,
+                                               bool need_mask, const ScoreParams& sp,
+                                               const KernelArgs& a, const CtaWork& w) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wm = warp / Cfg::kWarpsN, wn = warp % Cfg::kWarpsN;
   const int key_base = wn * Cfg::kWarpKeys;
@@ -127,18 +128,25 @@ __device__ __forceinline__ void compute_scores(
   }
 }
 
+// How far (base 2) a row's maximum may rise above the reference the warp exponentiates against
+// before O and l are rescaled. Exact either way (O, l and the LSE share the reference); the slack
+// only bounds P <= 2^8, and it lets most tiles skip the rescale of O once the maxima settle.
+constexpr float kRescaleSlack = 8.0f;
+
 // Online softmax over the tile's scores, then O += P V (P rounded to T, straight from registers).
 template <typename Cfg, typename T>
 __device__ __forceinline__ void softmax_and_pv(float (&s)[Cfg::kMT][Cfg::kWarpKeys / 8][4],
                                                WarpAccum<Cfg>& acc, uint32_t v_smem, float c) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int key_base = (warp % Cfg::kWarpsN) * Cfg::kWarpKeys;
+  constexpr int kNT = Cfg::kWarpKeys / 8;
+  // Row maxima of the tile (base 2), as pairwise trees: short dependency chains.
+  float tile_max[Cfg::kMT][2];
+  bool grows = false;
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // Pairwise (tree) reductions: short dependency chains.
-      constexpr int kNT = Cfg::kWarpKeys / 8;
       float part[kNT];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) part[nt] = fmaxf(s[mt][nt][2 * h], s[mt][nt][2 * h + 1]);
@@ -149,11 +157,34 @@ __device__ __forceinline__ void softmax_and_pv(float (&s)[Cfg::kMT][Cfg::kWarpKe
       float mx = part[0];
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(acc.m2[mt][h], mx * c);
-      // A row with nothing visible yet keeps m = -inf; subtract 0 so exp2 gives 0, never NaN.
-      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = device::fast_exp2(acc.m2[mt][h] - m_use);
-      acc.m2[mt][h] = m_new;
+      tile_max[mt][h] = mx * c;
+      grows |= tile_max[mt][h] > acc.m2[mt][h] + kRescaleSlack;
+    }
+  // Warp-uniform: either every row of the warp moves to its new maximum or none does.
+  if (__any_sync(0xffffffffu, grows)) {
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = fmaxf(acc.m2[mt][h], tile_max[mt][h]);
+        // A row with nothing visible yet keeps m = -inf; alpha = exp2(-inf) = 0, never NaN.
+        const float alpha = device::fast_exp2(acc.m2[mt][h] - (m_new == -INFINITY ? 0.0f : m_new));
+        acc.m2[mt][h] = m_new;
+        acc.l[mt][h] *= alpha;
+#pragma unroll
+        for (int dt = 0; dt < Cfg::kDV / 8; ++dt) {
+          acc.o[mt][dt][2 * h] *= alpha;
+          acc.o[mt][dt][2 * h + 1] *= alpha;
+        }
+      }
+  }
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // Rows that have seen nothing subtract 0: exp2(-inf) = 0.
+      const float m_use = acc.m2[mt][h] == -INFINITY ? 0.0f : acc.m2[mt][h];
+      float part[kNT];
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         s[mt][nt][2 * h] = device::fast_exp2(fmaf(s[mt][nt][2 * h], c, -m_use));
@@ -164,12 +195,7 @@ __device__ __forceinline__ void softmax_and_pv(float (&s)[Cfg::kMT][Cfg::kWarpKe
       for (int stride = kNT / 2; stride > 0; stride /= 2)
 #pragma unroll
         for (int nt = 0; nt < stride; ++nt) part[nt] += part[nt + stride];
-      acc.l[mt][h] = acc.l[mt][h] * alpha + part[0];
-#pragma unroll
-      for (int dt = 0; dt < Cfg::kDV / 8; ++dt) {
-        acc.o[mt][dt][2 * h] *= alpha;
-        acc.o[mt][dt][2 * h + 1] *= alpha;
-      }
+      acc.l[mt][h] += part[0];
     }
 
 #pragma unroll

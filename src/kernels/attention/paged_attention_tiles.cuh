@@ -15,12 +15,12 @@ struct CtaWork {
   int split;
   int kv_head;
   int dchunk;
-  int q_start;   // first token of the request
+  int q_start;  // first token of the request
   int q_len;
-  int kv_len;    // keys of the request (seqused_k)
-  int rows;      // q_len * group packed rows
-  int row0;      // first packed row of this CTA
-  int ctx;       // kv_len - q_len: position of the first new token
+  int kv_len;  // keys of the request (seqused_k)
+  int rows;    // q_len * group packed rows
+  int row0;    // first packed row of this CTA
+  int ctx;     // kv_len - q_len: position of the first new token
 };
 
 // Q tile: kBlockM packed rows x kHeadDim columns, 16-bit.
@@ -43,53 +43,75 @@ __device__ __forceinline__ void load_q_tile(const KernelArgs& a, const CtaWork& 
   }
 }
 
-// Physical row of key `key` of the CTA's request: block table lookup, once per row and tile.
-// Power-of-two block sizes (the common case) avoid the integer division.
-__device__ __forceinline__ int64_t key_row_offset(const PagedAttentionParams& p,
-                                                  const int32_t* table, int key) {
-  int block_idx, offset;
-  if ((p.block_size & (p.block_size - 1)) == 0) {
-    const int shift = __ffs(p.block_size) - 1;
-    block_idx = key >> shift;
-    offset = key & (p.block_size - 1);
-  } else {
-    block_idx = key / p.block_size;
-    offset = key - block_idx * p.block_size;
+// The rows of a K/V tile one thread copies: 8 consecutive threads copy one key row, so a thread
+// handles kBlockN / (kThreads / 8) rows.
+template <typename Cfg>
+struct TileRows {
+  static constexpr int kRowsPerPass = Cfg::kThreads / 8;
+  static constexpr int kPasses = Cfg::kBlockN / kRowsPerPass;
+  __device__ __forceinline__ static int row(int pass) {
+    return pass * kRowsPerPass + threadIdx.x / 8;
   }
-  return static_cast<int64_t>(table[block_idx]) * p.cache_block_stride +
-         static_cast<int64_t>(offset) * p.cache_token_stride;
+};
+
+// Block of the request's block table holding key `key`, and the key's slot in that block.
+// Power-of-two block sizes (the common case) avoid the integer division.
+__device__ __forceinline__ int key_block(const KernelArgs& a, int key) {
+  return a.block_shift >= 0 ? key >> a.block_shift : key / a.p.block_size;
+}
+__device__ __forceinline__ int key_slot(const KernelArgs& a, int key) {
+  return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
 }
 
-// One K/V tile (keys n0..n0+kBlockN-1). 8 consecutive threads copy 8 consecutive chunks of one
-// row (128 contiguous bytes for 16-bit caches), so each thread resolves only kBlockN/16 rows.
-// 16-bit caches land in the padded compute layout; FP8 caches land unpadded (kHeadDim + kDV
-// bytes per key) and are converted by convert_fp8_tile.
+// Stages the block ids of the key rows of tile `tile` (zeros unless live) into its slot of the
+// shared-memory ring (cp.async, in the caller's commit group). The kernel fetches them
+// kStages - 1 tiles before the copy that needs them, so block-table reads (global memory
+// latency) overlap compute instead of stalling the copy. Rows past the sequence get 0.
+template <typename Cfg>
+__device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const CtaWork& w, int tile,
+                                                  bool live, int32_t* ring) {
+  if (threadIdx.x < Cfg::kBlockN) {
+    const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
+    const int key = tile * Cfg::kBlockN + threadIdx.x;
+    const bool ok = live && key < w.kv_len;
+    device::cp_async_4(
+        device::smem_addr(ring + (tile % Cfg::kTableSlots) * Cfg::kBlockN + threadIdx.x),
+        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+  }
+}
+
+// One K/V tile whose rows' block ids are in the ring (fetch_tile_blocks, completed); a tile
+// that is not live is zero-filled without reading memory.
+// 8 consecutive threads copy 8 consecutive chunks of one row (128 contiguous bytes for 16-bit
+// caches). 16-bit caches land in the padded compute layout; FP8 caches land unpadded
+// (kHeadDim + kDV bytes per key) and are converted by convert_fp8_tile.
 template <typename Cfg, typename T, CacheKind kCache>
-__device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w, int n0,
-                                             char* stage) {
+__device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w, int tile,
+                                             bool live, const int32_t* ring, char* stage) {
   constexpr bool kFp8 = kCache != CacheKind::kSame;
   constexpr int kElemBytes = kFp8 ? 1 : 2;
-  constexpr int kRowsPerPass = Cfg::kThreads / 8;
   const PagedAttentionParams& p = a.p;
   const char* cache = static_cast<const char*>(p.kv_cache);
-  const int32_t* table = p.block_table + static_cast<int64_t>(w.req) * p.block_table_stride;
-  const int64_t head_off = static_cast<int64_t>(w.kv_head) * p.cache_head_stride;
-  const int v_col0 = w.dchunk * Cfg::kDV;
+  const int head_off = w.kv_head * a.head_stride;
+  const int v_off = (a.kv_stride + w.dchunk * Cfg::kDV) * kElemBytes;
   const int lane8 = threadIdx.x % 8;
 #pragma unroll
-  for (int pass = 0; pass < Cfg::kBlockN / kRowsPerPass; ++pass) {
-    const int row = pass * kRowsPerPass + threadIdx.x / 8;
-    const int key = n0 + row;
-    const bool row_ok = key < w.kv_len;
-    const int64_t base = row_ok ? key_row_offset(p, table, key) + head_off : 0;
-    const char* k_src = cache + base * kElemBytes;
-    const char* v_src = cache + (base + p.cache_kv_stride + v_col0) * kElemBytes;
+  for (int pass = 0; pass < TileRows<Cfg>::kPasses; ++pass) {
+    const int row = TileRows<Cfg>::row(pass);
+    const int key = tile * Cfg::kBlockN + row;
+    const bool row_ok = live && key < w.kv_len;
+    // Rows past the sequence have block 0 in the ring: a valid address, and never read.
+    const int block = ring[(tile % Cfg::kTableSlots) * Cfg::kBlockN + row];
+    const char* k_src = cache + (static_cast<int64_t>(block) * a.block_stride +
+                                 key_slot(a, key) * a.token_stride + head_off) *
+                                    kElemBytes;
+    const char* v_src = k_src + v_off;
 #pragma unroll
     for (int c0 = 0; c0 < Cfg::kChunksK; c0 += 8) {
       const int c = c0 + lane8;
       if (c < Cfg::kChunksK) {
         const bool ok = row_ok && c * 8 < p.head_size;
-        const char* src = ok ? k_src + c * 8 * kElemBytes : cache;
+        const char* src = k_src + c * 8 * kElemBytes;
         if constexpr (kFp8) {
           device::cp_async_8(device::smem_addr(stage + row * Cfg::kHeadDim + c * 8), src,
                              ok ? 8 : 0);
@@ -103,16 +125,16 @@ __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork&
     for (int c0 = 0; c0 < Cfg::kChunksV; c0 += 8) {
       const int c = c0 + lane8;
       if (c < Cfg::kChunksV) {
-        const bool ok = row_ok && v_col0 + c * 8 < p.head_size;
-        const char* src = ok ? v_src + c * 8 * kElemBytes : cache;
+        const bool ok = row_ok && w.dchunk * Cfg::kDV + c * 8 < p.head_size;
+        const char* src = v_src + c * 8 * kElemBytes;
         if constexpr (kFp8) {
-          device::cp_async_8(device::smem_addr(stage + Cfg::kBlockN * Cfg::kHeadDim +
-                                               row * Cfg::kDV + c * 8),
-                             src, ok ? 8 : 0);
+          device::cp_async_8(
+              device::smem_addr(stage + Cfg::kBlockN * Cfg::kHeadDim + row * Cfg::kDV + c * 8), src,
+              ok ? 8 : 0);
         } else {
-          device::cp_async_16(device::smem_addr(stage + Cfg::kKTileBytes + row * Cfg::kVRowBytes +
-                                                c * 16),
-                              src, ok ? 16 : 0);
+          device::cp_async_16(
+              device::smem_addr(stage + Cfg::kKTileBytes + row * Cfg::kVRowBytes + c * 16), src,
+              ok ? 16 : 0);
         }
       }
     }
@@ -130,10 +152,10 @@ __device__ __forceinline__ void convert_fp8_tile(const char* raw, char* tile) {
     int c = idx % kChunksRow;
     const bool is_v = c >= Cfg::kChunksK;
     if (is_v) c -= Cfg::kChunksK;
-    const int src = is_v ? Cfg::kBlockN * Cfg::kHeadDim + row * Cfg::kDV + c * 8
-                         : row * Cfg::kHeadDim + c * 8;
-    const int dst = is_v ? Cfg::kKTileBytes + row * Cfg::kVRowBytes + c * 16
-                         : row * Cfg::kQRowBytes + c * 16;
+    const int src =
+        is_v ? Cfg::kBlockN * Cfg::kHeadDim + row * Cfg::kDV + c * 8 : row * Cfg::kHeadDim + c * 8;
+    const int dst =
+        is_v ? Cfg::kKTileBytes + row * Cfg::kVRowBytes + c * 16 : row * Cfg::kQRowBytes + c * 16;
     const uint2 bytes = *reinterpret_cast<const uint2*>(raw + src);
     uint4 out;
     out.x = device::fp8x2_to_half2<T, kFormat>(static_cast<uint16_t>(bytes.x & 0xFFFF));

@@ -13,8 +13,7 @@
 
 namespace pagedattn::kernels::attention {
 
-template <int kHeadDim_, int kDV_, int kMT_, int kWarpsM_, int kWarpsN_, int kBlockN_,
-          int kStages_>
+template <int kHeadDim_, int kDV_, int kMT_, int kWarpsM_, int kWarpsN_, int kBlockN_, int kStages_>
 struct TileConfig {
   static constexpr int kHeadDim = kHeadDim_;  // instantiated head size (Q/K columns)
   static constexpr int kDV = kDV_;            // output (V) columns per CTA
@@ -34,20 +33,26 @@ struct TileConfig {
   static constexpr int kQBytes = kBlockM * kQRowBytes;
   static constexpr int kKTileBytes = kBlockN * kQRowBytes;
   static constexpr int kVTileBytes = kBlockN * kVRowBytes;
-  static constexpr int kStageBytes = kKTileBytes + kVTileBytes;  // 16-bit K + V tile
+  static constexpr int kStageBytes = kKTileBytes + kVTileBytes;      // 16-bit K + V tile
   static constexpr int kRawStageBytes = kBlockN * (kHeadDim + kDV);  // FP8 K + V tile
+  // Block ids of the key rows of the next tiles (see fetch_tile_blocks): the ring holds the
+  // kStages - 1 tiles fetched ahead of the copies plus the ones being copied.
+  static constexpr int kTableSlots = 2 * kStages - 2;
+  static constexpr int kTableBytes = kTableSlots * kBlockN * 4;
   static constexpr int kORowFloats = kDV + 4;
   static constexpr int kEpilogueBytes = kWarpsN * kBlockM * (kORowFloats + 2) * 4;
 
-  static constexpr int pipeline_bytes(bool fp8) {
-    return kQBytes + (fp8 ? kStages * kRawStageBytes + kStageBytes : kStages * kStageBytes);
+  static constexpr int stage_bytes(bool fp8) {
+    return fp8 ? kStages * kRawStageBytes + kStageBytes : kStages * kStageBytes;
   }
+  static constexpr int pipeline_bytes(bool fp8) { return kQBytes + stage_bytes(fp8) + kTableBytes; }
   static constexpr int smem_bytes(bool fp8) {
     return pipeline_bytes(fp8) > kEpilogueBytes ? pipeline_bytes(fp8) : kEpilogueBytes;
   }
 
   static_assert(kThreads == 128, "the kernels are written for 4 warps");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key mma steps");
+  static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
   static_assert(kHeadDim % 16 == 0 && kDV % 16 == 0, "head size must be a multiple of 16");
 };
 
@@ -59,8 +64,8 @@ struct SmallTile {
 };
 template <int D>
 struct LargeTile {
-  using Type = TileConfig<D, (D > 256 ? 256 : D), (D <= 128 ? 2 : 1), 4, 1, (D <= 192 ? 64 : 32),
-                          2>;
+  using Type =
+      TileConfig<D, (D > 256 ? 256 : D), (D <= 128 ? 2 : 1), 4, 1, (D <= 192 ? 64 : 32), 2>;
 };
 
 enum class CacheKind { kSame, kFp8E4M3, kFp8E5M2 };
@@ -68,8 +73,14 @@ enum class CacheKind { kSame, kFp8E4M3, kFp8E5M2 };
 // Everything the device needs: the caller's parameters plus values derived once on the host.
 struct KernelArgs {
   PagedAttentionParams p;
-  int group = 1;        // query heads per KV head
-  int dchunks = 1;      // output column chunks per head (head sizes above 256)
+  int group = 1;         // query heads per KV head
+  int dchunks = 1;       // output column chunks per head (head sizes above 256)
+  int block_shift = -1;  // log2(block_size) when it is a power of two, else -1
+  // Cache strides in elements, as 32-bit values (the launcher checks they fit).
+  int block_stride = 0;
+  int kv_stride = 0;
+  int token_stride = 0;
+  int head_stride = 0;
   bool write_split = false;  // max_num_splits > 1: write partials, the combine writes out/lse
 };
 
