@@ -78,6 +78,7 @@ struct BuilderParams {
   int max_model_len = 32768;
   bool use_alibi = false;
   bool use_sliding_window = false;
+  SlidingWindow sliding_window;  // the layer's window; sizes the split-KV schedule ((-1, -1) = none)
   bool causal = true;
   int num_sms = 0;  // 0 = ask the device
 };

@@ -7,7 +7,9 @@
 namespace pagedattn::plan {
 namespace {
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Useful work per launched CTA slot when `ctas` CTAs run one per SM: the last wave's emptiness.
 double wave_efficiency(int64_t ctas, int num_sms) {
@@ -40,7 +42,9 @@ int choose_num_splits(int64_t splittable_ctas, int64_t fixed_ctas, int max_kv_bl
   auto eligible = [&](int s) {
     return s == 1 || ceil_div(max_kv_blocks, s) != ceil_div(max_kv_blocks, s - 1);
   };
-  auto efficiency = [&](int s) { return wave_efficiency(splittable_ctas * s + fixed_ctas, num_sms); };
+  auto efficiency = [&](int s) {
+    return wave_efficiency(splittable_ctas * s + fixed_ctas, num_sms);
+  };
   double best = 0.0;
   for (int s = 1; s <= max_useful; ++s) {
     if (eligible(s)) best = std::max(best, efficiency(s));
@@ -52,7 +56,8 @@ int choose_num_splits(int64_t splittable_ctas, int64_t fixed_ctas, int max_kv_bl
 }
 
 StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
-                                      std::span<const int32_t> seq_lens, const SplitKVConfig& config) {
+                                      std::span<const int32_t> seq_lens,
+                                      const SplitKVConfig& config) {
   const size_t num_reqs = seq_lens.size();
   if (query_start_loc.size() != num_reqs + 1) {
     return invalid_argument("query_start_loc has " + std::to_string(query_start_loc.size()) +
@@ -80,9 +85,13 @@ StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
                               std::to_string(q_len) + ", seq_len " + std::to_string(seq_lens[r]) +
                               "; expected 0 <= query_len <= seq_len");
     }
-    blocks[r] = static_cast<int>(ceil_div(seq_lens[r], config.block_size));
+    const int64_t keys = config.window_left >= 0
+                             ? std::min<int64_t>(seq_lens[r], int64_t{config.window_left} + q_len)
+                             : seq_lens[r];
+    blocks[r] = static_cast<int>(ceil_div(keys, config.block_size));
     const int64_t ctas = request_ctas(q_len, config.num_heads, config.num_kv_heads);
-    const bool short_query = q_len >= 1 && (q_len <= kMaxSplitQueryLen || config.split_long_queries);
+    const bool short_query =
+        q_len >= 1 && (q_len <= kMaxSplitQueryLen || config.split_long_queries);
     splittable[r] = short_query && blocks[r] >= 2 * min_blocks;
     if (splittable[r]) {
       splittable_ctas += ctas;

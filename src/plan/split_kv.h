@@ -1,11 +1,12 @@
-// Split-KV planning for the paged attention kernel: how many KV splits each request gets, decided on
-// the host by the metadata builder, and the workspace the split partials need. Pure functions, no
-// CUDA: the same code sizes the workspace and fills the schedule, and it is unit-tested on the host.
+// Split-KV planning for the paged attention kernel: how many KV splits each request gets, decided
+// on the host by the metadata builder, and the workspace the split partials need. Pure functions,
+// no CUDA: the same code sizes the workspace and fills the schedule, and it is unit-tested on the
+// host.
 //
 // Why split at all: one CTA serves (request, KV head, query tile). A decode step of a few requests
 // launches only num_reqs * Hkv CTAs, far fewer than the SMs, so each CTA walks a long KV range
-// alone. Splitting a request's KV blocks into s ranges multiplies its CTAs by s; the partial results
-// (output and LSE per range) are merged afterwards with merge_attn_states' math.
+// alone. Splitting a request's KV blocks into s ranges multiplies its CTAs by s; the partial
+// results (output and LSE per range) are merged afterwards with merge_attn_states' math.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,11 @@
 namespace pagedattn::plan {
 
 // Requests with at most this many query tokens may be split: decode and short multi-token queries
-// such as speculative verification (FlashAttention-2 splits only q_len == 1). Longer queries already
-// bring query tiles of their own.
+// such as speculative verification (FlashAttention-2 splits only q_len == 1). Longer queries
+// already bring query tiles of their own.
 inline constexpr int kMaxSplitQueryLen = 16;
-// A split covers at least this many keys, so that its fixed cost (Q load, partial write, merge) stays
-// small next to the KV it reads: 256 keys of head size 128 in bf16 are 128 KiB of K and V.
+// A split covers at least this many keys, so that its fixed cost (Q load, partial write, merge)
+// stays small next to the KV it reads: 256 keys of head size 128 in bf16 are 128 KiB of K and V.
 inline constexpr int kMinKeysPerSplit = 256;
 // Query rows (tokens x query heads of one KV group, GQA-packed) one CTA serves; used to count CTAs.
 inline constexpr int kQueryRowsPerTile = 64;
@@ -38,11 +39,14 @@ inline constexpr int kMaxWaves = 2;
 inline constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
 
 struct SplitKVConfig {
-  int num_sms = 132;     // multiprocessors of the device (H200: 132)
-  int num_heads = 32;    // query heads
+  int num_sms = 132;   // multiprocessors of the device (H200: 132)
+  int num_heads = 32;  // query heads
   int num_kv_heads = 8;
-  int block_size = 16;   // tokens per KV block
+  int block_size = 16;          // tokens per KV block
   int max_splits = kMaxSplits;  // bound for this step (workspace, graph safety); >= 1
+  // Sliding window: keys before a query it sees (-1 = all). A windowed request reads at most
+  // window_left + query_len keys, however long its sequence; the schedule splits those.
+  int window_left = -1;
   // Also split requests with more than kMaxSplitQueryLen query tokens (the cascade prefix pass,
   // where all tokens form one request over the shared prefix).
   bool split_long_queries = false;
@@ -69,7 +73,8 @@ int choose_num_splits(int64_t splittable_ctas, int64_t fixed_ctas, int max_kv_bl
 // The per-request schedule. query_start_loc [num_reqs + 1], seq_lens [num_reqs] (host copies).
 // Errors name the field when lengths are inconsistent.
 StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
-                                      std::span<const int32_t> seq_lens, const SplitKVConfig& config);
+                                      std::span<const int32_t> seq_lens,
+                                      const SplitKVConfig& config);
 
 // f32 workspace for split partials: out [splits, tokens, Hq, D] and lse [splits, Hq, tokens].
 // `token_splits` bounds splits * tokens for one launch.
@@ -80,10 +85,11 @@ struct SplitWorkspaceLayout {
 };
 SplitWorkspaceLayout split_workspace_layout(int max_num_tokens, int num_heads, int head_size);
 
-// The split bound a step of `num_tokens` query tokens launches with. It depends on num_tokens and the
-// builder's constants only, never on lengths, so a CUDA graph captured for this token count stays valid
-// for any batch of the same count: no split count plan_split_kv can choose for such a batch exceeds
-// it. 1 when num_tokens tokens already fill the SMs (the heuristic cannot split then).
+// The split bound a step of `num_tokens` query tokens launches with. It depends on num_tokens and
+// the builder's constants only, never on lengths, so a CUDA graph captured for this token count
+// stays valid for any batch of the same count: no split count plan_split_kv can choose for such a
+// batch exceeds it. 1 when num_tokens tokens already fill the SMs (the heuristic cannot split
+// then).
 int graph_safe_max_splits(int64_t num_tokens, int64_t token_splits, int num_heads, int num_kv_heads,
                           int num_sms);
 

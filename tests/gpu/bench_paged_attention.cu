@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -33,7 +33,8 @@ struct Shape {
   int hq = 32, hkv = 8, d = 128, block = 16;
   bool causal = true;
   int splits = 1;
-  bool hnd = false;  // cache layout; NHD otherwise
+  int window_left = -1;  // sliding window (decode shapes only: bytes count the visible keys)
+  bool hnd = false;      // cache layout; NHD otherwise
 };
 
 struct Timing {
@@ -60,9 +61,13 @@ Timing time_shape(const Shape& s) {
     max_blocks = std::max(max_blocks, (s.seq_lens[r] + s.block - 1) / s.block);
     max_q = std::max(max_q, s.q_lens[r]);
     max_seq = std::max(max_seq, s.seq_lens[r]);
-    kv_bytes += 2.0 * s.seq_lens[r] * s.hkv * s.d * 2;
+    const double read =
+        s.window_left >= 0 ? std::min(s.seq_lens[r], s.window_left + s.q_lens[r]) : s.seq_lens[r];
+    kv_bytes += 2.0 * read * s.hkv * s.d * 2;
     const double ctx = s.seq_lens[r] - s.q_lens[r];
-    const double avg_keys = s.causal ? ctx + (s.q_lens[r] + 1) / 2.0 : s.seq_lens[r];
+    const double avg_keys = s.window_left >= 0 ? read
+                            : s.causal         ? ctx + (s.q_lens[r] + 1) / 2.0
+                                               : s.seq_lens[r];
     flops += 4.0 * s.q_lens[r] * avg_keys * s.hq * s.d;
   }
   const int tokens = cu[num_reqs];
@@ -113,6 +118,7 @@ Timing time_shape(const Shape& s) {
   p.block_size = s.block;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s.d));
   p.causal = s.causal;
+  p.window_left = s.window_left;
   p.out = out;
   p.out_token_stride = s.hq * s.d;
   p.out_head_stride = s.d;
@@ -138,10 +144,10 @@ Timing time_shape(const Shape& s) {
   }
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   std::sort(times.begin(), times.end());
-  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(cache),
-                    static_cast<void*>(lse), static_cast<void*>(split_out),
-                    static_cast<void*>(split_lse), static_cast<void*>(d_cu),
-                    static_cast<void*>(d_seq), static_cast<void*>(d_table)}) {
+  for (void* ptr :
+       {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(cache),
+        static_cast<void*>(lse), static_cast<void*>(split_out), static_cast<void*>(split_lse),
+        static_cast<void*>(d_cu), static_cast<void*>(d_seq), static_cast<void*>(d_table)}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -204,6 +210,18 @@ TEST(PagedAttentionBench, DISABLED_IssueShapes) {
     report(name, td);
     std::printf("BENCH verify/decode ratio (splits=%d): %.3f (target <= 1.3)\n", splits,
                 tv.ms / td.ms);
+  }
+
+  // A sliding window far shorter than the context: splits share the visible tiles.
+  for (int splits : {1, 8}) {
+    Shape win;
+    win.q_lens.assign(8, 1);
+    win.seq_lens.assign(8, 32768);
+    win.window_left = 4096;
+    win.splits = splits;
+    char name[64];
+    std::snprintf(name, sizeof name, "decode 8x32k window 4096 splits=%d", splits);
+    report(name, time_shape(win));
   }
 
   // Mixed: the 64 decodes plus one 2048-token chunk over 2048 tokens of context.

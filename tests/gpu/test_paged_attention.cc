@@ -162,6 +162,10 @@ TEST(PagedAttentionKernel, LongContextDecodeAndPrefill) {
   c.query_lens = {1, 300, 700};
   expect_pass(c, KVCacheLayout::kNHD);
   expect_pass(c, KVCacheLayout::kNHD, SplitOptions{6, {}, 0});
+  // A window far shorter than the sequences: the splits share its few visible tiles.
+  c.name = "long_window";
+  c.sliding_window = SlidingWindow{333, -1};
+  expect_pass(c, KVCacheLayout::kHND, SplitOptions{6, {}, 0});
 }
 
 TEST(PagedAttentionKernel, WindowDiagonalOnly) {

@@ -91,6 +91,21 @@ TEST(PlanSplitKV, ShorterRequestsGetFewerSplits) {
   EXPECT_EQ(s.max_splits_used, 7);
 }
 
+TEST(PlanSplitKV, SlidingWindowSplitsOnlyTheKeysItSees) {
+  SplitKVConfig config = h200_config();
+  EXPECT_EQ(plan({1}, {32768}, config).num_splits_per_req, (std::vector<int32_t>{14}));
+  // A 1023-key window: the decode reads 1024 keys = 64 blocks, room for 4 splits of 256 keys.
+  config.window_left = 1023;
+  EXPECT_EQ(plan({1}, {32768}, config).num_splits_per_req, (std::vector<int32_t>{4}));
+  // A 400-key window reads 401 keys: too few to split.
+  config.window_left = 400;
+  EXPECT_EQ(plan({1}, {32768}, config).num_splits_per_req, (std::vector<int32_t>{1}));
+  // Four verification queries see window_left + 4 keys; a short sequence caps them.
+  config.window_left = 1020;
+  EXPECT_EQ(plan({4, 4}, {32768, 600}, config).num_splits_per_req,
+            (std::vector<int32_t>{4, 2}));
+}
+
 TEST(PlanSplitKV, PrefillInTheBatchFillsTheSmsAlone) {
   const SplitSchedule s = plan({1, 1000}, {4096, 3000}, h200_config());
   EXPECT_EQ(s.num_splits_per_req, (std::vector<int32_t>{1, 1}));

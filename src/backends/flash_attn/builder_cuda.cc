@@ -101,6 +101,7 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     config.num_heads = params_.num_heads;
     config.num_kv_heads = params_.num_kv_heads;
     config.block_size = params_.block_size;
+    config.window_left = params_.sliding_window.left;
     config.max_splits = plan::graph_safe_max_splits(num_tokens, layout_.token_splits,
                                                     params_.num_heads, params_.num_kv_heads, num_sms_);
 

@@ -27,13 +27,15 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   int lo_first, hi_first, lo_last, hi_last;
   visible_keys(p, w.kv_len, w.ctx + w.row0 / a.group, lo_first, hi_first);
   visible_keys(p, w.kv_len, w.ctx + last_row / a.group, lo_last, hi_last);
-  // This split's tiles, clipped to the visible range.
+  // This split's share of the tiles the rows can see (their union is [lo_first, hi_last]):
+  // splitting the visible range, not the whole sequence, keeps every split of a windowed request
+  // busy.
   const int n_tiles = (w.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  const int per_split = (n_tiles + num_splits - 1) / num_splits;
-  const int t_begin = max(w.split * per_split, lo_first / Cfg::kBlockN);
-  const int t_end = hi_last < lo_first
-                        ? t_begin
-                        : min(min(n_tiles, (w.split + 1) * per_split), hi_last / Cfg::kBlockN + 1);
+  const int vis_begin = lo_first / Cfg::kBlockN;
+  const int vis_end = hi_last < lo_first ? vis_begin : min(n_tiles, hi_last / Cfg::kBlockN + 1);
+  const int per_split = (vis_end - vis_begin + num_splits - 1) / num_splits;
+  const int t_begin = min(vis_end, vis_begin + w.split * per_split);
+  const int t_end = min(vis_end, t_begin + per_split);
 
   const int scale_idx = p.per_head_scales ? w.kv_head : 0;
   ScoreParams sp;
@@ -93,8 +95,17 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     device::cp_async_commit();
     char* tile = stages + (it % Cfg::kStages) * kStageStride;
     if constexpr (kFp8) {
-      convert_fp8_tile<Cfg, T, kCache>(tile, fp8_tile);
-      __syncthreads();
+      if constexpr (Cfg::kWarpsN > 1) {
+        // Each warp reads only its own kWarpKeys keys: it converts them itself, no CTA barrier.
+        const int warp = threadIdx.x / 32;
+        convert_fp8_rows<Cfg, T, kCache, Cfg::kWarpKeys>(
+            tile, fp8_tile, (warp % Cfg::kWarpsN) * Cfg::kWarpKeys, threadIdx.x % 32, 32);
+        __syncwarp();
+      } else {
+        convert_fp8_rows<Cfg, T, kCache, Cfg::kBlockN>(tile, fp8_tile, 0, threadIdx.x,
+                                                       Cfg::kThreads);
+        __syncthreads();
+      }
       tile = fp8_tile;
     }
     const int key0 = t * Cfg::kBlockN;
@@ -114,7 +125,7 @@ template <int kHeadDim, typename T, CacheKind kCache, bool kLarge>
 __global__ void __launch_bounds__(128)
     paged_attention_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(128) char smem[];
-  using Small = typename SmallTile<kHeadDim>::Type;
+  using Small = typename SmallTile<kHeadDim, kCache != CacheKind::kSame>::Type;
   using Large = typename LargeTile<kHeadDim>::Type;
   const PagedAttentionParams& p = a.p;
   // KV heads vary fastest so that CTAs running together read neighbouring bytes of the same
@@ -166,7 +177,7 @@ cudaError_t launch_tile_kernel(const KernelArgs& a, unsigned row_tiles, cudaStre
 // decode-shaped one (its CTAs for larger requests return at once).
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_paged_attention_instance(const KernelArgs& a, cudaStream_t stream) {
-  using Small = typename SmallTile<kHeadDim>::Type;
+  using Small = typename SmallTile<kHeadDim, kCache != CacheKind::kSame>::Type;
   using Large = typename LargeTile<kHeadDim>::Type;
   const int64_t max_rows = static_cast<int64_t>(a.p.max_query_len) * a.group;
   if (max_rows > Small::kBlockM) {

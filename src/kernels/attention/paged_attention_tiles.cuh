@@ -84,7 +84,7 @@ __device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const Cta
 // that is not live is zero-filled without reading memory.
 // 8 consecutive threads copy 8 consecutive chunks of one row (128 contiguous bytes for 16-bit
 // caches). 16-bit caches land in the padded compute layout; FP8 caches land unpadded
-// (kHeadDim + kDV bytes per key) and are converted by convert_fp8_tile.
+// (kHeadDim + kDV bytes per key) and are converted by convert_fp8_rows.
 template <typename Cfg, typename T, CacheKind kCache>
 __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w, int tile,
                                              bool live, const int32_t* ring, char* stage) {
@@ -141,14 +141,16 @@ __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork&
   }
 }
 
-// FP8 raw tile -> 16-bit compute tile (exact; the scales are applied to scores and outputs).
-template <typename Cfg, typename T, CacheKind kCache>
-__device__ __forceinline__ void convert_fp8_tile(const char* raw, char* tile) {
+// FP8 raw tile -> 16-bit compute tile (exact; the scales are applied to scores and outputs), for
+// key rows [row0, row0 + kRows), by `lanes` threads of which this is `lane`.
+template <typename Cfg, typename T, CacheKind kCache, int kRows>
+__device__ __forceinline__ void convert_fp8_rows(const char* raw, char* tile, int row0, int lane,
+                                                 int lanes) {
   constexpr device::Fp8Format kFormat =
       kCache == CacheKind::kFp8E4M3 ? device::Fp8Format::kE4M3 : device::Fp8Format::kE5M2;
   constexpr int kChunksRow = Cfg::kChunksK + Cfg::kChunksV;
-  for (int idx = threadIdx.x; idx < Cfg::kBlockN * kChunksRow; idx += Cfg::kThreads) {
-    const int row = idx / kChunksRow;
+  for (int idx = lane; idx < kRows * kChunksRow; idx += lanes) {
+    const int row = row0 + idx / kChunksRow;
     int c = idx % kChunksRow;
     const bool is_v = c >= Cfg::kChunksK;
     if (is_v) c -= Cfg::kChunksK;

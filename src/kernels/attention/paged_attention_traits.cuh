@@ -58,9 +58,10 @@ struct TileConfig {
 
 // Decode-shaped tiles (<= 16 packed rows): warps split the KV tile. Prefill-shaped tiles: warps
 // split the rows.
-template <int D>
+// FP8 stages are half the bytes: the decode-shaped tile keeps one more in flight.
+template <int D, bool kFp8>
 struct SmallTile {
-  using Type = TileConfig<D, (D > 256 ? 256 : D), 1, 1, 4, 64, (D <= 128 ? 3 : 2)>;
+  using Type = TileConfig<D, (D > 256 ? 256 : D), 1, 1, 4, 64, (D <= 128 ? (kFp8 ? 4 : 3) : 2)>;
 };
 template <int D>
 struct LargeTile {
