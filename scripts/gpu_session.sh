@@ -23,7 +23,7 @@ mv "$OUT/summary.txt" "$OUT/summary_tests.txt"
 # prepared on the host); their JSON reports are gathered into one list, bench.json.
 {
   for suite in ${BENCH_SUITES:-prefill decode spec-verify mixed cascade fp8}; do
-    timeout "${BENCH_TIMEOUT:-60}" "$STAGE/bin/pagedattn" bench --backend flash_attn \
+    timeout "${BENCH_TIMEOUT:-90}" "$STAGE/bin/pagedattn" bench --backend flash_attn \
       --suite "$suite" --repeats 20 --warmup 3 --json "/tmp/bench_$suite.json"
   done
   python3 -c 'import json, sys; json.dump([json.load(open(f)) for f in sys.argv[2:]],

@@ -132,6 +132,13 @@ TEST(PagedAttentionKernel, Fp8Caches) {
         expect_pass(c, per_head ? KVCacheLayout::kHND : KVCacheLayout::kNHD);
       }
     }
+    // Head size 72 (not a multiple of 16, served by the 80 kernel): the 8-byte copy path, whose
+    // last chunk of each row ends at head_size; the neighbouring bytes must not be read.
+    CaseSpec c = mixed_case(75);
+    c.kv_cache_dtype = kv;
+    c.head_size = 72;
+    c.name = std::string(kv_cache_dtype_name(kv)) + "_d72";
+    expect_pass(c, KVCacheLayout::kNHD);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "kernels/attention/paged_attention_combine.cuh"
@@ -25,8 +26,7 @@ cudaError_t launch_for_cache(const KernelArgs& a, cudaStream_t stream) {
       return launch_paged_attention_instance<kHeadDim, T, CacheKind::kFp8E4M3>(a, stream);
     case DType::kFP8E5M2:
       return launch_paged_attention_instance<kHeadDim, T, CacheKind::kFp8E5M2>(a, stream);
-    default:
-      return launch_paged_attention_instance<kHeadDim, T, CacheKind::kSame>(a, stream);
+    default: return launch_paged_attention_instance<kHeadDim, T, CacheKind::kSame>(a, stream);
   }
 }
 
@@ -79,6 +79,11 @@ Status launch_paged_attention_cuda(const PagedAttentionParams& params, int kerne
   a.kv_stride = static_cast<int>(params.cache_kv_stride);
   a.token_stride = static_cast<int>(params.cache_token_stride);
   a.head_stride = static_cast<int>(params.cache_head_stride);
+  a.fp8_wide_copies = dtype_size(params.cache_dtype) == 1 &&
+                      reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
+                      params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
+                      params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
+                      params.head_size % 16 == 0;
   if ((params.block_size & (params.block_size - 1)) == 0) {
     a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
   }

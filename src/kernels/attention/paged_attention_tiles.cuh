@@ -80,6 +80,27 @@ __device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const Cta
   }
 }
 
+// One key row's kCols columns (from column col0 of the head) in kChunk-byte copies: 8 lanes per
+// row, each taking every 8th chunk. Columns at or past head_size are zero-filled, never read.
+template <int kCols, int kElemBytes, int kChunk>
+__device__ __forceinline__ void copy_row(char* dst, const char* src, int col0, bool row_ok,
+                                         int head_size, int lane8) {
+  constexpr int kElems = kChunk / kElemBytes;  // elements per chunk
+  constexpr int kChunks = kCols / kElems;
+#pragma unroll
+  for (int c0 = 0; c0 < kChunks; c0 += 8) {
+    const int c = c0 + lane8;
+    if (c < kChunks) {
+      const int bytes = row_ok && col0 + c * kElems < head_size ? kChunk : 0;
+      if constexpr (kChunk == 16) {
+        device::cp_async_16(device::smem_addr(dst + c * kChunk), src + c * kChunk, bytes);
+      } else {
+        device::cp_async_8(device::smem_addr(dst + c * kChunk), src + c * kChunk, bytes);
+      }
+    }
+  }
+}
+
 // One K/V tile whose rows' block ids are in the ring (fetch_tile_blocks, completed); a tile
 // that is not live is zero-filled without reading memory.
 // 8 consecutive threads copy 8 consecutive chunks of one row (128 contiguous bytes for 16-bit
@@ -106,37 +127,24 @@ __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork&
                                  key_slot(a, key) * a.token_stride + head_off) *
                                     kElemBytes;
     const char* v_src = k_src + v_off;
-#pragma unroll
-    for (int c0 = 0; c0 < Cfg::kChunksK; c0 += 8) {
-      const int c = c0 + lane8;
-      if (c < Cfg::kChunksK) {
-        const bool ok = row_ok && c * 8 < p.head_size;
-        const char* src = k_src + c * 8 * kElemBytes;
-        if constexpr (kFp8) {
-          device::cp_async_8(device::smem_addr(stage + row * Cfg::kHeadDim + c * 8), src,
-                             ok ? 8 : 0);
-        } else {
-          device::cp_async_16(device::smem_addr(stage + row * Cfg::kQRowBytes + c * 16), src,
-                              ok ? 16 : 0);
-        }
+    const int v_col0 = w.dchunk * Cfg::kDV;
+    if constexpr (kFp8) {
+      char* raw_k = stage + row * Cfg::kHeadDim;
+      char* raw_v = stage + Cfg::kBlockN * Cfg::kHeadDim + row * Cfg::kDV;
+      // 16-byte copies where the cache allows them: half the requests of 8-byte ones, and FP8
+      // decode is bound by requests, not bytes.
+      if (a.fp8_wide_copies) {
+        copy_row<Cfg::kHeadDim, 1, 16>(raw_k, k_src, 0, row_ok, p.head_size, lane8);
+        copy_row<Cfg::kDV, 1, 16>(raw_v, v_src, v_col0, row_ok, p.head_size, lane8);
+      } else {
+        copy_row<Cfg::kHeadDim, 1, 8>(raw_k, k_src, 0, row_ok, p.head_size, lane8);
+        copy_row<Cfg::kDV, 1, 8>(raw_v, v_src, v_col0, row_ok, p.head_size, lane8);
       }
-    }
-#pragma unroll
-    for (int c0 = 0; c0 < Cfg::kChunksV; c0 += 8) {
-      const int c = c0 + lane8;
-      if (c < Cfg::kChunksV) {
-        const bool ok = row_ok && w.dchunk * Cfg::kDV + c * 8 < p.head_size;
-        const char* src = v_src + c * 8 * kElemBytes;
-        if constexpr (kFp8) {
-          device::cp_async_8(
-              device::smem_addr(stage + Cfg::kBlockN * Cfg::kHeadDim + row * Cfg::kDV + c * 8), src,
-              ok ? 8 : 0);
-        } else {
-          device::cp_async_16(
-              device::smem_addr(stage + Cfg::kKTileBytes + row * Cfg::kVRowBytes + c * 16), src,
-              ok ? 16 : 0);
-        }
-      }
+    } else {
+      copy_row<Cfg::kHeadDim, 2, 16>(stage + row * Cfg::kQRowBytes, k_src, 0, row_ok, p.head_size,
+                                     lane8);
+      copy_row<Cfg::kDV, 2, 16>(stage + Cfg::kKTileBytes + row * Cfg::kVRowBytes, v_src, v_col0,
+                                row_ok, p.head_size, lane8);
     }
   }
 }

@@ -83,6 +83,8 @@ struct KernelArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool write_split = false;  // max_num_splits > 1: write partials, the combine writes out/lse
+  // FP8 cache 16-byte aligned with strides and head_size multiples of 16: 16-byte row copies.
+  bool fp8_wide_copies = false;
 };
 
 }  // namespace pagedattn::kernels::attention
