@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "common/numeric.h"
 
@@ -170,16 +171,26 @@ StatusOr<HostBatch> make_host_batch(const CaseSpec& spec, KVCacheLayout layout) 
   }
 
   // K and V of every token. Request r draws tokens [start, seq_len) from its own stream, where the
-  // shared prefix belongs to request 0 only (its blocks are the same memory for everyone).
+  // shared prefix belongs to request 0 only (its blocks are the same memory for everyone). Requests
+  // run on all hardware threads (a 64 x 4096 decode draws half a billion numbers): each has its own
+  // stream and writes only its own tokens and blocks, so the result does not depend on the threads.
+  const int threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, std::max(1, num_reqs));
   auto for_each_token = [&](Stream stream, auto&& visit) {
-    std::vector<float> row(static_cast<size_t>(hkv) * d);
-    for (int r = 0; r < num_reqs; ++r) {
-      Normal rng(spec.seed, stream, static_cast<uint64_t>(r));
-      for (int j = r == 0 ? 0 : spec.common_prefix_len; j < spec.seq_lens[r]; ++j) {
-        for (float& x : row) x = round_to(spec.dtype, rng.next());
-        visit(r, j, row);
+    auto requests_from = [&](int first) {
+      std::vector<float> row(static_cast<size_t>(hkv) * d);
+      for (int r = first; r < num_reqs; r += threads) {
+        Normal rng(spec.seed, stream, static_cast<uint64_t>(r));
+        for (int j = r == 0 ? 0 : spec.common_prefix_len; j < spec.seq_lens[r]; ++j) {
+          for (float& x : row) x = round_to(spec.dtype, rng.next());
+          visit(r, j, row);
+        }
       }
-    }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(requests_from, t);
+    requests_from(0);
+    for (std::thread& t : pool) t.join();
   };
 
   // FP8 scales from the data (amax / 64), per tensor or per KV head.
@@ -190,14 +201,20 @@ StatusOr<HostBatch> make_host_batch(const CaseSpec& spec, KVCacheLayout layout) 
     float* scale = (plane == 0 ? b.k_scale : b.v_scale).data<float>();
     std::fill_n(scale, num_scales, 1.0f);
     if (!fp8) continue;
-    std::vector<float> amax(static_cast<size_t>(hkv), 0.0f);
+    // Per request (requests run in parallel), then reduced.
+    std::vector<float> req_amax(static_cast<size_t>(num_reqs) * hkv, 0.0f);
     for_each_token(plane == 0 ? Stream::kKey : Stream::kValue,
-                   [&](int, int, const std::vector<float>& row) {
+                   [&](int r, int, const std::vector<float>& row) {
+                     float* amax = req_amax.data() + static_cast<size_t>(r) * hkv;
                      for (int h = 0; h < hkv; ++h) {
                        for (int e = 0; e < d; ++e)
                          amax[h] = std::max(amax[h], std::fabs(row[h * d + e]));
                      }
                    });
+    std::vector<float> amax(static_cast<size_t>(hkv), 0.0f);
+    for (int r = 0; r < num_reqs; ++r) {
+      for (int h = 0; h < hkv; ++h) amax[h] = std::max(amax[h], req_amax[r * hkv + h]);
+    }
     if (num_scales == 1) amax[0] = *std::max_element(amax.begin(), amax.end());
     for (int s = 0; s < num_scales; ++s) scale[s] = amax[s] > 0.0f ? amax[s] / 64.0f : 1.0f;
   }
