@@ -66,7 +66,9 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   auto* table_ring = reinterpret_cast<int32_t*>(stages + Cfg::stage_bytes(kFp8));
 
   load_q_tile<Cfg, T>(a, w, q_tile);
-  // Block ids run kStages - 1 tiles ahead of the K/V copies; the prologue waits for the first.
+  // Block ids run kStages - 1 tiles ahead of the K/V copies: the prologue fetches those of the
+  // first 2 * (kStages - 1) tiles and waits for them (the copies of the first kStages - 1 need
+  // them now).
   for (int x = t_begin; x < min(t_end, t_begin + 2 * Cfg::kStages - 2); ++x) {
     fetch_tile_blocks<Cfg>(a, w, x, true, table_ring);
   }
