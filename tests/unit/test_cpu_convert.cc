@@ -75,3 +75,46 @@ TEST(CpuConvert, StoreRowRoundsLikeTheReferenceEncoders) {
 
 }  // namespace
 }  // namespace pagedattn::cpu::convert_test
+
+// The AVX2 build's F16C decoders, included the way attention_kernel_avx2.cc includes them.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"  // store_row: tested above
+#define PAGEDATTN_CPU_F16C 1
+namespace pagedattn::cpu::convert_test_f16c {
+namespace {
+#include "backends/cpu/attention_convert.inc"
+
+TEST(CpuConvert, Fp8EveryCodeThroughF16c) {
+  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "skipped: this CPU has no F16C";
+  uint8_t codes[256];
+  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+  for (float scale : {1.0f, 0.37f}) {
+    float e4m3[256], e5m2[256];
+    load_row(codes, DType::kFP8E4M3, 0, 256, scale, e4m3);
+    load_row(codes, DType::kFP8E5M2, 0, 256, scale, e5m2);
+    for (uint32_t c = 0; c < 256; ++c) {
+      const float want4 = fp8_e4m3_to_float(static_cast<uint8_t>(c)) * scale;
+      const float want5 = fp8_e5m2_to_float(static_cast<uint8_t>(c)) * scale;
+      if (std::isnan(want4)) {
+        EXPECT_TRUE(std::isnan(e4m3[c])) << c;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(e4m3[c]), std::bit_cast<uint32_t>(want4)) << c;
+      }
+      if (std::isnan(want5)) {
+        EXPECT_TRUE(std::isnan(e5m2[c])) << c;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(e5m2[c]), std::bit_cast<uint32_t>(want5)) << c;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagedattn::cpu::convert_test_f16c
+#undef PAGEDATTN_CPU_F16C
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif

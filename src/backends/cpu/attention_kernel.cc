@@ -23,7 +23,8 @@ std::atomic<bool> portable_forced{false};
 TaskFn pick_task_fn() {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
     return &avx2::run_task;
   }
 #endif

@@ -1,5 +1,5 @@
-// The attention kernel built for x86-64 with AVX2 and FMA (chosen at run time when the CPU has
-// them). Standard headers come first so that only the kernel body gets the wider target.
+// The attention kernel built for x86-64 with AVX2, FMA and F16C (chosen at run time when the CPU
+// has them). Standard headers come first so that only the kernel body gets the wider target.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -13,15 +13,17 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#pragma GCC target("avx2,fma,f16c")
 #endif
 
+#define PAGEDATTN_CPU_F16C 1
 namespace pagedattn::cpu::avx2 {
 #include "backends/cpu/attention_kernel_body.inc"
 }  // namespace pagedattn::cpu::avx2
+#undef PAGEDATTN_CPU_F16C
 
 #if defined(__clang__)
 #pragma clang attribute pop
