@@ -77,10 +77,11 @@ struct BuilderParams {
   int max_num_tokens = 8192;
   int max_model_len = 32768;
   bool use_alibi = false;
-  bool use_sliding_window = false;
-  SlidingWindow sliding_window;  // the layer's window; sizes the split-KV schedule ((-1, -1) = none)
+  SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
   bool causal = true;
   int num_sms = 0;  // 0 = ask the device
+
+  bool use_sliding_window() const { return sliding_window.enabled(); }
 };
 
 // Backend-specific per-step metadata; each builder returns its own subclass.

@@ -18,8 +18,7 @@ BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, con
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(bp.max_num_tokens, spec.num_tokens()));
   for (int len : spec.seq_lens) bp.max_model_len = std::max(bp.max_model_len, len);
   bp.use_alibi = spec.alibi;
-  bp.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
-  if (bp.use_sliding_window) bp.sliding_window = *spec.sliding_window;
+  if (spec.sliding_window) bp.sliding_window = *spec.sliding_window;
   bp.causal = spec.causal;
   return bp;
 }

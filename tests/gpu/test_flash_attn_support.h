@@ -82,8 +82,7 @@ inline BuilderParams builder_params_for(const testing::HostBatch& batch) {
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(64, batch.spec.num_tokens()));
   bp.max_model_len = 1 << 17;
   bp.use_alibi = batch.spec.alibi;
-  bp.use_sliding_window = batch.spec.sliding_window.has_value();
-  if (bp.use_sliding_window) bp.sliding_window = *batch.spec.sliding_window;
+  if (batch.spec.sliding_window) bp.sliding_window = *batch.spec.sliding_window;
   bp.causal = batch.spec.causal;
   return bp;
 }

@@ -126,7 +126,7 @@ StatusOr<std::unique_ptr<CaseRun>> CaseRun::prepare(const testing::CaseSpec& cas
     }
     const bool pays_off = run->builder_->use_cascade_attention(
         spec.common_prefix_len, spec.query_lens, spec.num_heads, spec.num_kv_heads, spec.alibi,
-        bp.use_sliding_window, /*use_local_attention=*/false, num_sms, /*dcp_world_size=*/1);
+        bp.use_sliding_window(), /*use_local_attention=*/false, num_sms, /*dcp_world_size=*/1);
     if (pays_off || cascade == CascadeMode::kAlways)
       run->cascade_prefix_len_ = spec.common_prefix_len;
   }

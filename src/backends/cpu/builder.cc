@@ -76,10 +76,10 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
                                   std::to_string(context_len));
         }
       }
-      const bool use_cascade =
-          use_cascade_attention(common_prefix_len, query_lens, params_.num_heads,
-                                params_.num_kv_heads, params_.use_alibi, params_.use_sliding_window,
-                                /*use_local_attention=*/false, num_sms_, /*dcp_world_size=*/1);
+      const bool use_cascade = use_cascade_attention(
+          common_prefix_len, query_lens, params_.num_heads, params_.num_kv_heads, params_.use_alibi,
+          params_.use_sliding_window(),
+          /*use_local_attention=*/false, num_sms_, /*dcp_world_size=*/1);
       md->common_prefix_len = use_cascade ? common_prefix_len : 0;
     }
     return std::unique_ptr<AttentionMetadata>(std::move(md));
