@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/device_memory.h"
+#include "runtime/device_memory.h"
 #include "pagedattn/config.h"
 
 namespace pagedattn {
@@ -20,17 +20,6 @@ std::atomic<KVCacheLayout>& layout_setting() {
 }
 
 }  // namespace
-
-#if !PAGEDATTN_WITH_CUDA
-namespace core {
-Status device_malloc(int device_index, size_t bytes, void** out) {
-  *out = nullptr;
-  return unimplemented("cannot allocate on cuda:" + std::to_string(device_index) +
-                       ": this build has no CUDA support");
-}
-void device_free(int, void*) {}
-}  // namespace core
-#endif
 
 StatusOr<KVCacheShape> get_kv_cache_shape(int64_t num_blocks, int block_size, int num_kv_heads,
                                           int head_size, KVCacheDType cache_dtype) {
@@ -102,7 +91,7 @@ StatusOr<KVCacheAllocation> KVCacheAllocation::allocate(const KVCacheShape& shap
     }
   } else {
     PAGEDATTN_RETURN_IF_ERROR(
-        core::device_malloc(device.index, static_cast<size_t>(bytes), &alloc.memory_));
+        runtime::device_malloc(device.index, static_cast<size_t>(bytes), &alloc.memory_));
   }
   const std::array<int64_t, 5> strides = kv_cache_strides(checked, layout);
   alloc.view_ = TensorView(alloc.memory_, storage, device, checked, strides);
@@ -137,7 +126,7 @@ void KVCacheAllocation::release() {
     if (view_.device().is_cpu()) {
       std::free(memory_);
     } else {
-      core::device_free(view_.device().index, memory_);
+      runtime::device_free(view_.device().index, memory_);
     }
   }
   memory_ = nullptr;

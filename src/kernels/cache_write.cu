@@ -11,7 +11,7 @@
 
 #include "device/fp8.cuh"
 #include "kernels/cache_write.h"
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 
 namespace pagedattn::kernels {
 namespace {
@@ -149,7 +149,7 @@ Status launch_typed(const CacheWriteArgs& args, int64_t num_tokens, size_t src_s
   } else {
     cache_write_kernel<Src, kKind, false><<<grid, kThreads, 0, stream>>>(args);
   }
-  return check_launch("cache_write_kernel");
+  return runtime::check_launch("cache_write_kernel");
 }
 
 template <typename Src>
@@ -256,7 +256,7 @@ Status launch_cache_write(const TensorView& key, const TensorView& value, const 
   args.head_size = static_cast<int>(head_size);
   args.block_size = static_cast<int>(block_size);
 
-  ScopedDevice guard(device.index);
+  runtime::ScopedDevice guard(device.index);
   PAGEDATTN_RETURN_IF_ERROR(guard.status());
   const auto s = static_cast<cudaStream_t>(stream);
   switch (key.dtype()) {

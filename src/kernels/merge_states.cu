@@ -11,7 +11,7 @@
 #include <cmath>
 #include <string>
 
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "kernels/merge_states.h"
 
 namespace pagedattn::kernels {
@@ -150,7 +150,7 @@ Status launch_typed(const MergeArgs& args, cudaStream_t stream) {
   } else {
     merge_states_kernel<T, 1><<<grid, kThreads, 0, stream>>>(args);
   }
-  return check_launch("merge_states_kernel");
+  return runtime::check_launch("merge_states_kernel");
 }
 
 Rows rows_of(const TensorView& t) { return {t.data(), t.stride(0), t.stride(1)}; }
@@ -186,7 +186,7 @@ Status launch_merge_attn_states(const TensorView& output, const TensorView& pref
   MergeArgs args{rows_of(output), rows_of(prefix_output), rows_of(suffix_output),
                  lse_of(prefix_lse), lse_of(suffix_lse), lse_of(output_lse),
                  output.size(0), output.size(1), output.size(2), prefix_num_tokens};
-  ScopedDevice guard(output.device().index);
+  runtime::ScopedDevice guard(output.device().index);
   PAGEDATTN_RETURN_IF_ERROR(guard.status());
   const auto s = static_cast<cudaStream_t>(stream);
   switch (output.dtype()) {

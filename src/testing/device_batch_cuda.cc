@@ -5,14 +5,14 @@
 #include <string>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
-#include "kernels/cuda_check.h"
+#include "runtime/device_buffer.h"
+#include "runtime/check.h"
 #include "testing/device_batch.h"
 
 namespace pagedattn::testing {
 namespace {
 
-using flash_attn::DeviceBuffer;
+using runtime::DeviceBuffer;
 
 class CudaDeviceBatch final : public DeviceBatch {
  public:
@@ -26,7 +26,7 @@ class CudaDeviceBatch final : public DeviceBatch {
   const TensorView& output_lse() const override { return lse_.view; }
 
   Status download(HostTensor& output, HostTensor& lse, KVCacheAllocation& kv_cache) const override {
-    kernels::ScopedDevice guard(device_);
+    runtime::ScopedDevice guard(device_);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "waiting for the device");
     output = HostTensor(output_.view.dtype(), shape_of(output_.view));
@@ -43,7 +43,7 @@ class CudaDeviceBatch final : public DeviceBatch {
 
   Status init(const HostBatch& batch, int device) {
     device_ = device;
-    kernels::ScopedDevice guard(device);
+    runtime::ScopedDevice guard(device);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     for (const auto& [host, dst] :
          {std::pair{&batch.query, &query_}, std::pair{&batch.key, &key_},

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
+#include "runtime/device_buffer.h"
 #include "cuda_test_support.h"
 #include "kernels/cache_write.h"
 #include "test_flash_attn_support.h"
@@ -16,7 +16,7 @@
 namespace pagedattn::test {
 namespace {
 
-using flash_attn::DeviceBuffer;
+using runtime::DeviceBuffer;
 using testing::CaseSpec;
 
 struct WriteCase {

@@ -9,14 +9,14 @@
 #include <cmath>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
+#include "runtime/device_buffer.h"
 #include "cuda_test_support.h"
 #include "test_flash_attn_support.h"
 
 namespace pagedattn::test {
 namespace {
 
-using flash_attn::DeviceBuffer;
+using runtime::DeviceBuffer;
 using testing::CaseSpec;
 
 constexpr int kMaxBlocksPerReq = 320;  // 5120 keys of block 16

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
+#include "runtime/device_buffer.h"
 #include "common/numeric.h"
 #include "cuda_test_support.h"
 #include "pagedattn/ops.h"
@@ -15,7 +15,7 @@
 namespace pagedattn::test {
 namespace {
 
-using flash_attn::DeviceBuffer;
+using runtime::DeviceBuffer;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "probes.h"
 
 namespace pagedattn::cli {
@@ -83,7 +83,7 @@ int sm_count(int device) {
 }  // namespace
 
 Ceiling measure_cuda_read_bandwidth(int device_index, bool quick) {
-  kernels::ScopedDevice guard(device_index);
+  runtime::ScopedDevice guard(device_index);
   if (!guard.status().ok()) return {0.0, "not measured: " + guard.status().message()};
   const size_t bytes = quick ? (size_t{1} << 30) : (size_t{4} << 30);
   void* buffer = nullptr;
@@ -107,7 +107,7 @@ Ceiling measure_cuda_read_bandwidth(int device_index, bool quick) {
 }
 
 Ceiling cuda_matmul_ceiling(int device_index) {
-  kernels::ScopedDevice guard(device_index);
+  runtime::ScopedDevice guard(device_index);
   if (!guard.status().ok()) return {0.0, "not measured: " + guard.status().message()};
   float* sink = nullptr;
   if (cudaMalloc(&sink, sizeof(float)) != cudaSuccess)

@@ -2,7 +2,7 @@
 // each run, timing by CUDA events on the stream the backend runs on (the default stream).
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "runner.h"
 #include "testing/device_batch.h"
 
@@ -25,7 +25,7 @@ class CudaPlacement final : public Placement {
   const Operands& operands() const override { return ops_; }
 
   Status poison_outputs() override {
-    kernels::ScopedDevice guard(device_);
+    runtime::ScopedDevice guard(device_);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     // All-ones bytes are NaN in f32, f16 and bf16.
     PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaMemset(ops_.output.data(), 0xFF, ops_.output.nbytes()),
@@ -36,7 +36,7 @@ class CudaPlacement final : public Placement {
   }
 
   Status synchronize() override {
-    kernels::ScopedDevice guard(device_);
+    runtime::ScopedDevice guard(device_);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "waiting for the device");
     return ok_status();
@@ -49,7 +49,7 @@ class CudaPlacement final : public Placement {
 
   StatusOr<std::vector<double>> time_ms(const std::function<Status()>& fn, int warmup,
                                         int repeats) override {
-    kernels::ScopedDevice guard(device_);
+    runtime::ScopedDevice guard(device_);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     for (int i = 0; i < warmup; ++i) PAGEDATTN_RETURN_IF_ERROR(fn());
     std::vector<cudaEvent_t> events(2 * static_cast<size_t>(repeats));
@@ -58,17 +58,17 @@ class CudaPlacement final : public Placement {
     }
     Status status = ok_status();
     for (int i = 0; i < repeats && status.ok(); ++i) {
-      status = kernels::cuda_status(cudaEventRecord(events[2 * i]), "cudaEventRecord");
+      status = runtime::cuda_status(cudaEventRecord(events[2 * i]), "cudaEventRecord");
       if (status.ok()) status = fn();
       if (status.ok())
-        status = kernels::cuda_status(cudaEventRecord(events[2 * i + 1]), "cudaEventRecord");
+        status = runtime::cuda_status(cudaEventRecord(events[2 * i + 1]), "cudaEventRecord");
     }
     if (status.ok())
-      status = kernels::cuda_status(cudaDeviceSynchronize(), "waiting for the device");
+      status = runtime::cuda_status(cudaDeviceSynchronize(), "waiting for the device");
     std::vector<double> times;
     for (int i = 0; i < repeats && status.ok(); ++i) {
       float ms = 0.0f;
-      status = kernels::cuda_status(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
+      status = runtime::cuda_status(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
                                     "cudaEventElapsedTime");
       times.push_back(ms);
     }

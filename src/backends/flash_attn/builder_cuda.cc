@@ -18,16 +18,18 @@
 #include <string>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
+#include "runtime/device_buffer.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
 #include "kernels/attention/paged_attention.h"
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "pagedattn/ops.h"
 #include "plan/split_kv.h"
 
 namespace pagedattn::flash_attn {
 namespace {
+
+using runtime::DeviceBuffer;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -81,7 +83,7 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     const std::span<const int32_t> seqs(meta.seq_lens_cpu.data_as<const int32_t>(),
                                         static_cast<size_t>(num_reqs));
     const int dev = params_.device.index;
-    kernels::ScopedDevice guard(dev);
+    runtime::ScopedDevice guard(dev);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
     auto md = std::make_unique<FlashAttnMetadata>();

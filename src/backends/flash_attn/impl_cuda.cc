@@ -14,16 +14,18 @@
 #include <string>
 #include <vector>
 
-#include "backends/flash_attn/device_buffer.h"
+#include "runtime/device_buffer.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/cache_write.h"
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "kernels/merge_states.h"
 
 namespace pagedattn::flash_attn {
 namespace {
+
+using runtime::DeviceBuffer;
 
 std::string str(int64_t v) { return std::to_string(v); }
 
@@ -43,7 +45,7 @@ Status expect_rows(const TensorView& t, std::string_view what, int64_t min_token
 Status upload(const std::vector<float>& host, int device, DeviceBuffer& buffer) {
   if (host.empty()) return ok_status();
   PAGEDATTN_ASSIGN_OR_RETURN(buffer, DeviceBuffer::allocate(device, 4 * host.size()));
-  kernels::ScopedDevice guard(device);
+  runtime::ScopedDevice guard(device);
   PAGEDATTN_RETURN_IF_ERROR(guard.status());
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(buffer.data(), host.data(), 4 * host.size(), cudaMemcpyHostToDevice),
@@ -85,7 +87,7 @@ class FlashAttnImpl final : public AttentionImpl {
     PAGEDATTN_RETURN_IF_ERROR(check_forward(query, kv_cache, *md, output, output_lse, scales));
     const int num_tokens = md->num_actual_tokens;
     if (num_tokens == 0 || md->num_reqs == 0) return ok_status();
-    kernels::ScopedDevice guard(params_.device.index);  // launches go to the current device
+    runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
     kernels::PagedAttentionParams p = base_params(query, kv_cache, scales, num_tokens);

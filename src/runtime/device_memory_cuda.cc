@@ -3,17 +3,10 @@
 
 #include <string>
 
-#include "core/device_memory.h"
+#include "runtime/device_memory.h"
+#include "runtime/check.h"
 
-namespace pagedattn::core {
-namespace {
-
-Status cuda_status(cudaError_t err, const std::string& what) {
-  return Status(StatusCode::kCudaError, what + ": " + cudaGetErrorString(err));
-}
-
-}  // namespace
-
+namespace pagedattn::runtime {
 Status device_malloc(int device_index, size_t bytes, void** out) {
   *out = nullptr;
   int previous = 0;
@@ -42,4 +35,4 @@ void device_free(int device_index, void* memory) {
   cudaSetDevice(previous);
 }
 
-}  // namespace pagedattn::core
+}  // namespace pagedattn::runtime

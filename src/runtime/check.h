@@ -9,7 +9,7 @@
 
 #include "pagedattn/status.h"
 
-namespace pagedattn::kernels {
+namespace pagedattn::runtime {
 
 inline Status cuda_status(cudaError_t err, std::string_view what) {
   if (err == cudaSuccess) return ok_status();
@@ -45,7 +45,7 @@ class ScopedDevice {
   Status status_;
 };
 
-}  // namespace pagedattn::kernels
+}  // namespace pagedattn::runtime
 
 #define PAGEDATTN_CUDA_RETURN_IF_ERROR(expr, what) \
-  PAGEDATTN_RETURN_IF_ERROR(::pagedattn::kernels::cuda_status((expr), (what)))
+  PAGEDATTN_RETURN_IF_ERROR(::pagedattn::runtime::cuda_status((expr), (what)))

@@ -7,10 +7,10 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cuda_check.h"
+#include "runtime/check.h"
 #include "pagedattn/status.h"
 
-namespace pagedattn::flash_attn {
+namespace pagedattn::runtime {
 
 class DeviceBuffer {
  public:
@@ -33,7 +33,7 @@ class DeviceBuffer {
     DeviceBuffer buffer;
     buffer.device_ = device;
     if (bytes == 0) return buffer;
-    kernels::ScopedDevice guard(device);
+    ScopedDevice guard(device);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffer.data_, bytes),
                                    "cudaMalloc of " + std::to_string(bytes) + " bytes on cuda:" +
@@ -51,7 +51,7 @@ class DeviceBuffer {
  private:
   void release() {
     if (data_ == nullptr) return;
-    kernels::ScopedDevice guard(device_);
+    ScopedDevice guard(device_);
     cudaFree(data_);  // a destructor cannot report; cudaFree fails only on a broken context
     data_ = nullptr;
     bytes_ = 0;
@@ -62,4 +62,4 @@ class DeviceBuffer {
   int device_ = 0;
 };
 
-}  // namespace pagedattn::flash_attn
+}  // namespace pagedattn::runtime

@@ -6,9 +6,9 @@
 
 #include "pagedattn/status.h"
 
-namespace pagedattn::core {
+namespace pagedattn::runtime {
 
 Status device_malloc(int device_index, size_t bytes, void** out);
 void device_free(int device_index, void* memory);
 
-}  // namespace pagedattn::core
+}  // namespace pagedattn::runtime
