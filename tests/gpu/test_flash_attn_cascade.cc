@@ -1,5 +1,6 @@
 // Cascade attention on the GPU: prefix pass + suffix pass + merge must equal plain attention over
 // the whole sequence (the oracle), with sinks counted once, FP8 caches, HND, and split passes.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,31 @@ TEST(FlashAttnCascade, BuilderFollowsVllmsRule) {
   EXPECT_TRUE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, false, false, 132, 1));
   EXPECT_FALSE((*builder)->use_cascade_attention(256, few, 32, 8, false, false, false, 132, 1));
   EXPECT_FALSE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, true, false, 132, 1));
+}
+
+// The one cascade contract: FLASH_ATTN's passes cannot place ALiBi or a window against absolute
+// positions, so build() refuses such a prefix, naming the feature (never a wrong result or a
+// forward-time error); without the prefix the same step runs.
+TEST(FlashAttnCascade, BuildRefusesCascadeWithAlibiOrAWindow) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const char* feature : {"ALiBi", "sliding window"}) {
+    CaseSpec s = shared_prefix(std::string("cascade_") + feature);
+    if (std::string(feature) == "ALiBi") s.alibi = true;
+    else s.sliding_window = SlidingWindow{300, 0};
+    StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
+    ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+    StatusOr<std::unique_ptr<testing::DeviceBatch>> dev = testing::upload_batch(*batch, 0);
+    ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+    StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder =
+        find_backend("FLASH_ATTN")->make_builder(builder_params_for(*batch));
+    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+    StatusOr<std::unique_ptr<AttentionMetadata>> refused = (*builder)->build(256, (*dev)->metadata());
+    ASSERT_FALSE(refused.ok()) << feature;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(feature), std::string::npos)
+        << refused.status().message();
+    EXPECT_TRUE((*builder)->build(0, (*dev)->metadata()).ok()) << feature;
+  }
 }
 
 TEST(FlashAttnCascade, RejectsAPrefixThatHoldsQueryTokens) {
