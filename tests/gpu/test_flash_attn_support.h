@@ -78,7 +78,8 @@ inline AttentionImplParams impl_params_for(const testing::HostBatch& batch) {
 }
 
 // One step through FLASH_ATTN on cuda:0 with testing::StepRunner: cache write, build (with the
-// case's common_prefix_len, always), forward with LSE; results downloaded (the batch's cache too).
+// case's common_prefix_len, always), forward with LSE; results downloaded (the batch's cache is
+// replaced by the device's).
 inline StatusOr<std::unique_ptr<testing::StepRunner>> run_flash_attn(testing::HostBatch& batch) {
   const AttentionBackend* backend = find_backend("FLASH_ATTN");
   if (backend == nullptr) return not_found("FLASH_ATTN is not registered");
@@ -99,11 +100,12 @@ inline reference::ReferenceOutputs oracle(const testing::HostBatch& batch, const
   return ref.ok() ? std::move(ref).value() : reference::ReferenceOutputs{};
 }
 
-// The oracle over the host-written cache (so the device's cache write is checked too).
-inline reference::Comparison compare_with_oracle(const testing::StepRunner& run) {
+// The oracle over `expected_cache` (the batch's cache with the new tokens written on the host,
+// taken before the run: the device's cache write is checked too, context slots included).
+inline reference::Comparison compare_with_oracle(const testing::StepRunner& run,
+                                                 const KVCacheAllocation& expected_cache) {
   const testing::HostBatch& batch = run.batch();
-  const KVCacheAllocation cache = host_cache_after_write(batch);
-  const reference::ReferenceOutputs ref = oracle(batch, cache.view());
+  const reference::ReferenceOutputs ref = oracle(batch, expected_cache.view());
   return reference::compare_to_reference(run.output().view(), run.lse().view(), ref.out, ref.lse,
                                          reference::tolerance_for(batch.spec.dtype));
 }
@@ -113,10 +115,11 @@ inline void expect_matches_oracle(const testing::CaseSpec& spec,
                                   KVCacheLayout layout = KVCacheLayout::kNHD) {
   StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, layout);
   ASSERT_TRUE(batch.ok()) << spec.name << ": " << batch.status().to_string();
+  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
   StatusOr<std::unique_ptr<testing::StepRunner>> run = run_flash_attn(*batch);
   ASSERT_TRUE(run.ok()) << spec.name << ": " << run.status().to_string();
   EXPECT_EQ((*run)->kernel_generation(), "v2");
-  const reference::Comparison c = compare_with_oracle(**run);
+  const reference::Comparison c = compare_with_oracle(**run, expected_cache);
   EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
                       << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
                       << c.max_lse_error << "\n" << c.detail;
