@@ -87,6 +87,11 @@ struct BuilderParams {
 // Backend-specific per-step metadata; each builder returns its own subclass.
 struct AttentionMetadata {
   virtual ~AttentionMetadata() = default;
+  // Set by build_for_cudagraph_capture (never by build): forward launches shapes that stay valid
+  // when a graph captured from it replays after later builds (FLASH_ATTN: the graph-safe split
+  // bound instead of this step's own), so forward never asks the stream whether it is capturing.
+  // Such metadata also runs eagerly, with the same results.
+  bool for_cudagraph_capture = false;
 };
 
 class AttentionMetadataBuilder {
@@ -97,17 +102,16 @@ class AttentionMetadataBuilder {
   virtual std::optional<int> reorder_batch_threshold() const { return std::nullopt; }
   virtual StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                              const CommonAttentionMetadata& meta) = 0;
+  // build(0, meta) marked for_cudagraph_capture: the metadata a captured forward is given.
   StatusOr<std::unique_ptr<AttentionMetadata>> build_for_cudagraph_capture(
-      const CommonAttentionMetadata& meta) {
-    return build(0, meta);
-  }
-  // vLLM's rule for whether a shared prefix is worth a cascade pass (default: never).
+      const CommonAttentionMetadata& meta);
+  // Whether the engine passes a shared prefix to build() as common_prefix_len: vLLM's rule
+  // (cascade_attention_pays_off), the same for every backend. build() never decides again: it runs
+  // the prefix it is given as cascade, or returns an InvalidArgument naming what it cannot serve.
   virtual bool use_cascade_attention(int common_prefix_len, std::span<const int32_t> query_lens,
                                      int num_query_heads, int num_kv_heads, bool use_alibi,
                                      bool use_sliding_window, bool use_local_attention, int num_sms,
-                                     int dcp_world_size) const {
-    return false;
-  }
+                                     int dcp_world_size) const;
 };
 
 // FP8 dequantization scales of a layer: [1] (per tensor) or [num_kv_heads] (per head) float32, on the

@@ -1,5 +1,6 @@
 // Cascade attention on the GPU: prefix pass + suffix pass + merge must equal plain attention over
 // the whole sequence (the oracle), with sinks counted once, FP8 caches, HND, and split passes.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,20 +87,56 @@ TEST(FlashAttnCascade, BuilderFollowsVllmsRule) {
   EXPECT_FALSE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, true, false, 132, 1));
 }
 
+// A case's batch on cuda:0 and a FLASH_ATTN builder for it, to ask build() directly.
+struct BuildSetup {
+  testing::HostBatch batch;
+  std::unique_ptr<testing::DeviceBatch> dev;
+  std::unique_ptr<AttentionMetadataBuilder> builder;
+  StatusOr<std::unique_ptr<AttentionMetadata>> build(int cpl) const {
+    return builder->build(cpl, dev->metadata());
+  }
+};
+
+StatusOr<BuildSetup> setup(const CaseSpec& s) {
+  BuildSetup out;
+  PAGEDATTN_ASSIGN_OR_RETURN(out.batch, testing::make_host_batch(s, KVCacheLayout::kNHD));
+  PAGEDATTN_ASSIGN_OR_RETURN(out.dev, testing::upload_batch(out.batch, 0));
+  PAGEDATTN_ASSIGN_OR_RETURN(out.builder,
+                             find_backend("FLASH_ATTN")->make_builder(builder_params_for(out.batch)));
+  return out;
+}
+
+// The one cascade contract: FLASH_ATTN's passes cannot place ALiBi or a window against absolute
+// positions, so build() refuses such a prefix, naming the feature (never a wrong result or a
+// forward-time error); without the prefix the same step runs.
+TEST(FlashAttnCascade, BuildRefusesCascadeWithAlibiOrAWindow) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const char* feature : {"ALiBi", "sliding window"}) {
+    CaseSpec s = shared_prefix(std::string("cascade_") + feature);
+    if (std::string(feature) == "ALiBi") {
+      s.alibi = true;
+    } else {
+      s.sliding_window = SlidingWindow{300, 0};
+    }
+    StatusOr<BuildSetup> b = setup(s);
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    StatusOr<std::unique_ptr<AttentionMetadata>> refused = b->build(256);
+    ASSERT_FALSE(refused.ok()) << feature;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(feature), std::string::npos)
+        << refused.status().message();
+    EXPECT_TRUE(b->build(0).ok()) << feature;
+  }
+}
+
 TEST(FlashAttnCascade, RejectsAPrefixThatHoldsQueryTokens) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s = shared_prefix("cascade_bad");
-  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
-  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
-  StatusOr<std::unique_ptr<testing::DeviceBatch>> dev = testing::upload_batch(*batch, 0);
-  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-  StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder =
-      find_backend("FLASH_ATTN")->make_builder(builder_params_for(*batch));
-  ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+  StatusOr<BuildSetup> b = setup(shared_prefix("cascade_bad"));
+  ASSERT_TRUE(b.ok()) << b.status().to_string();
   // Request 4 has 256 context tokens: a 272-token prefix would include its query token.
-  EXPECT_FALSE((*builder)->build(272, (*dev)->metadata()).ok());
-  EXPECT_FALSE((*builder)->build(250, (*dev)->metadata()).ok());  // not a block multiple
-  EXPECT_TRUE((*builder)->build(256, (*dev)->metadata()).ok());
+  EXPECT_FALSE(b->build(272).ok());
+  EXPECT_FALSE(b->build(250).ok());  // not a block multiple
+  EXPECT_TRUE(b->build(256).ok());
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Shared by the FLASH_ATTN GPU tests: run a HostBatch through the backend on cuda:0 (cache write,
-// build, forward), write the new tokens into a host copy of the cache with the host encoder, and
-// compare against the float64 oracle.
+// Shared by the FLASH_ATTN GPU tests: run a HostBatch through the backend on cuda:0 with the step
+// runner (cache write, build, forward), write the new tokens into a host copy of the cache with the
+// host encoder, and compare against the float64 oracle.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include "testing/batch_params.h"
 #include "testing/device_batch.h"
 #include "testing/host_batch.h"
+#include "testing/step_runner.h"
 
 namespace pagedattn::test {
 
@@ -61,29 +62,12 @@ inline KVCacheAllocation host_cache_after_write(const testing::HostBatch& batch)
   return std::move(copy).value();
 }
 
-struct FlashAttnRun {
-  testing::HostTensor output;  // [T, Hq, D] query dtype
-  testing::HostTensor lse;     // [Hq, T] f32
-  KVCacheAllocation kv_cache;  // host copy of the device cache after the write
-  std::string kernel_generation;
-};
-
 inline BuilderParams builder_params_for(const testing::HostBatch& batch) {
-  BuilderParams bp;
-  bp.num_heads = batch.spec.num_heads;
-  bp.num_kv_heads = batch.spec.num_kv_heads;
-  bp.head_size = batch.spec.head_size;
-  bp.block_size = batch.spec.block_size;
-  bp.dtype = batch.spec.dtype;
-  bp.kv_cache_dtype = batch.spec.kv_cache_dtype;
-  bp.kv_layout = batch.layout;
-  bp.device = Device::cuda(0);
+  BuilderParams bp = testing::builder_params_for(batch.spec, batch.layout, Device::cuda(0));
+  // Tight persistent buffers (the split workspace and bounds scale with them) and a roomy model.
   bp.max_num_reqs = std::max(8, batch.spec.num_reqs());
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(64, batch.spec.num_tokens()));
   bp.max_model_len = 1 << 17;
-  bp.use_alibi = batch.spec.alibi;
-  if (batch.spec.sliding_window) bp.sliding_window = *batch.spec.sliding_window;
-  bp.causal = batch.spec.causal;
   return bp;
 }
 
@@ -93,25 +77,18 @@ inline AttentionImplParams impl_params_for(const testing::HostBatch& batch) {
   return p;
 }
 
-// Cache write, build (with the case's common_prefix_len), forward with LSE; results downloaded.
-inline StatusOr<FlashAttnRun> run_flash_attn(const testing::HostBatch& batch) {
+// One step through FLASH_ATTN on cuda:0 with testing::StepRunner: cache write, build (with the
+// case's common_prefix_len, always), forward with LSE; results downloaded (the batch's cache is
+// replaced by the device's).
+inline StatusOr<std::unique_ptr<testing::StepRunner>> run_flash_attn(testing::HostBatch& batch) {
   const AttentionBackend* backend = find_backend("FLASH_ATTN");
   if (backend == nullptr) return not_found("FLASH_ATTN is not registered");
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<testing::DeviceBatch> dev, testing::upload_batch(batch, 0));
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionImpl> impl,
-                             backend->make_impl(impl_params_for(batch)));
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadataBuilder> builder,
-                             backend->make_builder(builder_params_for(batch)));
-  const CommonAttentionMetadata meta = dev->metadata();
-  PAGEDATTN_RETURN_IF_ERROR(impl->do_kv_cache_update(dev->key(), dev->value(), dev->kv_cache(),
-                                                     meta.slot_mapping, dev->scales()));
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<AttentionMetadata> md,
-                             builder->build(batch.spec.common_prefix_len, meta));
-  PAGEDATTN_RETURN_IF_ERROR(impl->forward(dev->query(), dev->key(), dev->value(), dev->kv_cache(),
-                                          *md, dev->output(), dev->output_lse(), dev->scales()));
-  FlashAttnRun run;
-  run.kernel_generation = std::string(impl->kernel_generation());
-  PAGEDATTN_RETURN_IF_ERROR(dev->download(run.output, run.lse, run.kv_cache));
+  testing::StepOptions options;
+  options.cascade = testing::CascadeMode::kAlways;
+  options.builder_params = builder_params_for(batch);
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<testing::StepRunner> run,
+                             testing::StepRunner::for_batch(batch, *backend, Device::cuda(0), options));
+  PAGEDATTN_RETURN_IF_ERROR(run->run_step());
   return run;
 }
 
@@ -123,11 +100,13 @@ inline reference::ReferenceOutputs oracle(const testing::HostBatch& batch, const
   return ref.ok() ? std::move(ref).value() : reference::ReferenceOutputs{};
 }
 
-inline reference::Comparison compare_with_oracle(const testing::HostBatch& batch,
-                                                 const FlashAttnRun& run) {
-  const KVCacheAllocation cache = host_cache_after_write(batch);
-  const reference::ReferenceOutputs ref = oracle(batch, cache.view());
-  return reference::compare_to_reference(run.output.view(), run.lse.view(), ref.out, ref.lse,
+// The oracle over `expected_cache` (the batch's cache with the new tokens written on the host,
+// taken before the run: the device's cache write is checked too, context slots included).
+inline reference::Comparison compare_with_oracle(const testing::StepRunner& run,
+                                                 const KVCacheAllocation& expected_cache) {
+  const testing::HostBatch& batch = run.batch();
+  const reference::ReferenceOutputs ref = oracle(batch, expected_cache.view());
+  return reference::compare_to_reference(run.output().view(), run.lse().view(), ref.out, ref.lse,
                                          reference::tolerance_for(batch.spec.dtype));
 }
 
@@ -136,10 +115,11 @@ inline void expect_matches_oracle(const testing::CaseSpec& spec,
                                   KVCacheLayout layout = KVCacheLayout::kNHD) {
   StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, layout);
   ASSERT_TRUE(batch.ok()) << spec.name << ": " << batch.status().to_string();
-  StatusOr<FlashAttnRun> run = run_flash_attn(*batch);
+  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
+  StatusOr<std::unique_ptr<testing::StepRunner>> run = run_flash_attn(*batch);
   ASSERT_TRUE(run.ok()) << spec.name << ": " << run.status().to_string();
-  EXPECT_EQ(run->kernel_generation, "v2");
-  const reference::Comparison c = compare_with_oracle(*batch, *run);
+  EXPECT_EQ((*run)->kernel_generation(), "v2");
+  const reference::Comparison c = compare_with_oracle(**run, expected_cache);
   EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
                       << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
                       << c.max_lse_error << "\n" << c.detail;

@@ -1,10 +1,11 @@
-// Cascade: vLLM's use_cascade_attention rule (exact decisions), the builder applying it, and the
-// prefix + suffix + merge path equal to plain attention (and to the oracle) with every feature
-// cascade allows.
+// Cascade: vLLM's use_cascade_attention rule (exact decisions), the one contract (the base class's
+// rule decides, build() runs the prefix it is given), and the prefix + suffix + merge path equal to
+// plain attention (and to the oracle) with every feature, ALiBi and windows included.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -74,30 +75,49 @@ CaseSpec shared_prefix_spec(int num_reqs, int prefix, int block_size) {
   return s;
 }
 
-TEST(CascadeBuilderTest, KeepsThePrefixOnlyWhenTheRuleSaysSo) {
+TEST(CascadeBuilderTest, TheBaseClassRuleDecidesAndBuildRunsWhatItIsGiven) {
   auto batch = testing::make_host_batch(shared_prefix_spec(8, 256, 16), KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+  BuilderParams alibi = builder_params(16);
+  alibi.use_alibi = true;
+  for (const BuilderParams& bp : {builder_params(16), alibi}) {
+    auto builder = cpu::make_builder(bp);
+    ASSERT_TRUE(builder.ok());
+    // The one rule: the base class's use_cascade_attention is cascade_attention_pays_off.
+    const std::vector<int32_t> q = {5, 1, 1, 1, 2, 1, 1, 9};
+    for (int cpl : {128, 256, 4096}) {
+      for (bool with_alibi : {false, true}) {
+        EXPECT_EQ((*builder)->use_cascade_attention(cpl, q, 4, 2, with_alibi, false, false, 2, 1),
+                  cascade_attention_pays_off(cpl, q, 4, 2, with_alibi, false, false, 2, 1));
+      }
+    }
+    // build() never decides again: a prefix below the rule's 256, or with ALiBi, still runs.
+    for (int cpl : {0, 128, 256}) {
+      auto built = (*builder)->build(cpl, batch->metadata());
+      ASSERT_TRUE(built.ok()) << built.status().to_string();
+      EXPECT_EQ(dynamic_cast<const cpu::CpuAttentionMetadata&>(**built).common_prefix_len, cpl);
+    }
+    // Not a block multiple, negative, or past a request's context: errors naming common_prefix_len.
+    for (int bad : {250, -16, 4096}) {
+      auto s = (*builder)->build(bad, batch->metadata());
+      ASSERT_FALSE(s.ok()) << bad;
+      EXPECT_NE(s.status().message().find("common_prefix_len"), std::string::npos);
+    }
+  }
+}
+
+TEST(CudaGraphCaptureTest, OnlyTheCaptureBuildMarksMetadataGraphSafe) {
+  auto batch = testing::make_host_batch(shared_prefix_spec(3, 64, 16), KVCacheLayout::kNHD);
   ASSERT_TRUE(batch.ok()) << batch.status().to_string();
   auto builder = cpu::make_builder(builder_params(16));
   ASSERT_TRUE(builder.ok());
-  auto built = (*builder)->build(256, batch->metadata());
-  ASSERT_TRUE(built.ok()) << built.status().to_string();
-  EXPECT_EQ(dynamic_cast<const cpu::CpuAttentionMetadata&>(**built).common_prefix_len, 256);
-  // ALiBi layers never cascade.
-  BuilderParams alibi = builder_params(16);
-  alibi.use_alibi = true;
-  auto no_cascade = (*cpu::make_builder(alibi))->build(256, batch->metadata());
-  ASSERT_TRUE(no_cascade.ok());
-  EXPECT_EQ(dynamic_cast<const cpu::CpuAttentionMetadata&>(**no_cascade).common_prefix_len, 0);
-  // Below 256 shared tokens: plain attention.
-  auto short_prefix = (*builder)->build(128, batch->metadata());
-  ASSERT_TRUE(short_prefix.ok());
-  EXPECT_EQ(dynamic_cast<const cpu::CpuAttentionMetadata&>(**short_prefix).common_prefix_len, 0);
-  // Not a block multiple, or past a request's context: errors naming common_prefix_len.
-  for (int bad : {250, -16, 4096}) {
-    auto s = (*builder)->build(bad, batch->metadata());
-    ASSERT_FALSE(s.ok()) << bad;
-    EXPECT_NE(s.status().message().find("common_prefix_len"), std::string::npos);
-  }
+  auto eager = (*builder)->build(64, batch->metadata());
+  auto capture = (*builder)->build_for_cudagraph_capture(batch->metadata());
+  ASSERT_TRUE(eager.ok() && capture.ok());
+  EXPECT_FALSE((*eager)->for_cudagraph_capture);
+  EXPECT_TRUE((*capture)->for_cudagraph_capture);
+  // A captured step never cascades.
+  EXPECT_EQ(dynamic_cast<const cpu::CpuAttentionMetadata&>(**capture).common_prefix_len, 0);
 }
 
 struct CascadeCase {
@@ -109,6 +129,8 @@ struct CascadeCase {
   double soft_cap;
   bool causal;
   KVCacheLayout layout;
+  bool alibi = false;
+  std::optional<SlidingWindow> window;
 };
 
 void PrintTo(const CascadeCase& c, std::ostream* os) {
@@ -126,10 +148,12 @@ TEST_P(CascadeEqualsPlain, SameAsPlainAndOracle) {
   s.sinks = c.sinks;
   s.logits_soft_cap = c.soft_cap;
   s.causal = c.causal;
+  s.alibi = c.alibi;
+  s.sliding_window = c.window;
   auto batch = testing::make_host_batch(s, c.layout);
   ASSERT_TRUE(batch.ok()) << batch.status().to_string();
   RunOptions cascade;
-  cascade.force_cascade = true;
+  cascade.cascade = testing::CascadeMode::kAlways;
   auto with_cascade = run_against_reference(*batch, cascade);
   ASSERT_TRUE(with_cascade.ok()) << with_cascade.status().to_string();
   EXPECT_EQ(with_cascade->cascade_prefix_len, c.prefix);
@@ -160,7 +184,16 @@ INSTANTIATE_TEST_SUITE_P(
                       CascadeCase{"f16_fp8_e4m3", 5, 96, 32, DType::kF16, KVCacheDType::kFP8E4M3,
                                   false, 0, true, KVCacheLayout::kHND},
                       CascadeCase{"noncausal_fp8_e5m2", 3, 48, 16, DType::kF32,
-                                  KVCacheDType::kFP8E5M2, true, 0, false, KVCacheLayout::kNHD}));
+                                  KVCacheDType::kFP8E5M2, true, 0, false, KVCacheLayout::kNHD},
+                      // CPU_ATTN's passes keep absolute positions: ALiBi and windows (one that
+                      // reaches into the prefix for some queries and not for others) stay exact.
+                      CascadeCase{"alibi_sinks", 6, 64, 16, DType::kF32, KVCacheDType::kAuto, true,
+                                  0, true, KVCacheLayout::kNHD, /*alibi=*/true},
+                      CascadeCase{"window_bf16", 5, 96, 32, DType::kBF16, KVCacheDType::kAuto,
+                                  true, 0, true, KVCacheLayout::kHND, false, SlidingWindow{40, 0}},
+                      CascadeCase{"alibi_window_noncausal", 4, 48, 16, DType::kF32,
+                                  KVCacheDType::kAuto, false, 0, false, KVCacheLayout::kNHD, true,
+                                  SlidingWindow{20, 7}}));
 
 TEST(CascadeForwardTest, RuleChosenCascadeRunsThroughTheBuilder) {
   auto batch = testing::make_host_batch(shared_prefix_spec(8, 256, 16), KVCacheLayout::kNHD);

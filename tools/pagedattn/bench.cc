@@ -104,9 +104,9 @@ int run_bench(const BenchOptions& o) {
     const testing::CaseSpec& spec = cases[i];
     std::cerr << "bench: [" << i + 1 << "/" << cases.size() << "] " << spec.name
               << ": preparing the batch...\n";
-    StatusOr<std::unique_ptr<CaseRun>> prepared = CaseRun::prepare(spec, o.backend);
+    StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(spec, o.backend);
     if (!prepared.ok()) return bad_input(spec.name + ": " + prepared.status().message());
-    CaseRun& run = **prepared;
+    StepRunner& run = **prepared;
     if (Status s = run.run_step(); !s.ok()) {
       std::cerr << "pagedattn: " << spec.name << ": " << s.to_string() << "\n";
       return kExitFailed;

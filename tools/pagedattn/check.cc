@@ -44,13 +44,13 @@ CaseResult check_one(const std::string& path, const CheckOptions& o) {
   }
   result.name = spec->name;
   result.tolerance = reference::tolerance_for(spec->dtype);
-  StatusOr<std::unique_ptr<CaseRun>> prepared = CaseRun::prepare(*spec, o.backend, o.cascade);
+  StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(*spec, o.backend, o.cascade);
   if (!prepared.ok()) {
     result.exit_code = kExitBadInput;
     result.error = prepared.status().message();
     return result;
   }
-  CaseRun& run = **prepared;
+  StepRunner& run = **prepared;
   result.backend = std::string(run.backend().name());
   result.kernel_generation = std::string(run.kernel_generation());
   if (run.cascade_prefix_len() > 0) result.kernel_generation += ", cascade";

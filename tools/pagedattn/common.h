@@ -8,6 +8,7 @@
 
 #include "pagedattn/selector.h"
 #include "pagedattn/status.h"
+#include "testing/batch_params.h"
 #include "testing/case_spec.h"
 
 namespace pagedattn::cli {
@@ -29,8 +30,7 @@ CLI::Validator compute_capability_validator();
 // "auto", or a registered backend's name or alias.
 CLI::Validator backend_validator(bool allow_auto);
 
-// The selector question a case asks, on `device`.
-AttentionSelectorConfig selector_config_for(const testing::CaseSpec& spec, const Device& device);
+using testing::selector_config_for;  // the selector question a case asks
 // The device a forced backend runs on ("CPU_ATTN" -> cpu, otherwise cuda:0); the machine's best
 // device for "auto".
 Device device_for_backend(const std::string& backend);

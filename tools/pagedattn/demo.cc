@@ -87,14 +87,14 @@ int run_demo(const DemoOptions& o) {
               "tokens/s", "KV GB/s", "result");
   int exit_code = kExitOk;
   for (const Step& step : steps) {
-    StatusOr<std::unique_ptr<CaseRun>> prepared = CaseRun::prepare(step.spec, o.backend);
+    StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(step.spec, o.backend);
     if (!prepared.ok()) {  // e.g. no backend here serves this step's model: say so, go on
       std::printf("%-14s %-40s ERROR: %s\n", step.spec.name.c_str(), step.what,
                   prepared.status().message().c_str());
       exit_code = kExitBadInput;
       continue;
     }
-    CaseRun& run = **prepared;
+    StepRunner& run = **prepared;
     Status s = run.run_step();
     StatusOr<std::vector<double>> times = std::vector<double>{};
     if (s.ok())

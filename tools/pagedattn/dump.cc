@@ -61,7 +61,7 @@ Status dump_cache(const std::string& dir, const testing::HostBatch& batch) {
 
 }  // namespace
 
-Status dump_case(const std::string& dir, const CaseRun& run, const reference::Comparison& result) {
+Status dump_case(const std::string& dir, const StepRunner& run, const reference::Comparison& result) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return not_found("--dump: cannot create '" + dir + "': " + error.message());

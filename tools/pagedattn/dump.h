@@ -10,6 +10,6 @@
 
 namespace pagedattn::cli {
 
-Status dump_case(const std::string& dir, const CaseRun& run, const reference::Comparison& result);
+Status dump_case(const std::string& dir, const StepRunner& run, const reference::Comparison& result);
 
 }  // namespace pagedattn::cli

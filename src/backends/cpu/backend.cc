@@ -1,4 +1,7 @@
 // CPU_ATTN's description: what the portable host backend serves. Execution is in cpu/*.cc.
+// Cascade (a shared prefix passed to build()) runs with every feature it serves, ALiBi and sliding
+// windows included: its prefix and suffix passes keep absolute query and key positions, so the
+// result is exact plain attention (tests/unit/test_cpu_cascade.cc).
 #include "backends/cpu/cpu_backend.h"
 #include "backends/factories.h"
 

@@ -1,5 +1,5 @@
 // CPU_ATTN's forward: checks the call against the layer and the step's metadata, describes the
-// batch as one attention pass, and runs it (or cascade, when the builder chose it).
+// batch as one attention pass, and runs it (or cascade, when the step has a common prefix).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -195,10 +195,9 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     }
   }
 
-  // Cascade cannot express ALiBi or a window; the builder rules them out, this guards the layer.
-  const bool cascade = md.common_prefix_len > 0 && !encoder && pass.alibi_slopes == nullptr &&
-                       !pass.window.enabled();
-  if (cascade) return run_cascade(pass, md, output, output_lse);
+  // Cascade's passes keep absolute positions, so ALiBi and windows stay exact. (Encoder steps
+  // never get here with a prefix: their requests have no context to hold one.)
+  if (md.common_prefix_len > 0) return run_cascade(pass, md, output, output_lse);
   run_attention_pass(pass);
   return ok_status();
 }

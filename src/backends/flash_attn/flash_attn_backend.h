@@ -4,9 +4,14 @@
 
 #include <memory>
 
+#include "backends/common_prefix.h"
 #include "pagedattn/backend.h"
 
 namespace pagedattn::flash_attn {
+
+// The kernel derives key positions from each pass's own lengths, so a cascade pass cannot place
+// ALiBi distances or a window against absolute positions: build() refuses those cascades.
+inline constexpr backends::CascadeFeatures kCascadeFeatures{.alibi = false, .sliding_window = false};
 
 // Like vLLM's get_flash_attn_version: the kernel generation for this head size, ALiBi use and
 // device (2 = mma.sync "v2", sm_80+; 3 = Hopper wgmma "v3", not built yet); 0 = none can serve it.

@@ -1,17 +1,17 @@
-// A case on a CUDA device: the batch uploaded by testing::upload_batch, outputs poisoned before
+// A case on a CUDA device: the batch uploaded by upload_batch, outputs poisoned before
 // each run, timing by CUDA events on the stream the backend runs on (the default stream).
 #include <cuda_runtime.h>
 
 #include "runtime/check.h"
-#include "runner.h"
 #include "testing/device_batch.h"
+#include "testing/step_runner.h"
 
-namespace pagedattn::cli {
+namespace pagedattn::testing {
 namespace {
 
 class CudaPlacement final : public Placement {
  public:
-  CudaPlacement(std::unique_ptr<testing::DeviceBatch> batch, int device)
+  CudaPlacement(std::unique_ptr<DeviceBatch> batch, int device)
       : batch_(std::move(batch)), device_(device) {
     ops_.query = batch_->query();
     ops_.key = batch_->key();
@@ -22,7 +22,7 @@ class CudaPlacement final : public Placement {
     ops_.scales = batch_->scales();
     ops_.meta = batch_->metadata();
   }
-  const Operands& operands() const override { return ops_; }
+  const StepOperands& operands() const override { return ops_; }
 
   Status poison_outputs() override {
     runtime::ScopedDevice guard(device_);
@@ -42,8 +42,7 @@ class CudaPlacement final : public Placement {
     return ok_status();
   }
 
-  Status download(testing::HostBatch& batch, testing::HostTensor& output,
-                  testing::HostTensor& lse) override {
+  Status download(HostBatch& batch, HostTensor& output, HostTensor& lse) override {
     return batch_->download(output, lse, batch.kv_cache);
   }
 
@@ -78,19 +77,18 @@ class CudaPlacement final : public Placement {
   }
 
  private:
-  std::unique_ptr<testing::DeviceBatch> batch_;
+  std::unique_ptr<DeviceBatch> batch_;
   int device_;
-  Operands ops_;
+  StepOperands ops_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Placement>> place_on_cuda(const testing::HostBatch& batch,
-                                                   int device_index) {
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<testing::DeviceBatch> device_batch,
-                             testing::upload_batch(batch, device_index));
+StatusOr<std::unique_ptr<Placement>> place_on_cuda(const HostBatch& batch, int device_index) {
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBatch> device_batch,
+                             upload_batch(batch, device_index));
   return std::unique_ptr<Placement>(
       std::make_unique<CudaPlacement>(std::move(device_batch), device_index));
 }
 
-}  // namespace pagedattn::cli
+}  // namespace pagedattn::testing

@@ -1,0 +1,217 @@
+#include "backends/gpu/checks.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace pagedattn::gpu {
+namespace {
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+std::string prefix(const AttentionBackend& backend, std::string_view part) {
+  return std::string(backend.name()) + " " + std::string(part) + ": ";
+}
+
+std::string dtypes_text(const AttentionBackend& backend) {
+  std::string text;
+  for (DType d : backend.supported_dtypes())
+    text += (text.empty() ? "" : ", ") + std::string(dtype_name(d));
+  return text;
+}
+
+std::string block_sizes_text(const AttentionBackend& backend) {
+  std::string text;
+  for (const MultipleOf& m : backend.supported_kernel_block_sizes()) {
+    text += (text.empty() ? "multiples of " : " or ") + str(m.base);
+  }
+  return text.empty() ? "any positive size" : text;
+}
+
+// What builder and impl both check: the device, the head counts, the head size and the dtype.
+Status check_layer(const AttentionBackend& backend, std::string_view part, const Device& device,
+                   int num_heads, int num_kv_heads, int head_size, DType dtype) {
+  const std::string where = prefix(backend, part);
+  if (!device.is_cuda()) {
+    return invalid_argument(where + "device is " + device_name(device) +
+                            "; expected a CUDA device");
+  }
+  if (num_heads <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
+    return invalid_argument(where + "num_heads = " + str(num_heads) +
+                            ", num_kv_heads = " + str(num_kv_heads) +
+                            "; expected positive counts with num_heads % num_kv_heads == 0");
+  }
+  if (!backend.supports_head_size(head_size)) {
+    return invalid_argument(where + "head_size = " + str(head_size) + " is not served (allowed: " +
+                            backend.supported_head_sizes_text() + ")");
+  }
+  if (!backend.supports_dtype(dtype)) {
+    return invalid_argument(where + "dtype " + std::string(dtype_name(dtype)) + "; expected " +
+                            dtypes_text(backend) + " (f32 runs on the CPU backend)");
+  }
+  return ok_status();
+}
+
+Status check_device_vector(const TensorView& t, std::string_view what, int device) {
+  if (!t.device().is_cuda() || t.device().index != device) {
+    return invalid_argument(std::string(what) + " must be on cuda:" + str(device) + ", got " +
+                            t.describe());
+  }
+  if (t.rank() >= 1 && t.size(0) > 1 && t.stride(t.rank() - 1) != 1) {
+    return invalid_argument(std::string(what) + " must be contiguous in its last dim, got " +
+                            t.describe());
+  }
+  return ok_status();
+}
+
+Status check_rows(const TensorView& t, std::string_view what, int64_t min_tokens, int64_t heads,
+                  int64_t head_size, DType dtype, const Device& device) {
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(t, what, 3));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
+  PAGEDATTN_RETURN_IF_ERROR(expect_device(t, what, device));
+  if (t.size(0) < min_tokens || t.size(1) != heads || t.size(2) != head_size || t.stride(2) != 1) {
+    return invalid_argument(std::string(what) + " is " + t.describe() +
+                            "; expected [>= " + str(min_tokens) + ", " + str(heads) + ", " +
+                            str(head_size) + "] with a contiguous head dim");
+  }
+  return ok_status();
+}
+
+Status check_scale(const TensorView& scale, std::string_view what, const AttentionImplParams& p) {
+  if (!scale.defined()) return ok_status();
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(scale, what, {DType::kF32}));
+  PAGEDATTN_RETURN_IF_ERROR(expect_device(scale, what, p.device));
+  if (scale.numel() != 1 && scale.numel() != p.num_kv_heads) {
+    return invalid_argument(std::string(what) + " has " + str(scale.numel()) +
+                            " elements; expected 1 or num_kv_heads = " + str(p.num_kv_heads));
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta) {
+  return {params.device.index, params.num_heads, params.num_kv_heads,   params.head_size,
+          params.block_size,   meta.num_reqs,    meta.num_actual_tokens};
+}
+
+Status check_builder_params(const AttentionBackend& backend, const BuilderParams& p) {
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_layer(backend, "builder", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
+  if (!backend.supports_block_size(p.block_size) || p.block_size <= 0) {
+    return invalid_argument(prefix(backend, "builder") + "block_size = " + str(p.block_size) +
+                            "; expected " + block_sizes_text(backend));
+  }
+  if (p.max_num_reqs <= 0 || p.max_num_tokens <= 0 || p.max_model_len <= 0) {
+    return invalid_argument(
+        prefix(backend, "builder") +
+        "max_num_reqs, max_num_tokens and max_model_len must be positive, got " +
+        str(p.max_num_reqs) + ", " + str(p.max_num_tokens) + ", " + str(p.max_model_len));
+  }
+  return ok_status();
+}
+
+Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta) {
+  if (meta.num_reqs > params.max_num_reqs) {
+    return invalid_argument("num_reqs = " + str(meta.num_reqs) +
+                            " exceeds the builder's max_num_reqs = " + str(params.max_num_reqs));
+  }
+  if (meta.num_actual_tokens > params.max_num_tokens) {
+    return invalid_argument(
+        "num_actual_tokens = " + str(meta.num_actual_tokens) +
+        " exceeds the builder's max_num_tokens = " + str(params.max_num_tokens));
+  }
+  if (meta.max_seq_len > params.max_model_len) {
+    return invalid_argument("max_seq_len = " + str(meta.max_seq_len) +
+                            " exceeds the builder's max_model_len = " + str(params.max_model_len));
+  }
+  // The builder does not know the cache size; block ids are checked where the table is on the host.
+  const int64_t any_blocks = std::numeric_limits<int64_t>::max() / params.block_size;
+  PAGEDATTN_RETURN_IF_ERROR(meta.validate(params.block_size, any_blocks));
+  const int dev = params.device.index;
+  PAGEDATTN_RETURN_IF_ERROR(check_device_vector(meta.query_start_loc, "query_start_loc", dev));
+  PAGEDATTN_RETURN_IF_ERROR(check_device_vector(meta.seq_lens, "seq_lens", dev));
+  return check_device_vector(meta.block_table_tensor, "block_table_tensor", dev);
+}
+
+Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& p) {
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_layer(backend, "impl", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
+  for (const auto& [values, what] :
+       {std::pair{&p.alibi_slopes, "alibi_slopes"}, std::pair{&p.sinks, "sinks"}}) {
+    if (values->empty() || static_cast<int>(values->size()) == p.num_heads) continue;
+    return invalid_argument(prefix(backend, "impl") + what + " has " + str(values->size()) +
+                            " entries; expected num_heads = " + str(p.num_heads) + " or none");
+  }
+  return ok_status();
+}
+
+Status check_cache(const AttentionImplParams& p, DType cache_dtype, const TensorView& kv_cache) {
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
+  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", p.device));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {cache_dtype}));
+  if (kv_cache.size(1) != 2 || kv_cache.size(3) != p.num_kv_heads ||
+      kv_cache.size(4) != p.head_size || kv_cache.stride(4) != 1) {
+    return invalid_argument("kv_cache is " + kv_cache.describe() +
+                            "; expected [num_blocks, 2, "
+                            "block_size, " +
+                            str(p.num_kv_heads) + ", " + str(p.head_size) +
+                            "] with a contiguous head dim");
+  }
+  return ok_status();
+}
+
+Status check_cache_update(const AttentionImplParams& p, DType cache_dtype, const TensorView& key,
+                          const TensorView& value, const TensorView& kv_cache) {
+  PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(key, "key", {p.dtype}));
+  return expect_dtype(value, "value", {p.dtype});
+}
+
+Status check_forward(const AttentionImplParams& p, DType cache_dtype, const StepInfo& step,
+                     const TensorView& query, const TensorView& kv_cache, const TensorView& output,
+                     const TensorView& output_lse, const KVScales& scales) {
+  const int64_t t = step.num_actual_tokens;
+  if (step.num_heads != p.num_heads || step.num_kv_heads != p.num_kv_heads ||
+      step.head_size != p.head_size) {
+    return invalid_argument("metadata was built for heads " + str(step.num_heads) + "/" +
+                            str(step.num_kv_heads) + ", head_size " + str(step.head_size) +
+                            "; this layer has " + str(p.num_heads) + "/" + str(p.num_kv_heads) +
+                            ", " + str(p.head_size));
+  }
+  if (step.device_index != p.device.index) {
+    return invalid_argument("metadata was built for cuda:" + str(step.device_index) +
+                            "; this layer runs on " + device_name(p.device));
+  }
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(query, "query", t, p.num_heads, p.head_size, p.dtype, p.device));
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(output, "output", t, p.num_heads, p.head_size, p.dtype, p.device));
+  if (output_lse.defined()) {
+    PAGEDATTN_RETURN_IF_ERROR(expect_rank(output_lse, "output_lse", 2));
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(output_lse, "output_lse", {DType::kF32}));
+    PAGEDATTN_RETURN_IF_ERROR(expect_device(output_lse, "output_lse", p.device));
+    if (output_lse.size(0) != p.num_heads || output_lse.size(1) < t ||
+        (output_lse.size(1) > 1 && output_lse.stride(1) != 1)) {
+      return invalid_argument("output_lse is " + output_lse.describe() + "; expected [" +
+                              str(p.num_heads) + ", >= " + str(t) + "] f32, contiguous rows");
+    }
+  }
+  PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
+  if (kv_cache.size(2) != step.block_size) {
+    return invalid_argument("kv_cache block size " + str(kv_cache.size(2)) +
+                            " differs from the builder's block_size " + str(step.block_size));
+  }
+  PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.k_scale, "k_scale", p));
+  PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.v_scale, "v_scale", p));
+  if (scales.k_scale.defined() != scales.v_scale.defined() ||
+      (scales.k_scale.defined() && scales.k_scale.numel() != scales.v_scale.numel())) {
+    return invalid_argument(
+        "k_scale and v_scale must both be given (same size) or both be left out");
+  }
+  return ok_status();
+}
+
+}  // namespace pagedattn::gpu

@@ -1,0 +1,41 @@
+// The parameter and call checks every GPU backend makes, written once over the backend's own
+// description (name, dtypes, block sizes, head sizes) and the common StepInfo. Host code: the
+// checks read shapes, strides and devices only, never device memory.
+#pragma once
+
+#include <string_view>
+
+#include "backends/gpu/metadata.h"
+#include "pagedattn/backend.h"
+
+namespace pagedattn::gpu {
+
+// make_builder: a CUDA device, positive head counts with whole GQA groups, a head size, block size
+// and dtype the backend serves, and positive persistent-buffer limits.
+Status check_builder_params(const AttentionBackend& backend, const BuilderParams& params);
+
+// build(): the step fits the builder's limits, meta.validate passes, and the device vectors the
+// kernels read are on the builder's device with contiguous rows.
+Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta);
+
+// make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups, and
+// per-head vectors (ALiBi slopes, sinks) of num_heads entries or none.
+Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& params);
+
+// The paged cache: [num_blocks, 2, block_size, Hkv, D] of cache_dtype on the layer's device, with a
+// contiguous head dim (any block/token/head strides: NHD or HND).
+Status check_cache(const AttentionImplParams& params, DType cache_dtype,
+                   const TensorView& kv_cache);
+
+// do_kv_cache_update: the cache, and key/value in the layer's dtype.
+Status check_cache_update(const AttentionImplParams& params, DType cache_dtype,
+                          const TensorView& key, const TensorView& value,
+                          const TensorView& kv_cache);
+
+// forward: metadata built for this layer's heads and device, query/output rows, the optional LSE,
+// the cache (with the builder's block size) and the FP8 scales.
+Status check_forward(const AttentionImplParams& params, DType cache_dtype, const StepInfo& step,
+                     const TensorView& query, const TensorView& kv_cache, const TensorView& output,
+                     const TensorView& output_lse, const KVScales& scales);
+
+}  // namespace pagedattn::gpu

@@ -1,0 +1,56 @@
+// What every GPU backend's per-step metadata holds, whatever its kernels: the layer shape, device
+// and sizes the step was built for (forward checks them against the layer), the split workspace and
+// the cascade passes. Host-only header: plain device pointers, no CUDA types.
+#pragma once
+
+#include <cstdint>
+
+#include "pagedattn/backend.h"
+#include "pagedattn/metadata.h"
+
+namespace pagedattn::gpu {
+
+struct StepInfo {
+  int device_index = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_size = 0;
+  int block_size = 0;
+  int num_reqs = 0;
+  int num_actual_tokens = 0;  // may include CUDA-graph padding
+};
+StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta);
+
+// Split-KV partials, shared by every pass of a step (they run one after another on the stream):
+// out [splits, tokens, Hq, D] f32 and lse [splits, Hq, tokens] f32, splits * tokens <=
+// token_capacity.
+struct SplitWorkspaceView {
+  float* out = nullptr;
+  float* lse = nullptr;
+  int64_t token_capacity = 0;
+};
+
+// Cascade (a shared prefix): the prefix pass runs every real query token as one non-causal request
+// over the first common_prefix_len keys (block-table row 0: every request shares those blocks), the
+// suffix pass runs each request over its own keys after them (block table offset by prefix_blocks),
+// and the two are merged by LSE. Sinks count once, in the prefix pass.
+struct CascadeMetadata {
+  bool enabled = false;
+  int common_prefix_len = 0;
+  int num_tokens = 0;     // query_start_loc_cpu[num_reqs]: real tokens, CUDA-graph padding excluded
+  int prefix_blocks = 0;  // common_prefix_len / block_size
+  int suffix_max_seq_len = 0;                    // upper bound of the suffix lengths
+  const int32_t* prefix_cu_seqlens_q = nullptr;  // [2] int32, device: {0, num_tokens}
+  const int32_t* prefix_seqused_k = nullptr;     // [1] int32, device: {common_prefix_len}
+  const int32_t* prefix_extra = nullptr;         // [n] int32, device: the backend's own ints
+  const int32_t* suffix_seqused_k = nullptr;     // [num_reqs] int32, device: seq_lens - prefix
+  // Scratch of the two passes: outputs [max_num_tokens, Hq, D] (dtype), LSEs [Hq, lse_stride] f32.
+  void* prefix_out = nullptr;
+  void* suffix_out = nullptr;
+  float* prefix_lse = nullptr;
+  float* suffix_lse = nullptr;
+  int64_t lse_stride = 0;
+  DType dtype = DType::kBF16;
+};
+
+}  // namespace pagedattn::gpu
