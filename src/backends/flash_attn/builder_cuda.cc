@@ -102,10 +102,12 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     config.num_sms = num_sms_;
     config.num_heads = params_.num_heads;
     config.num_kv_heads = params_.num_kv_heads;
+    config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
     config.block_size = params_.block_size;
     config.window_left = params_.sliding_window.left;
-    config.max_splits = plan::graph_safe_max_splits(num_tokens, layout_.token_splits,
-                                                    params_.num_heads, params_.num_kv_heads, num_sms_);
+    config.max_splits =
+        plan::graph_safe_max_splits(num_tokens, layout_.token_splits, params_.num_heads,
+                                    params_.num_kv_heads, config.head_size, num_sms_);
 
     PassMetadata& main = md->main;
     main.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();
@@ -189,7 +191,8 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     const int prefix_blocks = cpl / params_.block_size;
     // The prefix pass is one request of every query token: split it like a long query.
     const int prefix_splits = plan::choose_num_splits(
-        plan::request_ctas(num_tokens, params_.num_heads, params_.num_kv_heads), 0, prefix_blocks,
+        plan::request_ctas(num_tokens, params_.num_heads, params_.num_kv_heads, config.head_size),
+        0, prefix_blocks,
         plan::min_blocks_per_split(params_.block_size), num_sms_, config.max_splits);
     prefix_meta_host_ = {0, num_tokens, cpl, prefix_splits};
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
