@@ -189,9 +189,9 @@ Status check_scale(const TensorView& scale, std::string_view what, int num_kv_he
 
 }  // namespace
 
-Status launch_cache_write(const TensorView& key, const TensorView& value, const TensorView& kv_cache,
-                          const TensorView& slot_mapping, const TensorView& k_scale,
-                          const TensorView& v_scale, void* stream) {
+Status launch_cache_write(const TensorView& key, const TensorView& value,
+                          const TensorView& kv_cache, const TensorView& slot_mapping,
+                          const TensorView& k_scale, const TensorView& v_scale, void* stream) {
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
   const Device device = kv_cache.device();
   if (!device.is_cuda()) {
@@ -228,8 +228,7 @@ Status launch_cache_write(const TensorView& key, const TensorView& value, const 
   if (value.dtype() != key.dtype()) return invalid_argument("value dtype differs from key dtype");
   PAGEDATTN_RETURN_IF_ERROR(check_scale(k_scale, "k_scale", num_kv_heads, device));
   PAGEDATTN_RETURN_IF_ERROR(check_scale(v_scale, "v_scale", num_kv_heads, device));
-  if (k_scale.defined() && v_scale.defined() &&
-      k_scale.numel() != v_scale.numel()) {
+  if (k_scale.defined() && v_scale.defined() && k_scale.numel() != v_scale.numel()) {
     return invalid_argument("k_scale and v_scale must have the same number of elements");
   }
   if (num_tokens == 0) return ok_status();
@@ -249,8 +248,9 @@ Status launch_cache_write(const TensorView& key, const TensorView& value, const 
   args.slot_mapping = slot_mapping.data_as<const int64_t>();
   args.k_scale = k_scale.defined() ? k_scale.data_as<const float>() : nullptr;
   args.v_scale = v_scale.defined() ? v_scale.data_as<const float>() : nullptr;
-  const int64_t scale_numel = k_scale.defined() ? k_scale.numel()
-                              : v_scale.defined() ? v_scale.numel() : 1;
+  const int64_t scale_numel = k_scale.defined()   ? k_scale.numel()
+                              : v_scale.defined() ? v_scale.numel()
+                                                  : 1;
   args.scale_head_stride = scale_numel > 1 ? 1 : 0;
   args.num_kv_heads = static_cast<int>(num_kv_heads);
   args.head_size = static_cast<int>(head_size);

@@ -137,8 +137,8 @@ void check_encoder(DType fp8, float scale) {
   const TensorView slot_view(slot_buf->data(), DType::kI64, gpu, {tokens});
   const TensorView scale_view(scale_buf->data(), DType::kF32, gpu, {1});
   const TensorView cache_view(cache->data(), fp8, gpu, {tokens / kBlock, 2, kBlock, 1, kD});
-  const Status st = kernels::launch_cache_write(key, value, cache_view, slot_view,
-                                                scale_view, scale_view, nullptr);
+  const Status st = kernels::launch_cache_write(key, value, cache_view, slot_view, scale_view,
+                                                scale_view, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   std::vector<uint8_t> got(static_cast<size_t>(cache_bytes));
   PAGEDATTN_EXPECT_CUDA_OK(cudaMemcpy(got.data(), cache->data(), cache_bytes, cudaMemcpyDeviceToHost));

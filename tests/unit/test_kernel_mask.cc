@@ -35,14 +35,14 @@ TEST(KernelMask, CausalIsBottomRightAligned) {
 
 TEST(KernelMask, SlidingWindowBoundsBothSides) {
   expect_range(keys({true, 3, 0}, 10, 7), 4, 7);
-  expect_range(keys({true, 3, 0}, 10, 2), 0, 2);       // the window starts before key 0
+  expect_range(keys({true, 3, 0}, 10, 2), 0, 2);  // the window starts before key 0
   expect_range(keys({false, 2, 1}, 10, 5), 3, 6);
-  expect_range(keys({false, 2, 5}, 10, 8), 6, 9);      // the sequence ends first
-  expect_range(keys({false, -1, 2}, 10, 3), 0, 5);     // right side only
-  expect_range(keys({false, 4, -1}, 10, 3), 0, 9);     // left side only, reaching key 0
-  expect_range(keys({true, 0, 0}, 10, 6), 6, 6);       // the diagonal
+  expect_range(keys({false, 2, 5}, 10, 8), 6, 9);   // the sequence ends first
+  expect_range(keys({false, -1, 2}, 10, 3), 0, 5);  // right side only
+  expect_range(keys({false, 4, -1}, 10, 3), 0, 9);  // left side only, reaching key 0
+  expect_range(keys({true, 0, 0}, 10, 6), 6, 6);    // the diagonal
   const KeyRange<int64_t> none = keys({true, -1, -1}, 0, 0);
-  EXPECT_LT(none.hi, none.lo);                         // no keys at all
+  EXPECT_LT(none.hi, none.lo);  // no keys at all
 }
 
 TEST(KernelMask, AlibiIsTheSlopeTimesTheDistance) {

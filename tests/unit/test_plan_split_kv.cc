@@ -30,17 +30,17 @@ SplitSchedule plan(const std::vector<int32_t>& query_lens, const std::vector<int
 
 // The kernel's tiles (kernels/attention/v2/tile_geometry.h): up to 16 packed rows in one
 // decode-shaped tile; prefill-shaped tiles of 128 rows up to head size 128 and 64 above; head
-// size 512 in two column chunks. tests/gpu/test_device_primitives.cu checks these counts against
+// size 512 in two column chunks. tests/gpu/test_tile_geometry.cu checks these counts against
 // the kernel's own scheduler.
 TEST(PlanSplitKV, RequestCtasCountsTheKernelsTiles) {
-  EXPECT_EQ(request_ctas(1, 32, 8, 128), 8);       // 4 rows: one tile per KV head
-  EXPECT_EQ(request_ctas(4, 32, 8, 128), 8);       // 16 rows: still the decode-shaped tile
-  EXPECT_EQ(request_ctas(17, 32, 8, 128), 8);      // 68 rows: one 128-row tile
-  EXPECT_EQ(request_ctas(33, 32, 8, 128), 16);     // 132 rows: two
-  EXPECT_EQ(request_ctas(1000, 32, 8, 128), 256);  // 4000 rows: 32 tiles
-  EXPECT_EQ(request_ctas(17, 32, 8, 256), 16);     // 68 rows: two 64-row tiles
-  EXPECT_EQ(request_ctas(1000, 32, 8, 256), 504);  // 63 tiles
-  EXPECT_EQ(request_ctas(1000, 32, 8, 512), 1008); // 63 tiles x 2 column chunks
+  EXPECT_EQ(request_ctas(1, 32, 8, 128), 8);        // 4 rows: one tile per KV head
+  EXPECT_EQ(request_ctas(4, 32, 8, 128), 8);        // 16 rows: still the decode-shaped tile
+  EXPECT_EQ(request_ctas(17, 32, 8, 128), 8);       // 68 rows: one 128-row tile
+  EXPECT_EQ(request_ctas(33, 32, 8, 128), 16);      // 132 rows: two
+  EXPECT_EQ(request_ctas(1000, 32, 8, 128), 256);   // 4000 rows: 32 tiles
+  EXPECT_EQ(request_ctas(17, 32, 8, 256), 16);      // 68 rows: two 64-row tiles
+  EXPECT_EQ(request_ctas(1000, 32, 8, 256), 504);   // 63 tiles
+  EXPECT_EQ(request_ctas(1000, 32, 8, 512), 1008);  // 63 tiles x 2 column chunks
   EXPECT_EQ(request_ctas(1, 32, 8, 512), 16);
   EXPECT_EQ(request_ctas(0, 32, 8, 128), 0);
   EXPECT_EQ(request_ctas(5, 7, 1, 64), 1);  // 35 rows
@@ -201,9 +201,8 @@ TEST(PlanSplitKV, GraphSafeBoundCoversEveryBatch) {
     const int head_sizes[] = {64, 128, 192, 256, 512};
     config.head_size = head_sizes[rng() % 5];
     const SplitSchedule unbounded = plan(q, seq, config);
-    const int bound =
-        graph_safe_max_splits(tokens, int64_t{1} << 40, config.num_heads, config.num_kv_heads,
-                              config.head_size, config.num_sms);
+    const int bound = graph_safe_max_splits(tokens, int64_t{1} << 40, config.num_heads,
+                                            config.num_kv_heads, config.head_size, config.num_sms);
     ASSERT_LE(unbounded.max_splits_used, bound) << "trial " << trial << " tokens " << tokens;
     for (int32_t s : unbounded.num_splits_per_req) {
       ASSERT_GE(s, 1);

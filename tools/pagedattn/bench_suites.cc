@@ -102,9 +102,9 @@ std::vector<testing::CaseSpec> bench_suite(const std::string& suite, DeviceKind 
 CaseWork case_work(const testing::CaseSpec& spec) {
   CaseWork w;
   w.tokens = spec.num_tokens();
-  const kernels::attention::MaskRule rule{
-      spec.causal, spec.sliding_window ? spec.sliding_window->left : -1,
-      spec.sliding_window ? spec.sliding_window->right : -1};
+  const kernels::attention::MaskRule rule{spec.causal,
+                                          spec.sliding_window ? spec.sliding_window->left : -1,
+                                          spec.sliding_window ? spec.sliding_window->right : -1};
   const double kv_elem =
       static_cast<double>(dtype_size(kv_cache_storage_dtype(spec.kv_cache_dtype, spec.dtype)));
   double pairs = 0.0;

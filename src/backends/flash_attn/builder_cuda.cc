@@ -192,8 +192,8 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     // The prefix pass is one request of every query token: split it like a long query.
     const int prefix_splits = plan::choose_num_splits(
         plan::request_ctas(num_tokens, params_.num_heads, params_.num_kv_heads, config.head_size),
-        0, prefix_blocks,
-        plan::min_blocks_per_split(params_.block_size), num_sms_, config.max_splits);
+        0, prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
+        config.max_splits);
     prefix_meta_host_ = {0, num_tokens, cpl, prefix_splits};
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(prefix_meta_.data(), prefix_meta_host_.data(), 4 * kPrefixMetaInts,

@@ -74,7 +74,7 @@ class FlashAttnImpl final : public AttentionImpl {
     PAGEDATTN_RETURN_IF_ERROR(expect_dtype(key, "key", {params_.dtype}));
     PAGEDATTN_RETURN_IF_ERROR(expect_dtype(value, "value", {params_.dtype}));
     return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
-                                      scales.v_scale, stream);
+                                       scales.v_scale, stream);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,

@@ -17,7 +17,6 @@ namespace pagedattn::kernels {
 enum class KernelGeneration { kV2 = 2, kV3 = 3 };
 
 struct PagedAttentionParams {
-
   // Queries of all requests, packed: [num_tokens, num_heads, head_size], strides in elements.
   const void* q = nullptr;
   int64_t q_token_stride = 0;

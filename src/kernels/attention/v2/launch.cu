@@ -41,8 +41,8 @@ cudaError_t launch_for_dtype(const KernelArgs& a, cudaStream_t stream) {
 }
 
 template <int... kSizes>
-cudaError_t launch_for_head_size(HeadSizeList<kSizes...>, const KernelArgs& a,
-                                 int kernel_head_size, cudaStream_t stream) {
+cudaError_t launch_for_head_size(HeadSizeList<kSizes...>, const KernelArgs& a, int kernel_head_size,
+                                 cudaStream_t stream) {
   cudaError_t err = cudaErrorInvalidValue;
   ((kernel_head_size == kSizes && (err = launch_for_dtype<kSizes>(a, stream), true)) || ...);
   return err;
@@ -56,8 +56,8 @@ namespace detail {
 Status launch_paged_attention_v2(const PagedAttentionParams& params, int kernel_head_size,
                                  void* stream) {
   using attention::v2::prefill_tile;
-  const int64_t max_rows = static_cast<int64_t>(params.max_query_len) *
-                           (params.num_heads / params.num_kv_heads);
+  const int64_t max_rows =
+      static_cast<int64_t>(params.max_query_len) * (params.num_heads / params.num_kv_heads);
   const int tile_rows = prefill_tile(kernel_head_size).rows();
   if ((max_rows + tile_rows - 1) / tile_rows > 65535) {
     return invalid_argument("paged attention: max_query_len " +

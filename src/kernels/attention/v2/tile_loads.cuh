@@ -1,6 +1,7 @@
 // Global -> shared loads of the v2 paged attention kernel: the packed Q tile and the K/V tiles
-// read through the block table (FP8 tiles land raw; fp8_convert.cuh widens them). Rows past the sequence and columns past head_size are zero-filled by
-// cp.async (never read), so NaN in unused cache slots cannot reach the MMAs.
+// read through the block table (FP8 tiles land raw; fp8_convert.cuh widens them). Rows past the
+// sequence and columns past head_size are zero-filled by cp.async (never read), so NaN in unused
+// cache slots cannot reach the MMAs.
 #pragma once
 
 #include "device/mma.cuh"
