@@ -65,6 +65,13 @@ TEST(KernelMask, SoftCapIsAccurateForEveryCap) {
       EXPECT_NEAR(got, want, 4e-7 * std::fabs(want) + 1e-30) << "cap " << cap << " x " << x;
     }
   }
+  // From 2^100 on the kernels skip the cap: it would not change a score below 2^88.
+  EXPECT_TRUE(soft_cap_applies(1e30f));
+  EXPECT_FALSE(soft_cap_applies(0x1p100f));
+  EXPECT_FALSE(soft_cap_applies(3e38f));
+  EXPECT_FALSE(soft_cap_applies(0.0f));
+  const SoftCap<float> just_below = make_soft_cap(scale, 0x1p99f, 1.0f);
+  EXPECT_EQ(soft_capped(just_below, 0x1p80f), scale * 0x1p80f);
   // The base-2 softmax's fold (out_scale = log2 e) multiplies the capped score.
   const SoftCap<float> base2 = make_soft_cap(1.0f, 1e20f, 1.4426950408889634f);
   EXPECT_NEAR(soft_capped(base2, 3.0f), 3.0 * 1.4426950408889634, 1e-6);
@@ -81,13 +88,13 @@ TEST(KernelGenerations, ALaunchOfAGenerationNotBuiltIsRejected) {
   EXPECT_FALSE(paged_attention_generation_built(KernelGeneration::kV3));
 }
 
-// CPU_ATTN at caps 1 .. 1e30, f32 (the tightest tolerance), with a scale that makes the cap bite
+// CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale that makes the cap bite
 // at small caps; both kernel builds.
 class CpuSoftCap : public ::testing::TestWithParam<bool> {};
 
 TEST_P(CpuSoftCap, MatchesTheOracleAtEveryCap) {
   cpu::force_portable_kernel(GetParam());
-  for (double cap = 1.0; cap <= 1e30; cap *= 1000.0) {
+  for (double cap : {1.0, 1e3, 1e6, 1e7, 1e9, 1e12, 1e15, 1e20, 1e25, 1e30, 3e38}) {
     testing::CaseSpec spec;
     spec.name = "softcap_" + std::to_string(cap);
     spec.seed = 500 + static_cast<uint64_t>(std::log10(cap));
