@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-device}
-HEAD_SIZES=${HEAD_SIZES:-"64;80;96;128;192;256;512"}
+HEAD_SIZES=${HEAD_SIZES:-all}
 JOBS=${JOBS:-2}
 SHARED=${SHARED_DIR:-$ROOT/../shared}
 STAGE=$ROOT/.device
@@ -22,13 +22,13 @@ fi
 cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPAGEDATTN_CUDA=ON -DPAGEDATTN_CUDA_ARCHS=90a "-DPAGEDATTN_HEAD_SIZES=$HEAD_SIZES"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target pagedattn pagedattn_cli pagedattn_unit_tests \
-  pagedattn_gpu_tests
+  pagedattn_gpu_tests pagedattn_kernel_bench
 
 # Only our own subfolders are replaced; others' staging under .device/ stays.
 rm -rf "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools"
 cp "$BUILD_DIR/tests/pagedattn_gpu_tests" "$BUILD_DIR/tests/pagedattn_unit_tests" \
-  "$BUILD_DIR/tools/pagedattn" "$STAGE/bin/"
+  "$BUILD_DIR/tools/pagedattn" "$BUILD_DIR/bench/pagedattn_kernel_bench" "$STAGE/bin/"
 cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"
 cudart=$(ldd "$BUILD_DIR/tests/pagedattn_gpu_tests" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$STAGE/lib/"

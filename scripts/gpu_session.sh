@@ -28,9 +28,8 @@ mv "$OUT/summary.txt" "$OUT/summary_tests.txt"
   done
   python3 -c 'import json, sys; json.dump([json.load(open(f)) for f in sys.argv[2:]],
     open(sys.argv[1], "w"), indent=1)' "$OUT/bench.json" /tmp/bench_*.json
-  echo "== kernel bench (tests/gpu/bench_paged_attention.cu)"
-  timeout 60 "$STAGE/bin/pagedattn_gpu_tests" --gtest_also_run_disabled_tests \
-    --gtest_filter='*PagedAttentionBench*'
+  echo "== kernel bench (bench/kernel_bench.cu)"
+  timeout 60 "$STAGE/bin/pagedattn_kernel_bench"
 } >"$OUT/bench.log" 2>&1
 echo "bench rc $?" >>"$OUT/summary_tests.txt"
 STAGES=peer DEADLINE=${PEER_DEADLINE:-90} PEER_ARGS="--suite quick --no-flex" \

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "device/fp8.cuh"
+#include "kernels/cache_kind.h"
 #include "kernels/cache_write.h"
 #include "runtime/check.h"
 
@@ -18,8 +19,6 @@ namespace {
 
 constexpr int kPack = 8;
 constexpr int kThreads = 128;
-
-enum class CacheKind { kF32, kF16, kBF16, kE4M3, kE5M2 };
 
 template <typename T>
 __device__ __forceinline__ float to_float(T x);
@@ -35,8 +34,8 @@ struct CacheStorage;
 template <> struct CacheStorage<CacheKind::kF32> { using Type = float; };
 template <> struct CacheStorage<CacheKind::kF16> { using Type = __half; };
 template <> struct CacheStorage<CacheKind::kBF16> { using Type = __nv_bfloat16; };
-template <> struct CacheStorage<CacheKind::kE4M3> { using Type = uint8_t; };
-template <> struct CacheStorage<CacheKind::kE5M2> { using Type = uint8_t; };
+template <> struct CacheStorage<CacheKind::kFp8E4M3> { using Type = uint8_t; };
+template <> struct CacheStorage<CacheKind::kFp8E5M2> { using Type = uint8_t; };
 
 template <CacheKind kKind>
 __device__ __forceinline__ typename CacheStorage<kKind>::Type encode(float x, float scale) {
@@ -50,7 +49,7 @@ __device__ __forceinline__ typename CacheStorage<kKind>::Type encode(float x, fl
     // The GPU's division returns the canonical (positive) NaN; the host keeps the input's sign.
     const float y = isnan(x) ? x : x / scale;
     constexpr auto kFormat =
-        kKind == CacheKind::kE4M3 ? device::Fp8Format::kE4M3 : device::Fp8Format::kE5M2;
+        kKind == CacheKind::kFp8E4M3 ? device::Fp8Format::kE4M3 : device::Fp8Format::kE5M2;
     return device::float_to_fp8<kFormat>(y);
   }
 }
@@ -163,9 +162,9 @@ Status dispatch_cache(DType cache_dtype, const CacheWriteArgs& args, int64_t num
     case DType::kBF16:
       return launch_typed<Src, CacheKind::kBF16>(args, num_tokens, sizeof(Src), 2, stream);
     case DType::kFP8E4M3:
-      return launch_typed<Src, CacheKind::kE4M3>(args, num_tokens, sizeof(Src), 1, stream);
+      return launch_typed<Src, CacheKind::kFp8E4M3>(args, num_tokens, sizeof(Src), 1, stream);
     case DType::kFP8E5M2:
-      return launch_typed<Src, CacheKind::kE5M2>(args, num_tokens, sizeof(Src), 1, stream);
+      return launch_typed<Src, CacheKind::kFp8E5M2>(args, num_tokens, sizeof(Src), 1, stream);
     default:
       return invalid_argument("kv_cache dtype " + std::string(dtype_name(cache_dtype)) +
                               " cannot be written; expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2");
@@ -190,8 +189,9 @@ Status check_scale(const TensorView& scale, std::string_view what, int num_kv_he
 
 }  // namespace
 
-Status launch_cache_write(const TensorView& key, const TensorView& value, const TensorView& kv_cache,
-                          const TensorView& slot_mapping, const KVScales& scales, void* stream) {
+Status launch_cache_write(const TensorView& key, const TensorView& value,
+                          const TensorView& kv_cache, const TensorView& slot_mapping,
+                          const TensorView& k_scale, const TensorView& v_scale, void* stream) {
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
   const Device device = kv_cache.device();
   if (!device.is_cuda()) {
@@ -226,10 +226,9 @@ Status launch_cache_write(const TensorView& key, const TensorView& value, const 
     }
   }
   if (value.dtype() != key.dtype()) return invalid_argument("value dtype differs from key dtype");
-  PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.k_scale, "k_scale", num_kv_heads, device));
-  PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.v_scale, "v_scale", num_kv_heads, device));
-  if (scales.k_scale.defined() && scales.v_scale.defined() &&
-      scales.k_scale.numel() != scales.v_scale.numel()) {
+  PAGEDATTN_RETURN_IF_ERROR(check_scale(k_scale, "k_scale", num_kv_heads, device));
+  PAGEDATTN_RETURN_IF_ERROR(check_scale(v_scale, "v_scale", num_kv_heads, device));
+  if (k_scale.defined() && v_scale.defined() && k_scale.numel() != v_scale.numel()) {
     return invalid_argument("k_scale and v_scale must have the same number of elements");
   }
   if (num_tokens == 0) return ok_status();
@@ -247,10 +246,11 @@ Status launch_cache_write(const TensorView& key, const TensorView& value, const 
   args.token_stride = kv_cache.stride(2);
   args.head_stride = kv_cache.stride(3);
   args.slot_mapping = slot_mapping.data_as<const int64_t>();
-  args.k_scale = scales.k_scale.defined() ? scales.k_scale.data_as<const float>() : nullptr;
-  args.v_scale = scales.v_scale.defined() ? scales.v_scale.data_as<const float>() : nullptr;
-  const int64_t scale_numel = scales.k_scale.defined() ? scales.k_scale.numel()
-                              : scales.v_scale.defined() ? scales.v_scale.numel() : 1;
+  args.k_scale = k_scale.defined() ? k_scale.data_as<const float>() : nullptr;
+  args.v_scale = v_scale.defined() ? v_scale.data_as<const float>() : nullptr;
+  const int64_t scale_numel = k_scale.defined()   ? k_scale.numel()
+                              : v_scale.defined() ? v_scale.numel()
+                                                  : 1;
   args.scale_head_stride = scale_numel > 1 ? 1 : 0;
   args.num_kv_heads = static_cast<int>(num_kv_heads);
   args.head_size = static_cast<int>(head_size);

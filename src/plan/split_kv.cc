@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention/v2/tile_geometry.h"
+
 namespace pagedattn::plan {
 namespace {
 
@@ -23,10 +25,10 @@ int min_blocks_per_split(int block_size) {
   return static_cast<int>(std::max<int64_t>(1, ceil_div(kMinKeysPerSplit, block_size)));
 }
 
-int64_t request_ctas(int query_len, int num_heads, int num_kv_heads) {
+int64_t request_ctas(int query_len, int num_heads, int num_kv_heads, int head_size) {
   if (query_len <= 0 || num_kv_heads <= 0) return 0;
   const int64_t group = num_heads / num_kv_heads;
-  return num_kv_heads * ceil_div(int64_t{query_len} * group, kQueryRowsPerTile);
+  return kernels::attention::v2::request_ctas(int64_t{query_len} * group, head_size, num_kv_heads);
 }
 
 int choose_num_splits(int64_t splittable_ctas, int64_t fixed_ctas, int max_kv_blocks,
@@ -89,7 +91,8 @@ StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
                              ? std::min<int64_t>(seq_lens[r], int64_t{config.window_left} + q_len)
                              : seq_lens[r];
     blocks[r] = static_cast<int>(ceil_div(keys, config.block_size));
-    const int64_t ctas = request_ctas(q_len, config.num_heads, config.num_kv_heads);
+    const int64_t ctas =
+        request_ctas(q_len, config.num_heads, config.num_kv_heads, config.head_size);
     const bool short_query =
         q_len >= 1 && (q_len <= kMaxSplitQueryLen || config.split_long_queries);
     splittable[r] = short_query && blocks[r] >= 2 * min_blocks;
@@ -127,12 +130,15 @@ SplitWorkspaceLayout split_workspace_layout(int max_num_tokens, int num_heads, i
 }
 
 int graph_safe_max_splits(int64_t num_tokens, int64_t token_splits, int num_heads, int num_kv_heads,
-                          int num_sms) {
+                          int head_size, int num_sms) {
   if (num_tokens <= 0 || num_kv_heads <= 0) return 1;
-  // Any batch of num_tokens tokens occupies at least this many CTAs unsplit (sum of ceilings >=
-  // ceiling of the sum); from kEnoughWaveFraction of a wave on, choose_num_splits returns 1.
+  // Any batch of num_tokens tokens occupies at least this many CTAs unsplit: every request gets
+  // at least ceil(rows / prefill tile rows) row tiles, and a sum of ceilings is at least the
+  // ceiling of the sum. From kEnoughWaveFraction of a wave on, choose_num_splits returns 1.
+  namespace geometry = kernels::attention::v2;
   const int64_t min_ctas =
-      num_kv_heads * ceil_div(num_tokens * (num_heads / num_kv_heads), kQueryRowsPerTile);
+      num_kv_heads * geometry::column_chunks(head_size) *
+      ceil_div(num_tokens * (num_heads / num_kv_heads), geometry::prefill_tile(head_size).rows());
   if (min_ctas >= kEnoughWaveFraction * num_sms) return 1;
   return static_cast<int>(std::clamp<int64_t>(token_splits / num_tokens, 1, kMaxSplits));
 }

@@ -24,8 +24,6 @@ inline constexpr int kMaxSplitQueryLen = 16;
 // A split covers at least this many keys, so that its fixed cost (Q load, partial write, merge)
 // stays small next to the KV it reads: 256 keys of head size 128 in bf16 are 128 KiB of K and V.
 inline constexpr int kMinKeysPerSplit = 256;
-// Query rows (tokens x query heads of one KV group, GQA-packed) one CTA serves; used to count CTAs.
-inline constexpr int kQueryRowsPerTile = 64;
 // Upper bound on splits per request (vLLM's flash_attn_max_num_splits_for_cuda_graph default).
 inline constexpr int kMaxSplits = 32;
 // Enough CTAs without splitting: at least this fraction of one wave (FlashAttention-2's 0.8).
@@ -42,6 +40,7 @@ struct SplitKVConfig {
   int num_sms = 132;   // multiprocessors of the device (H200: 132)
   int num_heads = 32;  // query heads
   int num_kv_heads = 8;
+  int head_size = 128;          // the kernel's (instantiated) head size: decides its tiles
   int block_size = 16;          // tokens per KV block
   int max_splits = kMaxSplits;  // bound for this step (workspace, graph safety); >= 1
   // Sliding window: keys before a query it sees (-1 = all). A windowed request reads at most
@@ -61,8 +60,10 @@ struct SplitSchedule {
 // KV blocks a split covers at least: ceil(kMinKeysPerSplit / block_size), at least 1.
 int min_blocks_per_split(int block_size);
 
-// CTAs one request occupies without splitting: Hkv * ceil(query_len * (Hq / Hkv) / rows per tile).
-int64_t request_ctas(int query_len, int num_heads, int num_kv_heads);
+// CTAs one request occupies without splitting, as the kernel tiles it (kernels/attention/v2/
+// tile_geometry.h): Hkv x output-column chunks x row tiles of its query_len * (Hq / Hkv) packed
+// rows.
+int64_t request_ctas(int query_len, int num_heads, int num_kv_heads, int head_size);
 
 // The global split count for `splittable_ctas` CTAs that may split and `fixed_ctas` that may not,
 // where the longest splittable request has `max_kv_blocks` blocks: 1 when there are already enough
@@ -91,6 +92,6 @@ SplitWorkspaceLayout split_workspace_layout(int max_num_tokens, int num_heads, i
 // batch exceeds it. 1 when num_tokens tokens already fill the SMs (the heuristic cannot split
 // then).
 int graph_safe_max_splits(int64_t num_tokens, int64_t token_splits, int num_heads, int num_kv_heads,
-                          int num_sms);
+                          int head_size, int num_sms);
 
 }  // namespace pagedattn::plan

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/numeric.h"
+#include "kernels/attention/mask.h"
 
 namespace pagedattn::reference {
 namespace {
@@ -103,8 +104,13 @@ StatusOr<ReferenceOutputs> reference_attention(const ReferenceInputs& in,
   const int group = num_heads / params.num_kv_heads;
   const int block_size = static_cast<int>(cache.size(2));
   const double scale = params.resolved_scale();
-  const double cap = params.logits_soft_cap;
-  const SlidingWindow window = params.sliding_window;
+  // The visibility and score transforms are the kernels' own (kernels/attention/mask.h), in double.
+  namespace mask = kernels::attention;
+  const bool capped = params.logits_soft_cap > 0.0f;
+  const mask::SoftCap<double> cap =
+      capped ? mask::make_soft_cap(scale, double{params.logits_soft_cap}, 1.0)
+             : mask::SoftCap<double>{0.0, 0.0};
+  const mask::MaskRule rule{in.causal, params.sliding_window.left, params.sliding_window.right};
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   ReferenceOutputs result;
@@ -162,15 +168,12 @@ StatusOr<ReferenceOutputs> reference_attention(const ReferenceInputs& in,
       for (int64_t j = 0; j < seq_len; ++j) {
         for (int64_t i = 0; i < rows; ++i) {
           const int64_t p = context_len + i / group;  // absolute position of the query token
-          bool visible = !in.causal || j <= p;
-          if (window.left >= 0) visible = visible && j >= p - window.left;
-          if (window.right >= 0) visible = visible && j <= p + window.right;
-          if (!visible) continue;
-          double s = scale * dot(&q[i * head_size], &keys[j * head_size], head_size);
-          if (cap > 0.0) s = cap * std::tanh(s / cap);
+          const mask::KeyRange<int64_t> visible = mask::visible_keys<int64_t>(rule, seq_len, p);
+          if (j < visible.lo || j > visible.hi) continue;
+          const double raw = dot(&q[i * head_size], &keys[j * head_size], head_size);
+          double s = capped ? mask::soft_capped(cap, raw) : scale * raw;
           if (!params.alibi_slopes.empty()) {
-            s -= params.alibi_slopes[kvh * group + i % group] *
-                 std::fabs(static_cast<double>(p - j));
+            s -= mask::alibi_bias(double{params.alibi_slopes[kvh * group + i % group]}, p, j);
           }
           scores[i * seq_len + j] = s;
         }

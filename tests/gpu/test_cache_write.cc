@@ -137,8 +137,8 @@ void check_encoder(DType fp8, float scale) {
   const TensorView slot_view(slot_buf->data(), DType::kI64, gpu, {tokens});
   const TensorView scale_view(scale_buf->data(), DType::kF32, gpu, {1});
   const TensorView cache_view(cache->data(), fp8, gpu, {tokens / kBlock, 2, kBlock, 1, kD});
-  const Status st = kernels::launch_cache_write(key, value, cache_view, slot_view,
-                                                {scale_view, scale_view}, nullptr);
+  const Status st = kernels::launch_cache_write(key, value, cache_view, slot_view, scale_view,
+                                                scale_view, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   std::vector<uint8_t> got(static_cast<size_t>(cache_bytes));
   PAGEDATTN_EXPECT_CUDA_OK(cudaMemcpy(got.data(), cache->data(), cache_bytes, cudaMemcpyDeviceToHost));
@@ -178,13 +178,14 @@ TEST(CacheWriteArgs, RejectsMismatchedShapes) {
   const TensorView cache(buf->data(), DType::kBF16, gpu, {4, 2, 16, 2, 64});
   const TensorView key(buf->data(), DType::kBF16, gpu, {8, 3, 64});  // 3 heads, cache has 2
   const TensorView slots(buf->data(), DType::kI64, gpu, {8});
-  const Status st = kernels::launch_cache_write(key, key, cache, slots, {}, nullptr);
+  const Status st = kernels::launch_cache_write(key, key, cache, slots, {}, {}, nullptr);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("key"), std::string::npos) << st.message();
   const TensorView short_key(buf->data(), DType::kBF16, gpu, {4, 2, 64});  // fewer rows than slots
-  EXPECT_FALSE(kernels::launch_cache_write(short_key, short_key, cache, slots, {}, nullptr).ok());
+  EXPECT_FALSE(
+      kernels::launch_cache_write(short_key, short_key, cache, slots, {}, {}, nullptr).ok());
   const TensorView host_cache(nullptr, DType::kBF16, Device::cpu(), {4, 2, 16, 2, 64});
-  EXPECT_FALSE(kernels::launch_cache_write(key, key, host_cache, slots, {}, nullptr).ok());
+  EXPECT_FALSE(kernels::launch_cache_write(key, key, host_cache, slots, {}, {}, nullptr).ok());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// The paged attention kernel ("v2", mma.sync) against the float64 oracle: mixed batches, GQA
-// groups, block sizes, layouts, dtypes, every mask/score feature, FP8 caches, split-KV.
+// The paged attention kernel (generation v2, mma.sync) against the float64 oracle: mixed batches,
+// GQA groups, block sizes, layouts, dtypes, every mask/score feature, FP8 caches, split-KV.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -118,6 +118,21 @@ TEST(PagedAttentionKernel, AlibiSoftcapSinks) {
   }
 }
 
+// Caps so large that tanh's argument is far below float epsilon: the scores must pass unchanged
+// (a soft cap computed as a ratio of exponentials flattens them to 0; one folded with log2 e
+// overflows near float's maximum).
+TEST(PagedAttentionKernel, LargeSoftCaps) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (double cap : {1.0, 1e3, 1e7, 1e10, 1e20, 1e30, 3e38}) {
+    CaseSpec c = mixed_case(65);
+    c.logits_soft_cap = cap;
+    c.scale = 0.3;
+    c.name = "softcap_" + std::to_string(cap);
+    expect_pass(c, KVCacheLayout::kNHD);
+    expect_pass(c, KVCacheLayout::kHND, SplitOptions{3, {}, 0});
+  }
+}
+
 TEST(PagedAttentionKernel, Fp8Caches) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   for (KVCacheDType kv : {KVCacheDType::kFP8E4M3, KVCacheDType::kFP8E5M2}) {
@@ -229,6 +244,7 @@ TEST(PagedAttentionKernel, RejectsWhatItCannotServe) {
   EXPECT_EQ(kernels::launch_paged_attention(p, nullptr).code(), StatusCode::kUnimplemented);
   EXPECT_EQ(kernels::paged_attention_kernel_head_size(0), 0);
   EXPECT_EQ(kernels::paged_attention_kernel_head_size(100), 0);
+  EXPECT_TRUE(kernels::paged_attention_generation_built(kernels::KernelGeneration::kV2));
 }
 
 }  // namespace

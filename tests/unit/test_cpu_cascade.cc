@@ -130,7 +130,7 @@ struct CascadeCase {
   bool causal;
   KVCacheLayout layout;
   bool alibi = false;
-  std::optional<SlidingWindow> window;
+  std::optional<SlidingWindow> window = std::nullopt;
 };
 
 void PrintTo(const CascadeCase& c, std::ostream* os) {

@@ -28,13 +28,22 @@ SplitSchedule plan(const std::vector<int32_t>& query_lens, const std::vector<int
   return schedule.ok() ? *schedule : SplitSchedule{};
 }
 
-TEST(PlanSplitKV, RequestCtasCountsGqaPackedQueryTiles) {
-  EXPECT_EQ(request_ctas(1, 32, 8), 8);      // 4 rows: one tile per KV head
-  EXPECT_EQ(request_ctas(16, 32, 8), 8);     // 64 rows
-  EXPECT_EQ(request_ctas(17, 32, 8), 16);    // 68 rows: two tiles
-  EXPECT_EQ(request_ctas(1000, 32, 8), 504); // 4000 rows: 63 tiles
-  EXPECT_EQ(request_ctas(0, 32, 8), 0);
-  EXPECT_EQ(request_ctas(5, 7, 1), 1);       // 35 rows
+// The kernel's tiles (kernels/attention/v2/tile_geometry.h): up to 16 packed rows in one
+// decode-shaped tile; prefill-shaped tiles of 128 rows up to head size 128 and 64 above; head
+// size 512 in two column chunks. tests/gpu/test_tile_geometry.cu checks these counts against
+// the kernel's own scheduler.
+TEST(PlanSplitKV, RequestCtasCountsTheKernelsTiles) {
+  EXPECT_EQ(request_ctas(1, 32, 8, 128), 8);        // 4 rows: one tile per KV head
+  EXPECT_EQ(request_ctas(4, 32, 8, 128), 8);        // 16 rows: still the decode-shaped tile
+  EXPECT_EQ(request_ctas(17, 32, 8, 128), 8);       // 68 rows: one 128-row tile
+  EXPECT_EQ(request_ctas(33, 32, 8, 128), 16);      // 132 rows: two
+  EXPECT_EQ(request_ctas(1000, 32, 8, 128), 256);   // 4000 rows: 32 tiles
+  EXPECT_EQ(request_ctas(17, 32, 8, 256), 16);      // 68 rows: two 64-row tiles
+  EXPECT_EQ(request_ctas(1000, 32, 8, 256), 504);   // 63 tiles
+  EXPECT_EQ(request_ctas(1000, 32, 8, 512), 1008);  // 63 tiles x 2 column chunks
+  EXPECT_EQ(request_ctas(1, 32, 8, 512), 16);
+  EXPECT_EQ(request_ctas(0, 32, 8, 128), 0);
+  EXPECT_EQ(request_ctas(5, 7, 1, 64), 1);  // 35 rows
 }
 
 TEST(PlanSplitKV, SingleLongDecodeFillsTheSms) {
@@ -109,7 +118,7 @@ TEST(PlanSplitKV, SlidingWindowSplitsOnlyTheKeysItSees) {
 TEST(PlanSplitKV, PrefillInTheBatchFillsTheSmsAlone) {
   const SplitSchedule s = plan({1, 1000}, {4096, 3000}, h200_config());
   EXPECT_EQ(s.num_splits_per_req, (std::vector<int32_t>{1, 1}));
-  EXPECT_EQ(s.num_ctas_unsplit, 8 + 504);
+  EXPECT_EQ(s.num_ctas_unsplit, 8 + 256);  // 4000 rows in 32 tiles of 128
 }
 
 TEST(PlanSplitKV, PaddingRequestsAndBoundsAreRespected) {
@@ -160,14 +169,19 @@ TEST(PlanSplitKV, WorkspaceLayout) {
 
 TEST(PlanSplitKV, GraphSafeBound) {
   const int64_t ts = 16257;
-  EXPECT_EQ(graph_safe_max_splits(1, ts, 32, 8, 132), 32);
-  EXPECT_EQ(graph_safe_max_splits(64, ts, 32, 8, 132), 32);
-  EXPECT_EQ(graph_safe_max_splits(1024, 64 * 1024, 32, 8, 132), 1);
-  // 208 tokens of GQA 4 need at least 8 x 13 = 104 CTAs (< 105.6); 209 need 112.
-  EXPECT_EQ(graph_safe_max_splits(208, ts, 32, 8, 132), 16257 / 208 > 32 ? 32 : 16257 / 208);
-  EXPECT_EQ(graph_safe_max_splits(209, ts, 32, 8, 132), 1);
-  EXPECT_EQ(graph_safe_max_splits(100, 300, 32, 8, 132), 3);  // workspace-bound
-  EXPECT_EQ(graph_safe_max_splits(0, ts, 32, 8, 132), 1);
+  EXPECT_EQ(graph_safe_max_splits(1, ts, 32, 8, 128, 132), 32);
+  EXPECT_EQ(graph_safe_max_splits(64, ts, 32, 8, 128, 132), 32);
+  EXPECT_EQ(graph_safe_max_splits(1024, 64 * 1024, 32, 8, 128, 132), 1);
+  // Head size 256 (64-row tiles): 208 tokens of GQA 4 need at least 8 x 13 = 104 CTAs (< 105.6);
+  // 209 need 112. Head size 128 (128-row tiles): the same at 416 and 417 tokens.
+  EXPECT_EQ(graph_safe_max_splits(208, ts, 32, 8, 256, 132), 16257 / 208 > 32 ? 32 : 16257 / 208);
+  EXPECT_EQ(graph_safe_max_splits(209, ts, 32, 8, 256, 132), 1);
+  EXPECT_EQ(graph_safe_max_splits(416, ts, 32, 8, 128, 132), 16257 / 416 > 32 ? 32 : 16257 / 416);
+  EXPECT_EQ(graph_safe_max_splits(417, ts, 32, 8, 128, 132), 1);
+  // Head size 512: two column chunks per row tile, so 208 tokens already need 208 CTAs.
+  EXPECT_EQ(graph_safe_max_splits(208, ts, 32, 8, 512, 132), 1);
+  EXPECT_EQ(graph_safe_max_splits(100, 300, 32, 8, 128, 132), 3);  // workspace-bound
+  EXPECT_EQ(graph_safe_max_splits(0, ts, 32, 8, 128, 132), 1);
 }
 
 // The bound never takes away a split the heuristic would choose for a batch of that token count.
@@ -184,9 +198,11 @@ TEST(PlanSplitKV, GraphSafeBoundCoversEveryBatch) {
     const int64_t tokens = std::accumulate(q.begin(), q.end(), int64_t{0});
     SplitKVConfig config = h200_config();
     config.num_sms = 16 + static_cast<int>(rng() % 140);
+    const int head_sizes[] = {64, 128, 192, 256, 512};
+    config.head_size = head_sizes[rng() % 5];
     const SplitSchedule unbounded = plan(q, seq, config);
     const int bound = graph_safe_max_splits(tokens, int64_t{1} << 40, config.num_heads,
-                                            config.num_kv_heads, config.num_sms);
+                                            config.num_kv_heads, config.head_size, config.num_sms);
     ASSERT_LE(unbounded.max_splits_used, bound) << "trial " << trial << " tokens " << tokens;
     for (int32_t s : unbounded.num_splits_per_req) {
       ASSERT_GE(s, 1);

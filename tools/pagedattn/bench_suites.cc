@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kernels/attention/mask.h"
+
 namespace pagedattn::cli {
 namespace {
 
@@ -100,8 +102,9 @@ std::vector<testing::CaseSpec> bench_suite(const std::string& suite, DeviceKind 
 CaseWork case_work(const testing::CaseSpec& spec) {
   CaseWork w;
   w.tokens = spec.num_tokens();
-  const int left = spec.sliding_window ? spec.sliding_window->left : -1;
-  const int right = spec.sliding_window ? spec.sliding_window->right : -1;
+  const kernels::attention::MaskRule rule{spec.causal,
+                                          spec.sliding_window ? spec.sliding_window->left : -1,
+                                          spec.sliding_window ? spec.sliding_window->right : -1};
   const double kv_elem =
       static_cast<double>(dtype_size(kv_cache_storage_dtype(spec.kv_cache_dtype, spec.dtype)));
   double pairs = 0.0;
@@ -109,10 +112,7 @@ CaseWork case_work(const testing::CaseSpec& spec) {
     const int seq = spec.seq_lens[r], q = spec.query_lens[r];
     int64_t first = seq, last = -1;
     for (int i = 0; i < q; ++i) {
-      const int64_t p = seq - q + i;
-      int64_t lo = 0, hi = spec.causal ? p : seq - 1;
-      if (left >= 0) lo = std::max<int64_t>(lo, p - left);
-      if (right >= 0) hi = std::min<int64_t>(hi, p + right);
+      const auto [lo, hi] = kernels::attention::visible_keys<int64_t>(rule, seq, seq - q + i);
       if (hi < lo) continue;
       pairs += static_cast<double>(hi - lo + 1);
       first = std::min(first, lo);

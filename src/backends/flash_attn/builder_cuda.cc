@@ -14,6 +14,7 @@
 #include "backends/flash_attn/metadata.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/step_buffers.h"
+#include "kernels/attention/paged_attention.h"
 #include "plan/split_kv.h"
 #include "runtime/check.h"
 
@@ -76,10 +77,12 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     config.num_sms = num_sms_;
     config.num_heads = params_.num_heads;
     config.num_kv_heads = params_.num_kv_heads;
+    config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
     config.block_size = params_.block_size;
     config.window_left = params_.sliding_window.left;
-    config.max_splits = plan::graph_safe_max_splits(
-        num_tokens, layout_.token_splits, params_.num_heads, params_.num_kv_heads, num_sms_);
+    config.max_splits =
+        plan::graph_safe_max_splits(num_tokens, layout_.token_splits, params_.num_heads,
+                                    params_.num_kv_heads, config.head_size, num_sms_);
 
     PassMetadata& main = md->main;
     main.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();
@@ -98,8 +101,9 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     if (md->cascade.enabled) {
       const gpu::CascadeMetadata& c = md->cascade;
       const int prefix_splits = plan::choose_num_splits(
-          plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads), 0,
-          c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
+          plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads,
+                             config.head_size),
+          0, c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
           config.max_splits);
       PAGEDATTN_RETURN_IF_ERROR(cascade_.upload(std::span<const int32_t>(&prefix_splits, 1)));
       md->prefix = prefix_pass(c, main, config.max_splits, prefix_splits);

@@ -28,18 +28,23 @@ std::string str(int64_t v) {
 
 class FlashAttnImpl final : public AttentionImpl {
  public:
-  FlashAttnImpl(const AttentionImplParams& params, gpu::HeadParams heads)
+  FlashAttnImpl(const AttentionImplParams& params, kernels::KernelGeneration generation,
+                gpu::HeadParams heads)
       : AttentionImpl(params),
+        generation_(generation),
         cache_dtype_(kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype)),
         heads_(std::move(heads)) {}
 
-  std::string_view kernel_generation() const override { return "v2"; }
+  std::string_view kernel_generation() const override {
+    return generation_ == kernels::KernelGeneration::kV3 ? "v3" : "v2";
+  }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
                             const TensorView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     PAGEDATTN_RETURN_IF_ERROR(gpu::check_cache_update(params_, cache_dtype_, key, value, kv_cache));
-    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales, stream);
+    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
+                                       scales.v_scale, stream);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
@@ -85,7 +90,7 @@ class FlashAttnImpl final : public AttentionImpl {
                                             const KVScales& scales, int num_tokens,
                                             const gpu::SplitWorkspaceView& split) const {
     kernels::PagedAttentionParams p;
-    // The kernel-generation axis lands here: p.generation from flash_attn_version (make_impl).
+    p.generation = generation_;
     p.q = query.data();
     p.q_token_stride = query.stride(0);
     p.q_head_stride = query.stride(1);
@@ -142,6 +147,7 @@ class FlashAttnImpl final : public AttentionImpl {
     p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
   }
 
+  kernels::KernelGeneration generation_;  // chosen once, in make_impl
   DType cache_dtype_;
   gpu::HeadParams heads_;
 };
@@ -159,13 +165,15 @@ StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& pa
       "reading the compute capability");
   const int version =
       flash_attn_version({major, minor}, params.head_size, !params.alibi_slopes.empty());
-  if (version != 2) {
+  const auto generation = static_cast<kernels::KernelGeneration>(version);
+  if (version == 0 || !kernels::paged_attention_generation_built(generation)) {
     return invalid_argument("FLASH_ATTN impl: no kernel generation serves head_size " +
                             str(params.head_size) + " on compute capability " + str(major) + "." +
                             str(minor) + " in this build (v2 needs sm_80+ and a built head size)");
   }
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));
-  return std::unique_ptr<AttentionImpl>(std::make_unique<FlashAttnImpl>(params, std::move(heads)));
+  return std::unique_ptr<AttentionImpl>(
+      std::make_unique<FlashAttnImpl>(params, generation, std::move(heads)));
 }
 
 }  // namespace pagedattn::flash_attn

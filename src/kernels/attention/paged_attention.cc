@@ -1,5 +1,6 @@
-// Host side of the paged attention launcher: which head sizes are built, and validation of
-// everything the kernel cannot serve, with messages that name the parameter and the allowed values.
+// Host side of the paged attention launcher: which generations and head sizes are built,
+// validation of everything the kernels cannot serve (messages name the parameter and the allowed
+// values), and the dispatch to the generation's launcher.
 #include "kernels/attention/paged_attention.h"
 
 #include <cstdint>
@@ -7,37 +8,14 @@
 
 #include "pagedattn/config.h"
 
+#include "kernels/attention/head_sizes.h"
+
 #if PAGEDATTN_WITH_CUDA
-#include "kernels/attention/paged_attention_dispatch.h"
+#include "kernels/attention/v2/launch.h"
 #endif
 
 namespace pagedattn::kernels {
 namespace {
-
-constexpr int kInstantiated[] = {
-#if PAGEDATTN_HEAD_SIZE_64_BUILT
-    64,
-#endif
-#if PAGEDATTN_HEAD_SIZE_80_BUILT
-    80,
-#endif
-#if PAGEDATTN_HEAD_SIZE_96_BUILT
-    96,
-#endif
-#if PAGEDATTN_HEAD_SIZE_128_BUILT
-    128,
-#endif
-#if PAGEDATTN_HEAD_SIZE_192_BUILT
-    192,
-#endif
-#if PAGEDATTN_HEAD_SIZE_256_BUILT
-    256,
-#endif
-#if PAGEDATTN_HEAD_SIZE_512_BUILT
-    512,
-#endif
-    0,  // terminator, keeps the array non-empty
-};
 
 bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
@@ -79,11 +57,6 @@ Status validate(const PagedAttentionParams& p) {
   if (p.max_query_len < 0 || p.num_reqs < 0 || p.num_tokens < 0) {
     return invalid_argument("paged attention: negative max_query_len, num_reqs or num_tokens");
   }
-  const int64_t max_rows = static_cast<int64_t>(p.max_query_len) * (p.num_heads / p.num_kv_heads);
-  if ((max_rows + 63) / 64 > 65535) {
-    return invalid_argument("paged attention: max_query_len " + str(p.max_query_len) +
-                            " times the GQA group exceeds the grid limit (65535 * 64 rows)");
-  }
   // 16-byte cp.async of Q and of 16-bit K/V rows; 8-byte stores of out; 8-byte FP8 rows.
   const int64_t cache_strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
                                    p.cache_head_stride};
@@ -123,10 +96,35 @@ Status validate(const PagedAttentionParams& p) {
   return ok_status();
 }
 
+// The one place a generation joins: its launcher, for validated parameters and the instantiated
+// head size. A generation this build did not compile has none.
+using GenerationLauncher = Status (*)(const PagedAttentionParams&, int kernel_head_size, void*);
+GenerationLauncher generation_launcher(KernelGeneration generation) {
+  switch (generation) {
+#if PAGEDATTN_WITH_CUDA
+    case KernelGeneration::kV2: return &detail::launch_paged_attention_v2;
+#endif
+    default: return nullptr;
+  }
+}
+
+std::string built_generations() {
+  std::string names;
+  for (KernelGeneration g : {KernelGeneration::kV2, KernelGeneration::kV3}) {
+    if (generation_launcher(g) == nullptr) continue;
+    names += (names.empty() ? "v" : ", v") + str(static_cast<int>(g));
+  }
+  return names.empty() ? "none" : names;
+}
+
 }  // namespace
 
+bool paged_attention_generation_built(KernelGeneration generation) {
+  return generation_launcher(generation) != nullptr;
+}
+
 bool paged_attention_head_size_built(int head_size) {
-  for (int n : kInstantiated) {
+  for (int n : BuiltHeadSizes::kValues) {
     if (n != 0 && n == head_size) return true;
   }
   return false;
@@ -135,13 +133,19 @@ bool paged_attention_head_size_built(int head_size) {
 int paged_attention_kernel_head_size(int head_size) {
   if (head_size < 8 || head_size % 8 != 0) return 0;
   int best = 0;
-  for (int n : kInstantiated) {
+  for (int n : BuiltHeadSizes::kValues) {
     if (n >= head_size && (best == 0 || n < best)) best = n;
   }
   return best;
 }
 
 Status launch_paged_attention(const PagedAttentionParams& params, void* stream) {
+  const GenerationLauncher launch = generation_launcher(params.generation);
+  if (launch == nullptr) {
+    return unimplemented("paged attention: kernel generation v" +
+                         str(static_cast<int>(params.generation)) +
+                         " is not built (built: " + built_generations() + ")");
+  }
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
     return unimplemented("paged attention: head_size " + str(params.head_size) +
@@ -150,11 +154,7 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
   }
   if (Status s = validate(params); !s.ok()) return s;
   if (params.num_reqs == 0 || params.num_tokens == 0) return ok_status();
-#if PAGEDATTN_WITH_CUDA
-  return detail::launch_paged_attention_cuda(params, kernel_head_size, stream);
-#else
-  return unimplemented("paged attention: this build has no CUDA");
-#endif
+  return launch(params, kernel_head_size, stream);
 }
 
 }  // namespace pagedattn::kernels

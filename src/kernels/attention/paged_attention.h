@@ -1,6 +1,7 @@
-// Host-side interface of the paged varlen attention kernel family (FlashAttention-style "v2":
-// mma.sync tensor cores, sm_80+). Host-only header: no CUDA types. The launcher is the only place
-// where runtime values (head size, dtypes, mask features) become template parameters.
+// Host-side interface of the paged varlen attention kernel family. Host-only header: no CUDA types.
+// launch_paged_attention is the one dispatch point: it picks the kernel generation from the
+// parameters, and each generation's launcher is the only place where runtime values (head size,
+// dtypes) become template parameters.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,11 @@
 #include "pagedattn/types.h"
 
 namespace pagedattn::kernels {
+
+// Kernel generations, numbered like FlashAttention's: v2 = mma.sync tensor cores (sm_80+, in
+// attention/v2/), v3 = Hopper wgmma (sm_90a). A generation that this build did not compile is
+// rejected by launch_paged_attention.
+enum class KernelGeneration { kV2 = 2, kV3 = 3 };
 
 struct PagedAttentionParams {
   // Queries of all requests, packed: [num_tokens, num_heads, head_size], strides in elements.
@@ -50,6 +56,9 @@ struct PagedAttentionParams {
   int window_left = -1;
   int window_right = -1;
   bool causal = true;
+  // Which kernel family runs (here, it fills the padding after causal: the kernels' parameter
+  // block keeps its size and offsets).
+  KernelGeneration generation = KernelGeneration::kV2;
 
   // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads, lse_head_stride]
   // float32 natural log (nullptr = not requested).
@@ -69,6 +78,9 @@ struct PagedAttentionParams {
   float* split_out = nullptr;
   float* split_lse = nullptr;
 };
+
+// Whether this build compiled the generation's kernels.
+bool paged_attention_generation_built(KernelGeneration generation);
 
 // Head sizes compiled into this build (others are served by the next larger one, or rejected).
 bool paged_attention_head_size_built(int head_size);

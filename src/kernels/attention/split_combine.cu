@@ -1,0 +1,71 @@
+#include "kernels/attention/split_combine.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "device/convert.cuh"
+#include "device/softmax_state.cuh"
+
+namespace pagedattn::kernels::attention {
+namespace {
+
+constexpr int kCombineThreads = 128;  // 4 columns each: head sizes up to 512
+
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads)
+    split_combine_kernel(const __grid_constant__ PagedAttentionParams p) {
+  const int token = blockIdx.x;
+  const int head = blockIdx.y;
+  // The request holding this token: the last r with cu_seqlens_q[r] <= token.
+  if (token >= p.cu_seqlens_q[p.num_reqs]) return;
+  int lo = 0, hi = p.num_reqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.cu_seqlens_q[mid] <= token) lo = mid; else hi = mid - 1;
+  }
+  const int num_splits = p.num_splits_per_req != nullptr
+                             ? min(max(p.num_splits_per_req[lo], 1), p.max_num_splits)
+                             : p.max_num_splits;
+  const int64_t lse_stride = static_cast<int64_t>(p.num_heads) * p.num_tokens;
+  const float* split_lse = p.split_lse + static_cast<int64_t>(head) * p.num_tokens + token;
+  device::LseAccumulator accum;
+  for (int s = 0; s < num_splits; ++s) accum.add(split_lse[s * lse_stride]);
+  if (p.sinks != nullptr) accum.add(p.sinks[head]);
+
+  const int col = threadIdx.x * 4;
+  if (col < p.head_size) {
+    const int64_t out_stride = static_cast<int64_t>(p.num_tokens) * p.num_heads * p.head_size;
+    const float* part =
+        p.split_out + (static_cast<int64_t>(token) * p.num_heads + head) * p.head_size + col;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = 0; s < num_splits; ++s) {
+      const float wgt = accum.weight(split_lse[s * lse_stride]);
+      if (wgt == 0.0f) continue;  // empty split: its partial may be anything finite or not
+      const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
+      o.x += wgt * v.x;
+      o.y += wgt * v.y;
+      o.z += wgt * v.z;
+      o.w += wgt * v.w;
+    }
+    T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
+    uint2 packed;
+    packed.x = device::pack_float2<T>(o.x, o.y);
+    packed.y = device::pack_float2<T>(o.z, o.w);
+    *reinterpret_cast<uint2*>(out) = packed;
+  }
+  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[head * p.lse_head_stride + token] = accum.lse();
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t launch_split_combine(const PagedAttentionParams& p, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(p.num_tokens), static_cast<unsigned>(p.num_heads));
+  split_combine_kernel<T><<<grid, kCombineThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template cudaError_t launch_split_combine<__nv_bfloat16>(const PagedAttentionParams&, cudaStream_t);
+template cudaError_t launch_split_combine<__half>(const PagedAttentionParams&, cudaStream_t);
+
+}  // namespace pagedattn::kernels::attention

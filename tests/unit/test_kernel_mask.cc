@@ -1,0 +1,125 @@
+// The one definition of visibility and score transforms (kernels/attention/mask.h), and the soft
+// cap's accuracy for every cap: the definition itself in float against std::tanh in double, and
+// CPU_ATTN (both of its builds) against the float64 oracle at caps from 1 to 1e30.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/attention_kernel_internal.h"
+#include "kernels/attention/mask.h"
+#include "kernels/attention/paged_attention.h"
+#include "support/cpu_run.h"
+#include "testing/host_batch.h"
+
+namespace pagedattn::kernels::attention {
+namespace {
+
+KeyRange<int64_t> keys(MaskRule rule, int64_t kv_len, int64_t pos) {
+  return visible_keys<int64_t>(rule, kv_len, pos);
+}
+
+void expect_range(KeyRange<int64_t> r, int64_t lo, int64_t hi) {
+  EXPECT_EQ(r.lo, lo);
+  EXPECT_EQ(r.hi, hi);
+}
+
+TEST(KernelMask, CausalIsBottomRightAligned) {
+  // 10 keys, the last 3 are the new queries (positions 7, 8, 9).
+  expect_range(keys({true, -1, -1}, 10, 7), 0, 7);
+  expect_range(keys({true, -1, -1}, 10, 9), 0, 9);
+  expect_range(keys({false, -1, -1}, 10, 7), 0, 9);
+}
+
+TEST(KernelMask, SlidingWindowBoundsBothSides) {
+  expect_range(keys({true, 3, 0}, 10, 7), 4, 7);
+  expect_range(keys({true, 3, 0}, 10, 2), 0, 2);  // the window starts before key 0
+  expect_range(keys({false, 2, 1}, 10, 5), 3, 6);
+  expect_range(keys({false, 2, 5}, 10, 8), 6, 9);   // the sequence ends first
+  expect_range(keys({false, -1, 2}, 10, 3), 0, 5);  // right side only
+  expect_range(keys({false, 4, -1}, 10, 3), 0, 9);  // left side only, reaching key 0
+  expect_range(keys({true, 0, 0}, 10, 6), 6, 6);    // the diagonal
+  const KeyRange<int64_t> none = keys({true, -1, -1}, 0, 0);
+  EXPECT_LT(none.hi, none.lo);  // no keys at all
+}
+
+TEST(KernelMask, AlibiIsTheSlopeTimesTheDistance) {
+  EXPECT_EQ(alibi_bias(0.5f, int64_t{7}, int64_t{3}), 2.0f);
+  EXPECT_EQ(alibi_bias(0.5f, int64_t{3}, int64_t{7}), 2.0f);
+  EXPECT_EQ(alibi_bias(0.25, int64_t{9}, int64_t{9}), 0.0);
+}
+
+// cap * tanh(s / cap) for s = scale * x, in float, against double: within a few float ulps of the
+// score for every cap, including those where tanh's argument is far below float's epsilon (a
+// ratio of exponentials there returns 0 or a coarsely rounded value).
+TEST(KernelMask, SoftCapIsAccurateForEveryCap) {
+  const float scale = 0.125f;
+  for (double cap = 1.0; cap <= 1e30; cap *= 10.0) {
+    const SoftCap<float> folded = make_soft_cap(scale, static_cast<float>(cap), 1.0f);
+    for (float x : {-300.0f, -17.5f, -1.0f, -1e-3f, 0.0f, 2e-6f, 0.7f, 9.0f, 123.0f}) {
+      const double s = static_cast<double>(scale) * x;
+      const double want = cap * std::tanh(s / cap);
+      const double got = soft_capped(folded, x);
+      EXPECT_NEAR(got, want, 4e-7 * std::fabs(want) + 1e-30) << "cap " << cap << " x " << x;
+    }
+  }
+  // From 2^100 on the kernels skip the cap: it would not change a score below 2^88.
+  EXPECT_TRUE(soft_cap_applies(1e30f));
+  EXPECT_FALSE(soft_cap_applies(0x1p100f));
+  EXPECT_FALSE(soft_cap_applies(3e38f));
+  EXPECT_FALSE(soft_cap_applies(0.0f));
+  const SoftCap<float> just_below = make_soft_cap(scale, 0x1p99f, 1.0f);
+  EXPECT_EQ(soft_capped(just_below, 0x1p80f), scale * 0x1p80f);
+  // The base-2 softmax's fold (out_scale = log2 e) multiplies the capped score.
+  const SoftCap<float> base2 = make_soft_cap(1.0f, 1e20f, 1.4426950408889634f);
+  EXPECT_NEAR(soft_capped(base2, 3.0f), 3.0 * 1.4426950408889634, 1e-6);
+}
+
+TEST(KernelGenerations, ALaunchOfAGenerationNotBuiltIsRejected) {
+  PagedAttentionParams p;
+  p.generation = KernelGeneration::kV3;
+  p.head_size = 128;
+  const Status s = launch_paged_attention(p, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("kernel generation v3 is not built"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(paged_attention_generation_built(KernelGeneration::kV3));
+}
+
+// CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale that makes the cap bite
+// at small caps; both kernel builds.
+class CpuSoftCap : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CpuSoftCap, MatchesTheOracleAtEveryCap) {
+  cpu::force_portable_kernel(GetParam());
+  for (double cap : {1.0, 1e3, 1e6, 1e7, 1e9, 1e12, 1e15, 1e20, 1e25, 1e30, 3e38}) {
+    testing::CaseSpec spec;
+    spec.name = "softcap_" + std::to_string(cap);
+    spec.seed = 500 + static_cast<uint64_t>(std::log10(cap));
+    spec.dtype = DType::kF32;
+    spec.num_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.head_size = 72;
+    spec.block_size = 16;
+    spec.seq_lens = {45, 17, 70};
+    spec.query_lens = {1, 17, 6};
+    spec.scale = 0.6;
+    spec.logits_soft_cap = cap;
+    auto batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
+    ASSERT_TRUE(batch.ok()) << batch.status().to_string();
+    auto result = cpu_test::run_against_reference(*batch);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    EXPECT_TRUE(result->comparison.pass) << spec.name << "\n" << result->comparison.detail;
+  }
+  cpu::force_portable_kernel(false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Builds, CpuSoftCap, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "portable" : "dispatched");
+                         });
+
+}  // namespace
+}  // namespace pagedattn::kernels::attention
