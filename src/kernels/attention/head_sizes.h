@@ -1,8 +1,10 @@
 // The head sizes with a compiled kernel instantiation. The list comes from the build
-// (PAGEDATTN_KERNEL_HEAD_SIZES, set by src/CMakeLists.txt from the generated instantiation files
-// that PAGEDATTN_HEAD_SIZES keeps), so this header, the launcher's dispatch and CMake cannot
-// disagree. Host-only header.
+// (PAGEDATTN_KERNEL_HEAD_SIZES in built_head_sizes.h, written by src/CMakeLists.txt from the
+// generated instantiation files that PAGEDATTN_HEAD_SIZES keeps), so this header, the
+// launcher's dispatch and CMake cannot disagree. Host-only header.
 #pragma once
+
+#include "kernels/attention/built_head_sizes.h"
 
 namespace pagedattn::kernels {
 

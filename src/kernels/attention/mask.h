@@ -46,10 +46,6 @@ PAGEDATTN_HOST_DEVICE inline KeyRange<Int> visible_keys(const Rule& rule, Int kv
   return {lo, hi};
 }
 
-// The soft cap folded with the score's scale and the softmax's base: for a raw score x = q . k,
-// post * tanh(x * pre) = out_scale * cap * tanh(scale * x / cap). tanh itself is accurate as its
-// argument goes to 0 (tanh(y) ~ y), so every cap, however large, leaves the scaled score intact
-// rather than losing it to cancellation as a ratio of exponentials would.
 // Caps from 2^100 on change no score below 2^88 in float (tanh(y) = y to float precision for
 // |y| < 2^-12), so the kernels skip them: folded with log2(e), a cap near float's maximum would
 // overflow, and scale / cap would lose precision as a denormal.
@@ -58,6 +54,10 @@ PAGEDATTN_HOST_DEVICE inline bool soft_cap_applies(float cap) {
   return cap > 0.0f && cap < kSoftCapNoOp;
 }
 
+// The soft cap folded with the score's scale and the softmax's base: for a raw score x = q . k,
+// post * tanh(x * pre) = out_scale * cap * tanh(scale * x / cap). tanh itself is accurate as its
+// argument goes to 0 (tanh(y) ~ y), so every cap, however large, leaves the scaled score intact
+// rather than losing it to cancellation as a ratio of exponentials would.
 template <typename F>
 struct SoftCap {
   F pre;
