@@ -38,8 +38,13 @@ cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"
 cudart=$(ldd "$BUILD_DIR/tests/pagedattn_gpu_tests" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$STAGE/lib/"
 strip --strip-unneeded "$STAGE/bin/"* "$STAGE/lib/libpagedattn.so.0"
-cp "$SHARED"/cases/*.json "$STAGE/cases/"
-cp "$SHARED/tools/check_case.py" "$SHARED/tools/peer_sdpa.py" "$STAGE/tools/"
+# The team's shared case files and peer tools when this checkout sits beside them, else our own cases.
+if [[ -d "$SHARED" ]]; then
+  cp "$SHARED"/cases/*.json "$STAGE/cases/"
+  cp "$SHARED/tools/check_case.py" "$SHARED/tools/peer_sdpa.py" "$STAGE/tools/"
+else
+  cp "$ROOT"/cases/*.json "$STAGE/cases/"
+fi
 
 total=$(du -sm "$STAGE" | cut -f1)
 echo "staged into $STAGE (${total} MiB; the device carries at most 64 MiB with the tree):"

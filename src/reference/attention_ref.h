@@ -1,4 +1,4 @@
-// The float64 oracle: a scalar, readable implementation of ../shared/spec/semantics.md, reading the
+// The float64 oracle: a scalar, readable implementation of docs/attention.md, reading the
 // same paged cache view the backends read. Used by tests and `pagedattn check` only.
 #pragma once
 

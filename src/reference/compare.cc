@@ -1,4 +1,4 @@
-// The pass rule of ../shared/tools/check_case.py, applied to a backend's output and LSE.
+// The pass rule of docs/attention.md, applied to a backend's output and LSE.
 #include "reference/compare.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// The pass rule every test and `check` use (the same as ../shared/tools/check_case.py): each element
+// The pass rule every test and `check` use (docs/attention.md, "The pass rule"): each element
 // within atol + rtol * |ref|, the relative Frobenius error within a bound, everything finite, and
 // the LSE within 1e-2 + 1e-3 * |ref| (both -inf counts as equal).
 #pragma once

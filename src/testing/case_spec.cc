@@ -1,4 +1,4 @@
-// Case files (../shared/spec/cases.md): JSON -> CaseSpec with every field checked by name.
+// Case files (docs/cases.md): JSON -> CaseSpec with every field checked by name.
 #include "testing/case_spec.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// A case: one scheduling step described as in ../shared/spec/cases.md. Parsed from JSON (unknown
+// A case: one scheduling step described as in docs/cases.md. Parsed from JSON (unknown
 // fields and bad values are errors naming the field), or built in code by tests and benchmarks.
 #pragma once
 

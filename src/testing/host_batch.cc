@@ -1,4 +1,4 @@
-// Random paged batches on the host, built from a CaseSpec as ../shared/spec/cases.md describes.
+// Random paged batches on the host, built from a CaseSpec as docs/cases.md describes.
 #include "testing/host_batch.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // `pagedattn check CASE.json...`: run each case through a backend and compare with the float64
-// oracle (../shared/spec/cases.md). Exit 0 all passed, 1 one failed, 2 bad input.
+// oracle (docs/cases.md). Exit 0 all passed, 1 one failed, 2 bad input.
 #include <cstdio>
 #include <iostream>
 #include <memory>

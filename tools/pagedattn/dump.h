@@ -1,5 +1,5 @@
 // `check --dump DIR`: every tensor of a case run as little-endian C-order .npy plus meta.json, as
-// ../shared/spec/cases.md lists them, for an independent checker.
+// docs/cases.md lists them, for an independent checker.
 #pragma once
 
 #include <string>
