@@ -57,7 +57,8 @@ Status check_served(const PagedAttentionParams& p) {
                  p.out_token_stride % 2 == 0 && p.out_head_stride % 2 == 0 &&
                  p.q_head_stride < p.q_token_stride &&
                  p.cache_kv_stride < p.cache_block_stride &&
-                 p.cache_token_stride < p.cache_kv_stride && p.cache_head_stride < p.cache_kv_stride;
+                 p.cache_token_stride <= p.cache_kv_stride &&  // equal with one KV head (HND)
+                 p.cache_head_stride <= p.cache_kv_stride;
   for (int64_t s : strides) maps_ok = maps_ok && s > 0 && s % 8 == 0;
   if (!maps_ok) {
     return unsupported(
