@@ -15,6 +15,7 @@
 #include "device/convert.cuh"
 #include "device/mbarrier.cuh"
 #include "device/mma.cuh"
+#include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_producer.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
@@ -26,10 +27,10 @@ struct RowState {
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
 };
 
-// S = Q_rows · K_tileᵀ over the 128 head columns (eight k16 steps, two panels).
-__device__ __forceinline__ void score_tile(float (&s)[64], uint32_t q_base, uint32_t k_base) {
+// Issues S = Q_rows · K_tileᵀ over the 128 head columns (eight k16 steps, two panels) as one
+// group. The caller fences before and waits after.
+__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t q_base, uint32_t k_base) {
   using S = PrefillShape;
-  device::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const uint32_t step = (kk / 4) * S::kPanelBytes + (kk % 4) * 32;
@@ -38,23 +39,19 @@ __device__ __forceinline__ void score_tile(float (&s)[64], uint32_t q_base, uint
         device::wgmma_desc_sw128(k_base + step, 16, 1024), kk > 0);
   }
   device::wgmma_commit_group();
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(s);
 }
 
-// O += P · V_tile, P as bf16 A fragments (one per 16 keys), V MN-major (eight k16 steps of 16 rows).
-__device__ __forceinline__ void accumulate_tile(float (&o)[64], const uint32_t (&p)[8][4],
-                                                uint32_t v_base) {
+// Issues O += P · V_tile as one group, P as bf16 A fragments (one per 16 keys), V MN-major (eight
+// k16 steps of 16 rows).
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[8][4],
+                                         uint32_t v_base) {
   using S = PrefillShape;
-  device::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     device::wgmma_m64n128k16_rs<__nv_bfloat16, 1>(
         o, p[kk], device::wgmma_desc_sw128(v_base + kk * 16 * 128, S::kPanelBytes, 1024), true);
   }
   device::wgmma_commit_group();
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(o);
 }
 
 // Keys past k_len, and causally past each row's position, score -inf (a select, so NaN in unused
@@ -75,9 +72,10 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], const PrefillArgs& a,
   }
 }
 
-// Online softmax over the tile: rescales O and the sums by the new maxima, turns S into P.
-__device__ __forceinline__ void softmax_tile(float (&s)[64], float (&o)[64], RowState& st,
-                                             float scale_log2, uint32_t (&p)[8][4]) {
+// Online softmax over the tile, in place: S becomes P, the sums and maxima advance, and alpha is
+// the factor O must be rescaled by (done by the caller once no P·V group is running).
+__device__ __forceinline__ void softmax_tile(float (&s)[64], RowState& st, float scale_log2,
+                                             float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = st.m[h];
@@ -86,7 +84,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&o)[64], Row
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float offset = mx == -INFINITY ? 0.0f : mx * scale_log2;  // no visible key yet: no NaN
-    const float alpha = exp2f(st.m[h] * scale_log2 - offset);
+    alpha[h] = device::fast_exp2(st.m[h] * scale_log2 - offset);
     st.m[h] = mx;
     float sum = 0.0f;
 #pragma unroll
@@ -94,13 +92,21 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], float (&o)[64], Row
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
-        x = exp2f(fmaf(x, scale_log2, -offset));
+        x = device::fast_exp2(fmaf(x, scale_log2, -offset));
         sum += x;
-        o[4 * j + 2 * h + e] *= alpha;
       }
     }
-    st.l[h] = st.l[h] * alpha + sum;
+    st.l[h] = st.l[h] * alpha[h] + sum;
   }
+}
+
+__device__ __forceinline__ void rescale(float (&o)[64], const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] *= alpha[(i / 2) % 2];
+}
+
+// P as the A fragments of P·V: keys 16kk..16kk+15 are S columns of n8 blocks 2kk and 2kk + 1.
+__device__ __forceinline__ void pack_p(const float (&s)[64], uint32_t (&p)[8][4]) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
 #pragma unroll
@@ -135,7 +141,23 @@ __device__ __forceinline__ void store_rows(const float (&o)[64], RowState& st, c
   }
 }
 
-// Run by consumer warpgroup `consumer` (0 or 1).
+// The two consumer warpgroups take turns issuing their matrix products (named barriers 1 and 2,
+// "ping-pong"), so that one's softmax runs while the other's products keep the tensor cores busy.
+struct IssueTurns {
+  int consumer;
+  __device__ __forceinline__ void start() const {
+    if (consumer == 1) device::named_barrier_arrive(1, 256);  // consumer 0 goes first
+  }
+  __device__ __forceinline__ void begin() const { device::named_barrier_sync(1 + consumer, 256); }
+  // The last turn of consumer 1 hands nothing on: consumer 0 has no turn left.
+  __device__ __forceinline__ void end(bool last) const {
+    if (!(last && consumer == 1)) device::named_barrier_arrive(2 - consumer, 256);
+  }
+};
+
+// Run by consumer warpgroup `consumer` (0 or 1). Step i issues S_i = Q·K_iᵀ, then
+// O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that P·V still runs, then
+// rescales O once it is done (intra-warpgroup overlap).
 __device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile& w,
                                         PrefillSmem& s, int consumer) {
   using S = PrefillShape;
@@ -143,28 +165,61 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile&
   const int first_row = w.q0 + consumer * S::kRowsPerConsumer;  // of the warpgroup
   const int row = first_row + 16 * (tid / 32) + (tid % 32) / 4;   // this thread's row g
   const uint32_t q_base = device::smem_addr(s.q) + consumer * S::kRowsPerConsumer * 128;
+  const IssueTurns turns{consumer};
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
   RowState st;
-  device::mbarrier_wait(&s.q_full, 0);
-  for (int i = 0; i < w.num_kv_tiles; ++i) {
-    const int stage = i % S::kStages;
-    const uint32_t parity = (i / S::kStages) & 1;
+  float sc[64], alpha[2];
+  uint32_t p[8][4];
+  // Scores of tile i: mask on boundary tiles, softmax.
+  auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
-    float sc[64];
-    device::mbarrier_wait(&s.k_full[stage], parity);
-    score_tile(sc, q_base, device::smem_addr(s.k[stage]));
-    device::mbarrier_arrive(&s.k_empty[stage]);
     const bool partial = key0 + S::kBlockN > w.k_len;
     const bool diagonal = a.causal && key0 + S::kBlockN - 1 > first_row + w.k_len - w.q_len;
     if (partial || diagonal) mask_tile(sc, a, w, row, key0);
-    uint32_t p[8][4];
-    softmax_tile(sc, o, st, a.scale_log2, p);
-    device::mbarrier_wait(&s.v_full[stage], parity);
-    accumulate_tile(o, p, device::smem_addr(s.v[stage]));
-    device::mbarrier_arrive(&s.v_empty[stage]);
+    softmax_tile(sc, st, a.scale_log2, alpha);
+  };
+  device::mbarrier_wait(&s.q_full, 0);
+  turns.start();
+  device::mbarrier_wait(&s.k_full[0], 0);
+  turns.begin();
+  device::wgmma_fence();
+  issue_scores(sc, q_base, device::smem_addr(s.k[0]));
+  turns.end(false);
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(sc);
+  device::mbarrier_arrive(&s.k_empty[0]);
+  scores_to_p(0);
+  pack_p(sc, p);  // O is still zero: nothing to rescale
+  for (int i = 1; i < w.num_kv_tiles; ++i) {
+    const int stage = i % S::kStages, prev = (i - 1) % S::kStages;
+    device::mbarrier_wait(&s.k_full[stage], (i / S::kStages) & 1);
+    device::mbarrier_wait(&s.v_full[prev], ((i - 1) / S::kStages) & 1);
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores(sc, q_base, device::smem_addr(s.k[stage]));
+    issue_pv(o, p, device::smem_addr(s.v[prev]));
+    turns.end(false);
+    device::wgmma_wait_group<1>();
+    device::wgmma_fence_operands(sc);
+    device::mbarrier_arrive(&s.k_empty[stage]);
+    scores_to_p(i);
+    device::wgmma_wait_group<0>();
+    device::wgmma_fence_operands(o);
+    device::mbarrier_arrive(&s.v_empty[prev]);
+    rescale(o, alpha);
+    pack_p(sc, p);
   }
+  const int last = (w.num_kv_tiles - 1) % S::kStages;
+  device::mbarrier_wait(&s.v_full[last], ((w.num_kv_tiles - 1) / S::kStages) & 1);
+  turns.begin();
+  device::wgmma_fence();
+  issue_pv(o, p, device::smem_addr(s.v[last]));
+  turns.end(true);
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(o);
+  device::mbarrier_arrive(&s.v_empty[last]);
   store_rows(o, st, a, w, row);
 }
 
