@@ -79,6 +79,21 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kN]) {
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]),           \
       "+f"(d[62]), "+f"(d[63])
 
+// The instruction for input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers.
+#define PAGEDATTN_WGMMA_SS(TYPE)                                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                  \
+               " " PAGEDATTN_WGMMA_D64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"                   \
+               : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                            \
+               : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
+#define PAGEDATTN_WGMMA_RS(TYPE)                                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE                  \
+               " " PAGEDATTN_WGMMA_D64 ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"     \
+               : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                            \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                   \
+                 "r"(static_cast<int>(accumulate)), "n"(kTransB))
+
 // D[64 x 128] (+)= A[64 x 16] * B[16 x 128], both from shared memory. accumulate = false overwrites
 // D. kTransB = 0: B is K-major (stored [n][k], as K for Q·Kᵀ); 1: MN-major (stored [k][n]).
 template <typename T, int kTransB>
@@ -88,19 +103,9 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t des
                 "wgmma wrappers take f16 or bf16 inputs");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " PAGEDATTN_WGMMA_D64
-        ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-        : PAGEDATTN_WGMMA_D64_OPERANDS(d)
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+    PAGEDATTN_WGMMA_SS("bf16");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " PAGEDATTN_WGMMA_D64
-        ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-        : PAGEDATTN_WGMMA_D64_OPERANDS(d)
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+    PAGEDATTN_WGMMA_SS("f16");
   }
 #endif
 }
@@ -113,25 +118,15 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32
                 "wgmma wrappers take f16 or bf16 inputs");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " PAGEDATTN_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-        : PAGEDATTN_WGMMA_D64_OPERANDS(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-          "r"(static_cast<int>(accumulate)), "n"(kTransB));
+    PAGEDATTN_WGMMA_RS("bf16");
   } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " PAGEDATTN_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-        : PAGEDATTN_WGMMA_D64_OPERANDS(d)
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),
-          "r"(static_cast<int>(accumulate)), "n"(kTransB));
+    PAGEDATTN_WGMMA_RS("f16");
   }
 #endif
 }
 
+#undef PAGEDATTN_WGMMA_SS
+#undef PAGEDATTN_WGMMA_RS
 #undef PAGEDATTN_WGMMA_D64
 #undef PAGEDATTN_WGMMA_D64_OPERANDS
 
