@@ -15,17 +15,12 @@
 #include <vector>
 
 #include "common/numeric.h"
-#include "kernels/attention/v3/launch.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
 namespace {
 
 using Launcher = Status (*)(const kernels::PagedAttentionParams&, void*);
-
-Status launch_v3(const kernels::PagedAttentionParams& p, void* stream) {
-  return kernels::detail::launch_paged_attention_v3(p, 128, stream);
-}
 
 std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
   std::vector<uint16_t> v(n);
@@ -164,13 +159,13 @@ void compare(const char* shape, int num_reqs, int len, bool hnd) {
 }
 
 TEST(V3Bench, DISABLED_Prefill8192) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   compare("1x8192", 1, 8192, false);
 }
 
 // More batch shapes and the HND layout.
 TEST(V3Bench, DISABLED_PrefillShapes) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   compare("1x8192 HND", 1, 8192, true);
   compare("4x2048", 4, 2048, false);
   compare("16x512", 16, 512, false);

@@ -6,7 +6,6 @@
 
 #include <string>
 
-#include "kernels/attention/v3/launch.h"
 #include "paged_attention_harness.h"
 #include "test_v3_support.h"
 
@@ -14,10 +13,6 @@ namespace pagedattn::test {
 namespace {
 
 using testing::CaseSpec;
-
-Status launch_v3(const kernels::PagedAttentionParams& p, void* stream) {
-  return kernels::detail::launch_paged_attention_v3(p, 128, stream);
-}
 
 // A full prefill over several query tiles, chunked prefills whose queries follow a context,
 // single-token rows and a request shorter than one KV tile.
@@ -42,13 +37,13 @@ void expect_pass(const CaseSpec& c, KVCacheLayout layout, const SplitOptions& s 
 }
 
 TEST(PagedAttentionV3, CausalBothLayouts) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   expect_pass(prefill_case(1), KVCacheLayout::kNHD);
   expect_pass(prefill_case(2), KVCacheLayout::kHND);
 }
 
 TEST(PagedAttentionV3, NonCausal) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   CaseSpec c = prefill_case(3);
   c.causal = false;
   c.name = "v3_noncausal";
@@ -57,7 +52,7 @@ TEST(PagedAttentionV3, NonCausal) {
 }
 
 TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   for (int group : {1, 4, 7}) {
     for (int block : {128, 256, 512}) {
       CaseSpec c = prefill_case(10 * group + block);
@@ -71,7 +66,7 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
 
 // Many query and KV tiles: the ring wraps many times, causal tiles below the diagonal are unmasked.
 TEST(PagedAttentionV3, LongSequences) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   CaseSpec c;
   c.name = "v3_long";
   c.seed = 40;
@@ -90,7 +85,7 @@ TEST(PagedAttentionV3, LongSequences) {
 // Graph-capture shapes: a zero-length request, max_query_len far above the real lengths, and
 // bit-identical repeated runs.
 TEST(PagedAttentionV3, PaddingUpperBoundAndDeterminism) {
-  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  PAGEDATTN_REQUIRE_V3();
   CaseSpec c = prefill_case(50);
   c.seq_lens = {40, 300, 18, 1};
   c.query_lens = {40, 0, 5, 1};
@@ -102,22 +97,27 @@ TEST(PagedAttentionV3, PaddingUpperBoundAndDeterminism) {
   EXPECT_EQ(first.out, again.out);
 }
 
-// Checked before the device is touched: runs everywhere.
+// Checked before the device is touched: runs everywhere. A build without 90a has no v3 at all.
 TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   kernels::PagedAttentionParams p;
   p.q_dtype = p.cache_dtype = DType::kBF16;
   p.head_size = 128;
   p.num_heads = p.num_kv_heads = 1;
+  p.num_reqs = p.num_tokens = p.max_query_len = p.max_seq_len = 1;  // work, so v3 is reached
+  alignas(16) static int32_t never_read[16];  // every case is refused before a launch
+  p.out = never_read;
+  p.q = p.kv_cache = never_read;
+  p.cu_seqlens_q = p.seqused_k = p.block_table = never_read;
   p.block_size = 16;
   Status s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3) ||
+      !kernels::paged_attention_head_size_built(128)) {
+    return;  // rejected by the dispatch (generation or head size not built)
+  }
   EXPECT_NE(s.message().find("block_size 16 (allowed: multiples of 128)"), std::string::npos)
       << s.message();
   p.block_size = 128;
-  p.head_size = 64;
-  s = launch_v3(p, nullptr);
-  EXPECT_NE(s.message().find("head_size 64"), std::string::npos) << s.message();
-  p.head_size = 128;
   p.q_dtype = p.cache_dtype = DType::kF16;
   s = launch_v3(p, nullptr);
   EXPECT_NE(s.message().find("q_dtype f16"), std::string::npos) << s.message();
@@ -126,6 +126,10 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("soft cap"), std::string::npos) << s.message();
+  p.softcap = 0.0f;
+  p.window_left = 64;
+  s = launch_v3(p, nullptr);
+  EXPECT_NE(s.message().find("sliding window"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "kernels/attention/paged_attention.h"
 
 namespace pagedattn::test {
 
@@ -16,6 +17,13 @@ inline bool hopper_device_present() {
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
          major == 9 && minor == 0;
+}
+
+// Launches through the one dispatch point with generation v3 selected.
+inline Status launch_v3(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  p.generation = kernels::KernelGeneration::kV3;
+  return kernels::launch_paged_attention(p, stream);
 }
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
@@ -45,10 +53,20 @@ class DeviceArray {
 
 }  // namespace pagedattn::test
 
-// First statement of every test that runs sm_90a code.
+// First statement of every test that runs sm_90a code (the primitives).
 #define PAGEDATTN_REQUIRE_HOPPER_DEVICE()                                \
   do {                                                                   \
     if (!::pagedattn::test::hopper_device_present()) {                   \
       GTEST_SKIP() << "skipped: no compute capability 9.0 CUDA device";  \
     }                                                                    \
+  } while (0)
+
+// First statement of every test that runs the v3 kernel: a 9.0 device and a build with 90a.
+#define PAGEDATTN_REQUIRE_V3()                                                                 \
+  do {                                                                                         \
+    PAGEDATTN_REQUIRE_HOPPER_DEVICE();                                                         \
+    if (!::pagedattn::kernels::paged_attention_generation_built(                              \
+            ::pagedattn::kernels::KernelGeneration::kV3)) {                                    \
+      GTEST_SKIP() << "skipped: kernel generation v3 not built (PAGEDATTN_CUDA_ARCHS lacks 90a)"; \
+    }                                                                                          \
   } while (0)

@@ -17,6 +17,7 @@
 #include "device/mma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
+#include "kernels/attention/mask.h"
 #include "kernels/attention/v3/prefill_producer.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
@@ -54,19 +55,20 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&p)[8][
   device::wgmma_commit_group();
 }
 
-// Keys past k_len, and causally past each row's position, score -inf (a select, so NaN in unused
-// page slots cannot leak).
+// Keys a row does not see (mask.h: past k_len, causally past its position) score -inf: a select,
+// so NaN in unused page slots cannot leak.
 __device__ __forceinline__ void mask_tile(float (&s)[64], const PrefillArgs& a,
                                           const PrefillTile& w, int row, int key0) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int last_key = a.causal ? min(w.k_len - 1, row + 8 * h + w.k_len - w.q_len) : w.k_len - 1;
+    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, row + 8 * h + w.k_len - w.q_len);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        if (key0 + 8 * j + 2 * t + e > last_key) s[4 * j + 2 * h + e] = -INFINITY;
+        const int key = key0 + 8 * j + 2 * t + e;
+        if (key < seen.lo || key > seen.hi) s[4 * j + 2 * h + e] = -INFINITY;
       }
     }
   }
@@ -166,6 +168,8 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile&
   const int row = first_row + 16 * (tid / 32) + (tid % 32) / 4;   // this thread's row g
   const uint32_t q_base = device::smem_addr(s.q) + consumer * S::kRowsPerConsumer * 128;
   const IssueTurns turns{consumer};
+  const KeyRange<int> first_row_keys =
+      visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
@@ -175,9 +179,9 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile&
   // Scores of tile i: mask on boundary tiles, softmax.
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
-    const bool partial = key0 + S::kBlockN > w.k_len;
-    const bool diagonal = a.causal && key0 + S::kBlockN - 1 > first_row + w.k_len - w.q_len;
-    if (partial || diagonal) mask_tile(sc, a, w, row, key0);
+    // Only tiles past some row's last visible key need the mask (the warpgroup's first row sees
+    // the fewest keys).
+    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
     softmax_tile(sc, st, a.scale_log2, alpha);
   };
   device::mbarrier_wait(&s.q_full, 0);

@@ -1,7 +1,6 @@
 // The v3 prefill kernel: one CTA per (query head, 128-row query tile, request), warp-specialised
 // (prefill_shape.cuh). Query tiles run longest first under a causal mask (blockIdx.y counts down).
-// The body exists only in the sm_90a compilation; other targets get an empty kernel that the
-// launcher never starts (it checks the device and the compiled image first).
+// Compiled for sm_90a alone (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
 #pragma once
 
 #include <cuda.h>
@@ -10,6 +9,7 @@
 
 #include "device/mbarrier.cuh"
 #include "device/warp_specialize.cuh"
+#include "kernels/attention/mask.h"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 #include "kernels/attention/v3/prefill_producer.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
@@ -26,17 +26,16 @@ __device__ __forceinline__ bool find_tile(const PrefillArgs& a, PrefillTile& w) 
   w.q0 = (gridDim.y - 1 - blockIdx.y) * S::kBlockM;
   if (w.q0 >= w.q_len) return false;
   w.k_len = a.seqused_k[w.req];
-  // The tile's last row sees keys up to its position (the queries are the last q_len keys).
-  const int keys = a.causal ? min(w.k_len, min(w.q0 + S::kBlockM, w.q_len) + w.k_len - w.q_len)
-                            : w.k_len;
-  w.num_kv_tiles = (keys + S::kBlockN - 1) / S::kBlockN;
+  // The tile's last row sees the most keys (the queries are the last q_len positions).
+  const int last_row = min(w.q0 + S::kBlockM, w.q_len) - 1;
+  const KeyRange<int> seen = visible_keys(a.mask, w.k_len, last_row + w.k_len - w.q_len);
+  w.num_kv_tiles = (seen.hi + 1 + S::kBlockN - 1) / S::kBlockN;
   return w.num_kv_tiles > 0;
 }
 
 __global__ void __launch_bounds__(PrefillShape::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using S = PrefillShape;
   PrefillTile w;
   if (!find_tile(a, w)) return;  // the same answer in every thread, before any barrier
@@ -62,7 +61,6 @@ __global__ void __launch_bounds__(PrefillShape::kThreads, 1)
     device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume(a, w, s, warpgroup - 1);
   }
-#endif
 }
 
 }  // namespace pagedattn::kernels::attention::v3

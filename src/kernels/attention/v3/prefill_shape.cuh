@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention/mask.h"
+
 namespace pagedattn::kernels::attention::v3 {
 
 struct PrefillShape {
@@ -56,7 +58,7 @@ struct PrefillArgs {
   int group;           // query heads per KV head
   float scale;
   float scale_log2;  // scale * log2(e)
-  bool causal;
+  MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
   uint16_t* out;  // [num_tokens, num_heads, 128]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr

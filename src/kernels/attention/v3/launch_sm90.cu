@@ -1,5 +1,5 @@
-// Launches the v3 prefill kernel: checks what it serves, that the device is compute capability 9.0
-// and that this build holds its sm_90a code, encodes the Q and paged K/V tensor maps, launches.
+// Launches the v3 prefill kernel: checks what it serves and that the device is compute capability
+// 9.0, encodes the Q and paged K/V tensor maps, launches. Built for sm_90a alone (the _sm90 suffix).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "device/tma.cuh"
+#include "kernels/attention/mask.h"
 #include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/prefill_kernel.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
@@ -40,7 +41,7 @@ Status check_served(const PagedAttentionParams& p) {
   if (p.block_size <= 0 || p.block_size % PrefillShape::kBlockN != 0) {
     return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of 128)");
   }
-  if (p.alibi_slopes != nullptr || p.sinks != nullptr || p.softcap > 0.0f ||
+  if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
     return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
   }
@@ -68,8 +69,7 @@ Status check_served(const PagedAttentionParams& p) {
   return ok_status();
 }
 
-// The kernel image this process runs on the current device must be the sm_90a one (a build
-// without 90a would JIT the empty kernel from older PTX).
+// The sm_90a code runs on compute capability 9.0 only.
 Status check_device() {
   int device = 0, major = 0, minor = 0;
   PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
@@ -79,12 +79,6 @@ Status check_device() {
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cc minor");
   if (major != 9 || minor != 0) {
     return unsupported("compute capability " + str(major) + "." + str(minor) + " (needs 9.0)");
-  }
-  cudaFuncAttributes attr{};
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaFuncGetAttributes(&attr, attention::v3::paged_prefill_v3_kernel), "v3 attributes");
-  if (attr.ptxVersion < 90) {
-    return unsupported("this build has no sm_90a code (PAGEDATTN_CUDA_ARCHS lacks 90a)");
   }
   return ok_status();
 }
@@ -152,7 +146,7 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
   a.group = p.num_heads / p.num_kv_heads;
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;
-  a.causal = p.causal;
+  a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);
   a.out_token_stride = p.out_token_stride;
   a.out_head_stride = p.out_head_stride;
