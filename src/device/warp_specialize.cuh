@@ -29,7 +29,8 @@ __device__ __forceinline__ bool elect_one() {
   uint32_t elected = 0;
 #if __CUDA_ARCH__ >= 900
   asm volatile(
-      "{\n.reg .b32 lane;\n.reg .pred p;\nelect.sync lane|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}\n"
+      "{\n.reg .b32 lane;\n.reg .pred p;\nelect.sync lane|p, 0xffffffff;\nselp.u32 %0, 1, 0, "
+      "p;\n}\n"
       : "=r"(elected));
 #endif
   return elected != 0;

@@ -26,7 +26,9 @@ namespace {
 
 constexpr int kM = 64, kN = 128, kK = 128;  // one m64n128 tile, eight k16 steps
 
-__device__ uint32_t pack16(uint16_t lo, uint16_t hi) { return lo | (static_cast<uint32_t>(hi) << 16); }
+__device__ uint32_t pack16(uint16_t lo, uint16_t hi) {
+  return lo | (static_cast<uint32_t>(hi) << 16);
+}
 
 // A fragment of rows (16w + g, +8), k step kk, from row-major A [kM][kK].
 __device__ void load_a_fragment(const uint16_t* a, int warp, int lane, int kk, uint32_t (&f)[4]) {
@@ -59,16 +61,18 @@ __device__ void store_accumulator(const float (&d)[64], int warp, int lane, floa
 template <typename T, bool kMnMajor, bool kARegisters>
 __global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) {
   __shared__ __align__(1024) uint8_t smem[kM * kK * 2 + kN * kK * 2];
-  uint8_t* a_s = smem;                 // 2 panels of 64 rows
-  uint8_t* b_s = smem + kM * kK * 2;   // 2 panels of 128 rows (n, or k when MN-major)
+  uint8_t* a_s = smem;                // 2 panels of 64 rows
+  uint8_t* b_s = smem + kM * kK * 2;  // 2 panels of 128 rows (n, or k when MN-major)
   for (int c = threadIdx.x; c < kM * 16; c += blockDim.x) {
     const int row = c / 16, chunk = c % 16;
-    *reinterpret_cast<uint4*>(a_s + (chunk / 8) * 8192 + device::swizzle128_offset(row, chunk % 8)) =
+    *reinterpret_cast<uint4*>(a_s + (chunk / 8) * 8192 +
+                              device::swizzle128_offset(row, chunk % 8)) =
         *reinterpret_cast<const uint4*>(a + row * kK + chunk * 8);
   }
   for (int c = threadIdx.x; c < 128 * 16; c += blockDim.x) {
     const int row = c / 16, chunk = c % 16;
-    *reinterpret_cast<uint4*>(b_s + (chunk / 8) * 16384 + device::swizzle128_offset(row, chunk % 8)) =
+    *reinterpret_cast<uint4*>(b_s + (chunk / 8) * 16384 +
+                              device::swizzle128_offset(row, chunk % 8)) =
         *reinterpret_cast<const uint4*>(b + row * 128 + chunk * 8);
   }
   device::fence_proxy_async_shared();
@@ -114,7 +118,7 @@ __global__ void mma_sync_product(const uint16_t* a, const uint16_t* b, float* ou
       const int k = 16 * kk + 2 * t, n = 8 * j + g;
       const uint32_t b0 = pack16(b_at<kMnMajor>(b, k, n), b_at<kMnMajor>(b, k + 1, n));
       const uint32_t b1 = pack16(b_at<kMnMajor>(b, k + 8, n), b_at<kMnMajor>(b, k + 9, n));
-      float (&dj)[4] = *reinterpret_cast<float(*)[4]>(&d[4 * j]);
+      float(&dj)[4] = *reinterpret_cast<float(*)[4]>(&d[4 * j]);
       device::mma_16816<T>(dj, f, b0, b1);
     }
   }
@@ -172,7 +176,6 @@ TEST(HopperPrimitives, WgmmaRegisterAMatchesMmaSync) {
   check_wgmma<__nv_bfloat16, false, true>(6);
 }
 
-
 // --- TMA and mbarrier -------------------------------------------------------------------------
 
 constexpr int kBoxBytes = 128 * 128;  // 128 rows of 64 16-bit elements
@@ -204,7 +207,9 @@ __global__ void tma_boxes(const __grid_constant__ CUtensorMap map, const int32_t
   }
 }
 
-uint16_t pattern(int64_t i) { return static_cast<uint16_t>((i * 2654435761u) >> 13); }
+uint16_t pattern(int64_t i) {
+  return static_cast<uint16_t>((i * 2654435761u) >> 13);
+}
 
 // An NHD-shaped paged cache [blocks][2][block_size][heads][128]; the map's dimensions go by
 // increasing stride (d, head, token, plane, block), so a box is {64, 1, 128, 1, 1}.
@@ -222,7 +227,8 @@ TEST(HopperPrimitives, TmaBoxesOfAPagedCacheAcrossPhases) {
   ASSERT_EQ(device::encode_tensor_map_16bit_sw128(&map, cache_d.get(), 5, dims, strides, box),
             CUDA_SUCCESS);
   // {d0, head, token0, plane, block}; the third box's rows 64.. lie past the block: zeros.
-  const std::vector<int32_t> coords = {0, 0, 0, 0, 0, 64, 2, 0, 1, 3, 0, 1, 64, 0, 2, 64, 1, 0, 1, 1};
+  const std::vector<int32_t> coords = {0, 0, 0,  0, 0, 64, 2, 0, 1, 3,
+                                       0, 1, 64, 0, 2, 64, 1, 0, 1, 1};
   const int n = static_cast<int>(coords.size() / 5);
   DeviceArray<int32_t> coords_d(coords);
   DeviceArray<uint16_t> out(static_cast<size_t>(n) * 128 * 64);
@@ -238,7 +244,9 @@ TEST(HopperPrimitives, TmaBoxesOfAPagedCacheAcrossPhases) {
         const uint16_t want =
             token < kBlockSize
                 ? cache[(((static_cast<size_t>(c[4]) * 2 + c[3]) * kBlockSize + token) * kHeads +
-                         c[1]) * kD + c[0] + e]
+                         c[1]) *
+                            kD +
+                        c[0] + e]
                 : 0;
         if (got[(i * 128 + r) * 64 + e] != want && ++bad <= 5) {
           ADD_FAILURE() << "box " << i << " row " << r << " col " << e << ": "

@@ -47,7 +47,8 @@ struct PrefillBench {
   DeviceArray<float> lse{size_t(tokens) * kHeads};
   DeviceArray<int32_t> cu{starts()};
   DeviceArray<int32_t> seq{std::vector<int32_t>(num_reqs, len)};
-  DeviceArray<int32_t> table{shuffled_ids(tokens / block)};  // request r: entries r * blocks_per_req..
+  DeviceArray<int32_t> table{
+      shuffled_ids(tokens / block)};  // request r: entries r * blocks_per_req..
 
   PrefillBench(int block_size, int reqs, int req_len, bool hnd_layout)
       : block(block_size), num_reqs(reqs), len(req_len), hnd(hnd_layout) {}

@@ -1,4 +1,5 @@
-// Shared by the Hopper (sm_90a) tests: skip visibly on other devices, and small typed device arrays.
+// Shared by the Hopper (sm_90a) tests: skip visibly on other devices, and small typed device
+// arrays.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -54,19 +55,19 @@ class DeviceArray {
 }  // namespace pagedattn::test
 
 // First statement of every test that runs sm_90a code (the primitives).
-#define PAGEDATTN_REQUIRE_HOPPER_DEVICE()                                \
-  do {                                                                   \
-    if (!::pagedattn::test::hopper_device_present()) {                   \
-      GTEST_SKIP() << "skipped: no compute capability 9.0 CUDA device";  \
-    }                                                                    \
+#define PAGEDATTN_REQUIRE_HOPPER_DEVICE()                               \
+  do {                                                                  \
+    if (!::pagedattn::test::hopper_device_present()) {                  \
+      GTEST_SKIP() << "skipped: no compute capability 9.0 CUDA device"; \
+    }                                                                   \
   } while (0)
 
 // First statement of every test that runs the v3 kernel: a 9.0 device and a build with 90a.
-#define PAGEDATTN_REQUIRE_V3()                                                                 \
-  do {                                                                                         \
-    PAGEDATTN_REQUIRE_HOPPER_DEVICE();                                                         \
-    if (!::pagedattn::kernels::paged_attention_generation_built(                              \
-            ::pagedattn::kernels::KernelGeneration::kV3)) {                                    \
+#define PAGEDATTN_REQUIRE_V3()                                                                    \
+  do {                                                                                            \
+    PAGEDATTN_REQUIRE_HOPPER_DEVICE();                                                            \
+    if (!::pagedattn::kernels::paged_attention_generation_built(                                  \
+            ::pagedattn::kernels::KernelGeneration::kV3)) {                                       \
       GTEST_SKIP() << "skipped: kernel generation v3 not built (PAGEDATTN_CUDA_ARCHS lacks 90a)"; \
-    }                                                                                          \
+    }                                                                                             \
   } while (0)

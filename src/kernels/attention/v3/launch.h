@@ -1,7 +1,7 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
 // Host-only header. Today one prefill kernel: head size 128, bf16 Q and cache, block sizes that are
-// multiples of 128, causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV; anything
-// else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
+// multiples of 128, causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV;
+// anything else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"

@@ -1,5 +1,6 @@
 // Launches the v3 prefill kernel: checks what it serves and that the device is compute capability
-// 9.0, encodes the Q and paged K/V tensor maps, launches. Built for sm_90a alone (the _sm90 suffix).
+// 9.0, encodes the Q and paged K/V tensor maps, launches. Built for sm_90a alone (the _sm90
+// suffix).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -20,7 +21,9 @@ namespace {
 using attention::v3::PrefillArgs;
 using attention::v3::PrefillShape;
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
@@ -52,12 +55,11 @@ Status check_served(const PagedAttentionParams& p) {
                             ", num_reqs <= 65535 and max_query_len <= 65535 * 128");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
-  const int64_t strides[] = {p.q_token_stride,     p.q_head_stride,      p.cache_block_stride,
-                             p.cache_kv_stride,    p.cache_token_stride, p.cache_head_stride};
+  const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
+                             p.cache_kv_stride, p.cache_token_stride, p.cache_head_stride};
   bool maps_ok = aligned(p.q, 16) && aligned(p.kv_cache, 16) && aligned(p.out, 4) &&
                  p.out_token_stride % 2 == 0 && p.out_head_stride % 2 == 0 &&
-                 p.q_head_stride < p.q_token_stride &&
-                 p.cache_kv_stride < p.cache_block_stride &&
+                 p.q_head_stride < p.q_token_stride && p.cache_kv_stride < p.cache_block_stride &&
                  p.cache_token_stride <= p.cache_kv_stride &&  // equal with one KV head (HND)
                  p.cache_head_stride <= p.cache_kv_stride;
   for (int64_t s : strides) maps_ok = maps_ok && s > 0 && s % 8 == 0;
@@ -158,7 +160,8 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(attention::v3::kPrefillSmemBytes)),
       "v3 shared memory limit");
-  const dim3 grid(p.num_heads, (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM,
+  const dim3 grid(p.num_heads,
+                  (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM,
                   p.num_reqs);
   kernel<<<grid, PrefillShape::kThreads, attention::v3::kPrefillSmemBytes,
            static_cast<cudaStream_t>(stream)>>>(q_map, kv_map, a);

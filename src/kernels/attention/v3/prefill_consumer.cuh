@@ -134,11 +134,12 @@ __device__ __forceinline__ void store_rows(const float (&o)[64], RowState& st, c
     uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) = device::pack_float2<__nv_bfloat16>(
-          o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) =
+          device::pack_float2<__nv_bfloat16>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
     }
     if (a.lse != nullptr && t == 0) {
-      a.lse[w.head * a.lse_head_stride + token] = l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
+      a.lse[w.head * a.lse_head_stride + token] =
+          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
     }
   }
 }
@@ -160,16 +161,15 @@ struct IssueTurns {
 // Run by consumer warpgroup `consumer` (0 or 1). Step i issues S_i = Q·K_iᵀ, then
 // O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that P·V still runs, then
 // rescales O once it is done (intra-warpgroup overlap).
-__device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile& w,
-                                        PrefillSmem& s, int consumer) {
+__device__ __forceinline__ void consume(const PrefillArgs& a, const PrefillTile& w, PrefillSmem& s,
+                                        int consumer) {
   using S = PrefillShape;
   const int tid = threadIdx.x % 128;
-  const int first_row = w.q0 + consumer * S::kRowsPerConsumer;  // of the warpgroup
-  const int row = first_row + 16 * (tid / 32) + (tid % 32) / 4;   // this thread's row g
+  const int first_row = w.q0 + consumer * S::kRowsPerConsumer;   // of the warpgroup
+  const int row = first_row + 16 * (tid / 32) + (tid % 32) / 4;  // this thread's row g
   const uint32_t q_base = device::smem_addr(s.q) + consumer * S::kRowsPerConsumer * 128;
   const IssueTurns turns{consumer};
-  const KeyRange<int> first_row_keys =
-      visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
+  const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   float o[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;

@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(PrefillShape::kThreads, 1)
   PrefillTile w;
   if (!find_tile(a, w)) return;  // the same answer in every thread, before any barrier
   extern __shared__ uint8_t smem_raw[];
-  PrefillSmem& s = *reinterpret_cast<PrefillSmem*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  PrefillSmem& s = *reinterpret_cast<PrefillSmem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                                   ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     device::mbarrier_init(&s.q_full, 1);
     for (int i = 0; i < S::kStages; ++i) {

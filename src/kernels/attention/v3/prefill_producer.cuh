@@ -40,7 +40,8 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
 #pragma unroll 4
   for (int c = lane; c < S::kBlockN * 16; c += 32) {  // 16 chunks of 8 columns per row
     const int row = c / 16, chunk = c % 16;
-    const uint32_t to = base + (chunk / 8) * S::kPanelBytes + device::swizzle128_offset(row, chunk % 8);
+    const uint32_t to =
+        base + (chunk / 8) * S::kPanelBytes + device::swizzle128_offset(row, chunk % 8);
     const uint16_t* from = page + (row0 + row) * a.cache_token_stride + chunk * 8;
     device::cp_async_16(to, from, key0 + row < w.k_len ? 16 : 0);
   }

@@ -20,8 +20,8 @@ struct PrefillShape {
   static constexpr int kBlockM = 128;  // query rows per CTA
   static constexpr int kBlockN = 128;  // keys per KV tile
   static constexpr int kStages = 2;
-  static constexpr int kPanelBytes = 128 * 128;         // 128 rows of 64 16-bit columns
-  static constexpr int kTileBytes = 2 * kPanelBytes;    // kHeadDim columns
+  static constexpr int kPanelBytes = 128 * 128;       // 128 rows of 64 16-bit columns
+  static constexpr int kTileBytes = 2 * kPanelBytes;  // kHeadDim columns
   static constexpr int kRowsPerConsumer = 64;
   static constexpr int kThreads = 3 * 128;
   // Registers per thread after reallocation: 128 * 56 + 256 * 224 = 64,512 of the SM's 65,536.
@@ -51,15 +51,17 @@ struct PrefillArgs {
   const int32_t* seqused_k;     // [num_reqs] device
   const int32_t* block_table;   // [num_reqs, block_table_stride] device
   int64_t block_table_stride;
-  const uint16_t* kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
+  const uint16_t*
+      kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
-  int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the other)
+  int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
+                       // other)
   int group;           // query heads per KV head
   float scale;
   float scale_log2;  // scale * log2(e)
   MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
-  uint16_t* out;  // [num_tokens, num_heads, 128]
+  uint16_t* out;     // [num_tokens, num_heads, 128]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;
