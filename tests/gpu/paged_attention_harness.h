@@ -85,9 +85,13 @@ inline void write_new_tokens(testing::HostBatch& b) {
   }
 }
 
-// Runs the case through the kernel and compares with the oracle. Fails the test on errors.
+using PagedAttentionLauncher = Status (*)(const kernels::PagedAttentionParams&, void* stream);
+
+// Runs the case through the kernel (or another launcher with the same contract) and compares
+// with the oracle. Fails the test on errors.
 inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout layout,
-                                const SplitOptions& splits = {}) {
+                                const SplitOptions& splits = {},
+                                PagedAttentionLauncher launch = kernels::launch_paged_attention) {
   RunResult result;
   auto batch_or = testing::make_host_batch(spec, layout);
   EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
@@ -169,7 +173,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   p.split_out = split_out.as<float>();
   p.split_lse = split_lse.as<float>();
 
-  const Status st = kernels::launch_paged_attention(p, nullptr);
+  const Status st = launch(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   result.out.resize(out_bytes / 2);

@@ -13,6 +13,9 @@
 #if PAGEDATTN_WITH_CUDA
 #include "kernels/attention/v2/launch.h"
 #endif
+#if PAGEDATTN_KERNEL_SM90_BUILT
+#include "kernels/attention/v3/launch.h"
+#endif
 
 namespace pagedattn::kernels {
 namespace {
@@ -103,6 +106,9 @@ GenerationLauncher generation_launcher(KernelGeneration generation) {
   switch (generation) {
 #if PAGEDATTN_WITH_CUDA
     case KernelGeneration::kV2: return &detail::launch_paged_attention_v2;
+#endif
+#if PAGEDATTN_KERNEL_SM90_BUILT
+    case KernelGeneration::kV3: return &detail::launch_paged_attention_v3;
 #endif
     default: return nullptr;
   }

@@ -1,0 +1,133 @@
+// Hopper warpgroup tensor-core PTX wrappers (sm_90a only): wgmma.mma_async m64n128k16 with f16/bf16
+// inputs and f32 accumulators, A from shared memory (SS) or registers (RS), B from shared memory;
+// the fence / commit_group / wait_group that order them; and the shared-memory matrix descriptor
+// for 128-byte-swizzled tiles.
+//
+// Layouts (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). A warpgroup is 4
+// consecutive warps; warp w of it owns rows 16w..16w+15 of the 64-row tile, and inside a warp the
+// accumulator and register-A fragments are those of mma.sync m16n8k16: with g = lane / 4 and
+// t = lane % 4, d[4j + {0,1}] = row g, columns 8j + 2t + {0,1}; d[4j + {2,3}] = row g + 8, same
+// columns; a[0..3] = (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..), two 16-bit values
+// each with the lower column in bits 0-15.
+//
+// Shared-memory tiles are stored as panels of 64 16-bit columns (128-byte rows), 16-byte chunk c of
+// row r at r * 128 + ((c ^ (r % 8)) * 16) (swizzle128_offset), each panel 1024-byte aligned: the
+// layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace pagedattn::device {
+
+// Byte offset of 16-byte chunk `chunk` (0..7) of row `row` inside a 128-byte-swizzled panel.
+__host__ __device__ __forceinline__ uint32_t swizzle128_offset(uint32_t row, uint32_t chunk) {
+  return row * 128u + ((chunk ^ (row & 7u)) << 4);
+}
+
+// Descriptor of a 128-byte-swizzled operand starting at shared address `smem_addr` (a panel base
+// plus the offset of the first row group and k step). K-major operands (the reduction dimension
+// contiguous: Q and K for Q·Kᵀ): stride_bytes = 1024 (from one 8-row group to the next), leading
+// bytes unused. MN-major operands (V for P·V): stride_bytes = 1024 (the next 8 keys), leading_bytes
+// = the distance between 64-column panels along N.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
+                                                     uint32_t stride_bytes) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) |
+         static_cast<uint64_t>((leading_bytes & 0x3FFFFu) >> 4) << 16 |
+         static_cast<uint64_t>((stride_bytes & 0x3FFFFu) >> 4) << 32 |
+         uint64_t{1} << 62;  // layout type 1: 128-byte swizzle; base offset 0 (aligned panels)
+}
+
+// Orders earlier register and shared-memory accesses before the next wgmma of this warpgroup.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit_group() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// Waits until at most kPending committed groups of this warpgroup are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Keeps the compiler from moving accesses to an accumulator across the asynchronous region.
+template <int kN>
+__device__ __forceinline__ void wgmma_fence_operands(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define PAGEDATTN_WGMMA_D64                                                          \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "          \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                           \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// The instruction for input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers.
+#define PAGEDATTN_WGMMA_SS(TYPE)                                                           \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
+      ", %64, %65, p, 1, 1, 0, %67;\n}\n"                                                  \
+      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
+#define PAGEDATTN_WGMMA_RS(TYPE)                                                           \
+  asm volatile(                                                                            \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                         \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                    \
+      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                           \
+        "r"(static_cast<int>(accumulate)), "n"(kTransB))
+
+// D[64 x 128] (+)= A[64 x 16] * B[16 x 128], both from shared memory. accumulate = false overwrites
+// D. kTransB = 0: B is K-major (stored [n][k], as K for Q·Kᵀ); 1: MN-major (stored [k][n]).
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a,
+                                                    uint64_t desc_b, bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
+                "wgmma wrappers take f16 or bf16 inputs");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    PAGEDATTN_WGMMA_SS("bf16");
+  } else {
+    PAGEDATTN_WGMMA_SS("f16");
+  }
+#endif
+}
+
+// D[64 x 128] (+)= A[64 x 16] * B[16 x 128], A from registers (the fragment described above).
+template <typename T, int kTransB>
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4],
+                                                    uint64_t desc_b, bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
+                "wgmma wrappers take f16 or bf16 inputs");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    PAGEDATTN_WGMMA_RS("bf16");
+  } else {
+    PAGEDATTN_WGMMA_RS("f16");
+  }
+#endif
+}
+
+#undef PAGEDATTN_WGMMA_SS
+#undef PAGEDATTN_WGMMA_RS
+#undef PAGEDATTN_WGMMA_D64
+#undef PAGEDATTN_WGMMA_D64_OPERANDS
+
+}  // namespace pagedattn::device

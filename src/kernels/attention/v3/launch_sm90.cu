@@ -1,0 +1,171 @@
+// Launches the v3 prefill kernel: checks what it serves and that the device is compute capability
+// 9.0, encodes the Q and paged K/V tensor maps, launches. Built for sm_90a alone (the _sm90
+// suffix).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "device/tma.cuh"
+#include "kernels/attention/mask.h"
+#include "kernels/attention/v3/launch.h"
+#include "kernels/attention/v3/prefill_kernel.cuh"
+#include "kernels/attention/v3/prefill_shape.cuh"
+#include "runtime/check.h"
+
+namespace pagedattn::kernels::detail {
+namespace {
+
+using attention::v3::PrefillArgs;
+using attention::v3::PrefillShape;
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+bool aligned(const void* ptr, int bytes) {
+  return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
+}
+
+Status unsupported(const std::string& what) {
+  return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
+}
+
+Status check_served(const PagedAttentionParams& p) {
+  if (p.head_size != PrefillShape::kHeadDim) {
+    return unsupported("head_size " + str(p.head_size) + " (built: 128)");
+  }
+  if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
+    return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
+                       std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
+  }
+  if (p.block_size <= 0 || p.block_size % PrefillShape::kBlockN != 0) {
+    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of 128)");
+  }
+  if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
+      p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
+    return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
+  }
+  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.num_reqs > 65535 ||
+      (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM > 65535) {
+    return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
+                            " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
+                            ", num_reqs <= 65535 and max_query_len <= 65535 * 128");
+  }
+  // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
+  const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
+                             p.cache_kv_stride, p.cache_token_stride, p.cache_head_stride};
+  bool maps_ok = aligned(p.q, 16) && aligned(p.kv_cache, 16) && aligned(p.out, 4) &&
+                 p.out_token_stride % 2 == 0 && p.out_head_stride % 2 == 0 &&
+                 p.q_head_stride < p.q_token_stride && p.cache_kv_stride < p.cache_block_stride &&
+                 p.cache_token_stride <= p.cache_kv_stride &&  // equal with one KV head (HND)
+                 p.cache_head_stride <= p.cache_kv_stride;
+  for (int64_t s : strides) maps_ok = maps_ok && s > 0 && s % 8 == 0;
+  if (!maps_ok) {
+    return unsupported(
+        "q and kv_cache must be 16-byte aligned with strides that are multiples of 8 elements, "
+        "heads inside tokens for q, tokens and heads inside a plane and planes inside a block");
+  }
+  return ok_status();
+}
+
+// The sm_90a code runs on compute capability 9.0 only.
+Status check_device() {
+  int device = 0, major = 0, minor = 0;
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc major");
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cc minor");
+  if (major != 9 || minor != 0) {
+    return unsupported("compute capability " + str(major) + "." + str(minor) + " (needs 9.0)");
+  }
+  return ok_status();
+}
+
+Status map_status(CUresult r, const char* which) {
+  if (r == CUDA_SUCCESS) return ok_status();
+  return internal_error(std::string("paged attention v3: encoding the ") + which +
+                        " tensor map failed (CUresult " + str(static_cast<int>(r)) + ")");
+}
+
+// Q [num_tokens, num_heads, 128]: dimensions {column, head, token}, boxes of 64 x 1 x 128.
+Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
+  const uint64_t dims[3] = {128, static_cast<uint64_t>(p.num_heads),
+                            static_cast<uint64_t>(p.num_tokens)};
+  const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * 2,
+                               static_cast<uint64_t>(p.q_token_stride) * 2};
+  const uint32_t box[3] = {64, 1, PrefillShape::kBlockM};
+  return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
+}
+
+// The cache [blocks, 2, block_size, kv_heads, 128] in any of its layouts: dimensions {column,
+// token and head in stride order, plane, block}, boxes of 64 columns x 128 tokens. The number of
+// blocks is not known here; the block table only names allocated ones.
+Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
+  const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
+  *token_coord = heads_inner ? 2 : 1;
+  std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
+  std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
+  if (heads_inner) std::swap(token, head);
+  const uint64_t dims[5] = {128, token.first, head.first, 2, (uint64_t{1} << 31) - 1};
+  const uint64_t strides[4] = {static_cast<uint64_t>(token.second) * 2,
+                               static_cast<uint64_t>(head.second) * 2,
+                               static_cast<uint64_t>(p.cache_kv_stride) * 2,
+                               static_cast<uint64_t>(p.cache_block_stride) * 2};
+  const uint32_t box[5] = {64, heads_inner ? 1u : 128u, heads_inner ? 128u : 1u, 1, 1};
+  return map_status(device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, dims, strides, box),
+                    "K/V");
+}
+
+}  // namespace
+
+Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
+                                 void* stream) {
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  if (kernel_head_size != PrefillShape::kHeadDim) {
+    return unsupported("kernel head size " + str(kernel_head_size) + " (built: 128)");
+  }
+  PAGEDATTN_RETURN_IF_ERROR(check_device());
+  if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
+
+  alignas(64) CUtensorMap q_map, kv_map;
+  PrefillArgs a{};
+  PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
+  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  a.cu_seqlens_q = p.cu_seqlens_q;
+  a.seqused_k = p.seqused_k;
+  a.block_table = p.block_table;
+  a.block_table_stride = p.block_table_stride;
+  a.kv_cache = static_cast<const uint16_t*>(p.kv_cache);
+  a.cache_block_stride = p.cache_block_stride;
+  a.cache_kv_stride = p.cache_kv_stride;
+  a.cache_token_stride = p.cache_token_stride;
+  a.cache_head_stride = p.cache_head_stride;
+  a.block_size = p.block_size;
+  a.group = p.num_heads / p.num_kv_heads;
+  a.scale = p.scale;
+  a.scale_log2 = p.scale * 1.4426950408889634f;
+  a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
+  a.out = static_cast<uint16_t*>(p.out);
+  a.out_token_stride = p.out_token_stride;
+  a.out_head_stride = p.out_head_stride;
+  a.lse = p.lse;
+  a.lse_head_stride = p.lse_head_stride;
+
+  const auto kernel = attention::v3::paged_prefill_v3_kernel;
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(attention::v3::kPrefillSmemBytes)),
+      "v3 shared memory limit");
+  const dim3 grid(p.num_heads,
+                  (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM,
+                  p.num_reqs);
+  kernel<<<grid, PrefillShape::kThreads, attention::v3::kPrefillSmemBytes,
+           static_cast<cudaStream_t>(stream)>>>(q_map, kv_map, a);
+  return runtime::check_launch("paged_prefill_v3_kernel");
+}
+
+}  // namespace pagedattn::kernels::detail

@@ -1,0 +1,339 @@
+// The Hopper primitives (src/device/wgmma.cuh, tma.cuh, mbarrier.cuh, warp_specialize.cuh) on an
+// sm_90 device: wgmma in its SS and RS forms, K-major and MN-major B, bf16 and f16, against
+// mma.sync on the same inputs and a float64 product; TMA boxes of a paged-cache-shaped tensor
+// (swizzle, a size-1 box dimension, zeros outside) across mbarrier phases; and a warp-specialised
+// producer/consumer ring with register reallocation. Built for sm_90a only (tests/hopper.cmake).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/numeric.h"
+#include "cuda_test_support.h"
+#include "device/mbarrier.cuh"
+#include "device/mma.cuh"
+#include "device/tma.cuh"
+#include "device/warp_specialize.cuh"
+#include "device/wgmma.cuh"
+#include "test_v3_support.h"
+
+namespace pagedattn::test {
+namespace {
+
+constexpr int kM = 64, kN = 128, kK = 128;  // one m64n128 tile, eight k16 steps
+
+__device__ uint32_t pack16(uint16_t lo, uint16_t hi) {
+  return lo | (static_cast<uint32_t>(hi) << 16);
+}
+
+// A fragment of rows (16w + g, +8), k step kk, from row-major A [kM][kK].
+__device__ void load_a_fragment(const uint16_t* a, int warp, int lane, int kk, uint32_t (&f)[4]) {
+  const int r = 16 * warp + lane / 4, k = 16 * kk + 2 * (lane % 4);
+  f[0] = pack16(a[r * kK + k], a[r * kK + k + 1]);
+  f[1] = pack16(a[(r + 8) * kK + k], a[(r + 8) * kK + k + 1]);
+  f[2] = pack16(a[r * kK + k + 8], a[r * kK + k + 9]);
+  f[3] = pack16(a[(r + 8) * kK + k + 8], a[(r + 8) * kK + k + 9]);
+}
+
+// B element (k, n): B is stored [kN][kK] (K-major) or [kK][kN] (MN-major).
+template <bool kMnMajor>
+__device__ uint16_t b_at(const uint16_t* b, int k, int n) {
+  return kMnMajor ? b[k * kN + n] : b[n * kK + k];
+}
+
+// Writes an m64n128 accumulator of warp `warp` in the layout wgmma.cuh describes.
+__device__ void store_accumulator(const float (&d)[64], int warp, int lane, float* out) {
+  const int r = 16 * warp + lane / 4;
+  for (int j = 0; j < 16; ++j) {
+    const int c = 8 * j + 2 * (lane % 4);
+    out[r * kN + c] = d[4 * j];
+    out[r * kN + c + 1] = d[4 * j + 1];
+    out[(r + 8) * kN + c] = d[4 * j + 2];
+    out[(r + 8) * kN + c + 1] = d[4 * j + 3];
+  }
+}
+
+// One warpgroup computes A * B with wgmma (A from shared memory or registers).
+template <typename T, bool kMnMajor, bool kARegisters>
+__global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) {
+  __shared__ __align__(1024) uint8_t smem[kM * kK * 2 + kN * kK * 2];
+  uint8_t* a_s = smem;                // 2 panels of 64 rows
+  uint8_t* b_s = smem + kM * kK * 2;  // 2 panels of 128 rows (n, or k when MN-major)
+  for (int c = threadIdx.x; c < kM * 16; c += blockDim.x) {
+    const int row = c / 16, chunk = c % 16;
+    *reinterpret_cast<uint4*>(a_s + (chunk / 8) * 8192 +
+                              device::swizzle128_offset(row, chunk % 8)) =
+        *reinterpret_cast<const uint4*>(a + row * kK + chunk * 8);
+  }
+  for (int c = threadIdx.x; c < 128 * 16; c += blockDim.x) {
+    const int row = c / 16, chunk = c % 16;
+    *reinterpret_cast<uint4*>(b_s + (chunk / 8) * 16384 +
+                              device::swizzle128_offset(row, chunk % 8)) =
+        *reinterpret_cast<const uint4*>(b + row * 128 + chunk * 8);
+  }
+  device::fence_proxy_async_shared();
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  uint32_t frags[8][4];
+  if constexpr (kARegisters) {
+    for (int kk = 0; kk < 8; ++kk) load_a_fragment(a, warp, lane, kk, frags[kk]);
+  }
+  float d[64];
+  for (float& x : d) x = 1e30f;  // overwritten: the first step does not accumulate
+  const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
+  device::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint64_t db =
+        kMnMajor ? device::wgmma_desc_sw128(b_base + kk * 2048, 16384, 1024)
+                 : device::wgmma_desc_sw128(b_base + (kk / 4) * 16384 + (kk % 4) * 32, 16, 1024);
+    if constexpr (kARegisters) {
+      device::wgmma_m64n128k16_rs<T, kMnMajor>(d, frags[kk], db, kk > 0);
+    } else {
+      const uint64_t da =
+          device::wgmma_desc_sw128(a_base + (kk / 4) * 8192 + (kk % 4) * 32, 16, 1024);
+      device::wgmma_m64n128k16_ss<T, kMnMajor>(d, da, db, kk > 0);
+    }
+  }
+  device::wgmma_commit_group();
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(d);
+  store_accumulator(d, warp, lane, out);
+}
+
+// The same product with mma.sync m16n8k16, fragments read from global memory.
+template <typename T, bool kMnMajor>
+__global__ void mma_sync_product(const uint16_t* a, const uint16_t* b, float* out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  float d[64] = {};
+  for (int kk = 0; kk < 8; ++kk) {
+    uint32_t f[4];
+    load_a_fragment(a, warp, lane, kk, f);
+    for (int j = 0; j < 16; ++j) {
+      const int k = 16 * kk + 2 * t, n = 8 * j + g;
+      const uint32_t b0 = pack16(b_at<kMnMajor>(b, k, n), b_at<kMnMajor>(b, k + 1, n));
+      const uint32_t b1 = pack16(b_at<kMnMajor>(b, k + 8, n), b_at<kMnMajor>(b, k + 9, n));
+      float(&dj)[4] = *reinterpret_cast<float(*)[4]>(&d[4 * j]);
+      device::mma_16816<T>(dj, f, b0, b1);
+    }
+  }
+  store_accumulator(d, warp, lane, out);
+}
+
+template <typename T, bool kMnMajor, bool kARegisters>
+void check_wgmma(uint32_t seed) {
+  const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<uint16_t> a(kM * kK), b(kN * kK);
+  for (uint16_t& x : a) x = bf16 ? float_to_bf16_bits(dist(rng)) : float_to_f16_bits(dist(rng));
+  for (uint16_t& x : b) x = bf16 ? float_to_bf16_bits(dist(rng)) : float_to_f16_bits(dist(rng));
+  auto value = [&](uint16_t bits) {
+    return static_cast<double>(bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits));
+  };
+  DeviceArray<uint16_t> a_d(a), b_d(b);
+  DeviceArray<float> wg(kM * kN), ref(kM * kN);
+  wgmma_product<T, kMnMajor, kARegisters><<<1, 128>>>(a_d.get(), b_d.get(), wg.get());
+  mma_sync_product<T, kMnMajor><<<1, 128>>>(a_d.get(), b_d.get(), ref.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = wg.to_host(), want = ref.to_host();
+  int bad = 0;
+  for (int m = 0; m < kM; ++m) {
+    for (int n = 0; n < kN; ++n) {
+      double exact = 0, magnitude = 0;
+      for (int k = 0; k < kK; ++k) {
+        const double p = value(a[m * kK + k]) * value(kMnMajor ? b[k * kN + n] : b[n * kK + k]);
+        exact += p;
+        magnitude += std::fabs(p);
+      }
+      const double bound = 1e-5 * magnitude;  // f32 sums of 128 exact products, in any order
+      const float w = got[m * kN + n], r = want[m * kN + n];
+      if ((std::fabs(w - exact) > bound || std::fabs(w - r) > bound) && ++bad <= 5) {
+        ADD_FAILURE() << "(" << m << ", " << n << "): wgmma " << w << ", mma.sync " << r
+                      << ", exact " << exact;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(HopperPrimitives, WgmmaSharedOperandsMatchMmaSync) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  check_wgmma<__nv_bfloat16, false, false>(1);
+  check_wgmma<__half, false, false>(2);
+  check_wgmma<__nv_bfloat16, true, false>(3);
+}
+
+TEST(HopperPrimitives, WgmmaRegisterAMatchesMmaSync) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  check_wgmma<__nv_bfloat16, true, true>(4);  // the P·V form: P in registers, V MN-major
+  check_wgmma<__half, true, true>(5);
+  check_wgmma<__nv_bfloat16, false, true>(6);
+}
+
+// --- TMA and mbarrier -------------------------------------------------------------------------
+
+constexpr int kBoxBytes = 128 * 128;  // 128 rows of 64 16-bit elements
+
+// Loads each box (5 coordinates, map order) in turn into one tile, phase i % 2 of one barrier,
+// and copies it out un-swizzled: out[i][row][64].
+__global__ void tma_boxes(const __grid_constant__ CUtensorMap map, const int32_t* coords, int n,
+                          uint16_t* out) {
+  __shared__ __align__(1024) uint8_t tile[kBoxBytes];
+  __shared__ uint64_t bar;
+  if (threadIdx.x == 0) {
+    device::mbarrier_init(&bar, 1);
+    device::mbarrier_init_fence();
+  }
+  __syncthreads();
+  for (int i = 0; i < n; ++i) {
+    if (threadIdx.x == 0) {
+      const int32_t c[5] = {coords[5 * i], coords[5 * i + 1], coords[5 * i + 2], coords[5 * i + 3],
+                            coords[5 * i + 4]};
+      device::mbarrier_arrive_expect_tx(&bar, kBoxBytes);  // out-of-range rows count too
+      device::tma_load<5>(tile, &map, c, &bar);
+    }
+    device::mbarrier_wait(&bar, i & 1);
+    for (int c = threadIdx.x; c < 128 * 8; c += blockDim.x) {
+      *reinterpret_cast<uint4*>(out + (i * 128 + c / 8) * 64 + (c % 8) * 8) =
+          *reinterpret_cast<const uint4*>(tile + device::swizzle128_offset(c / 8, c % 8));
+    }
+    __syncthreads();  // every read of the tile before the next box overwrites it
+  }
+}
+
+uint16_t pattern(int64_t i) {
+  return static_cast<uint16_t>((i * 2654435761u) >> 13);
+}
+
+// An NHD-shaped paged cache [blocks][2][block_size][heads][128]; the map's dimensions go by
+// increasing stride (d, head, token, plane, block), so a box is {64, 1, 128, 1, 1}.
+TEST(HopperPrimitives, TmaBoxesOfAPagedCacheAcrossPhases) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  constexpr int kBlocks = 4, kBlockSize = 128, kHeads = 3, kD = 128;
+  std::vector<uint16_t> cache(static_cast<size_t>(kBlocks) * 2 * kBlockSize * kHeads * kD);
+  for (size_t i = 0; i < cache.size(); ++i) cache[i] = pattern(static_cast<int64_t>(i));
+  DeviceArray<uint16_t> cache_d(cache);
+  const uint64_t dims[5] = {kD, kHeads, kBlockSize, 2, kBlocks};
+  const uint64_t strides[4] = {kD * 2, kHeads * kD * 2, uint64_t{kBlockSize} * kHeads * kD * 2,
+                               uint64_t{2} * kBlockSize * kHeads * kD * 2};
+  const uint32_t box[5] = {64, 1, 128, 1, 1};
+  alignas(64) CUtensorMap map;
+  ASSERT_EQ(device::encode_tensor_map_16bit_sw128(&map, cache_d.get(), 5, dims, strides, box),
+            CUDA_SUCCESS);
+  // {d0, head, token0, plane, block}; the third box's rows 64.. lie past the block: zeros.
+  const std::vector<int32_t> coords = {0, 0, 0,  0, 0, 64, 2, 0, 1, 3,
+                                       0, 1, 64, 0, 2, 64, 1, 0, 1, 1};
+  const int n = static_cast<int>(coords.size() / 5);
+  DeviceArray<int32_t> coords_d(coords);
+  DeviceArray<uint16_t> out(static_cast<size_t>(n) * 128 * 64);
+  tma_boxes<<<1, 128>>>(map, coords_d.get(), n, out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> got = out.to_host();
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    const int32_t* c = &coords[5 * i];
+    for (int r = 0; r < 128; ++r) {
+      for (int e = 0; e < 64; ++e) {
+        const int token = c[2] + r;
+        const uint16_t want =
+            token < kBlockSize
+                ? cache[(((static_cast<size_t>(c[4]) * 2 + c[3]) * kBlockSize + token) * kHeads +
+                         c[1]) *
+                            kD +
+                        c[0] + e]
+                : 0;
+        if (got[(i * 128 + r) * 64 + e] != want && ++bad <= 5) {
+          ADD_FAILURE() << "box " << i << " row " << r << " col " << e << ": "
+                        << got[(i * 128 + r) * 64 + e] << " vs " << want;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// --- Warp specialisation ----------------------------------------------------------------------
+
+// A producer warpgroup (24 -> 40 registers) streams tiles of a [tiles * 128][64] matrix through a
+// 2-stage ring; two consumer warpgroups (232 registers) each sum their 64 rows of every tile.
+__global__ void __launch_bounds__(384, 1)
+    ring_sums(const __grid_constant__ CUtensorMap map, int tiles, float* sums, int* elected) {
+  __shared__ __align__(1024) uint8_t stage[2][kBoxBytes];
+  __shared__ uint64_t full[2], empty[2];
+  const int warp = threadIdx.x / 32, warpgroup = warp / 4;
+  if (device::elect_one()) atomicAdd(&elected[warp], 1);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < 2; ++s) {
+      device::mbarrier_init(&full[s], 1);
+      device::mbarrier_init(&empty[s], 256);
+    }
+    device::mbarrier_init_fence();
+  }
+  __syncthreads();
+  if (warpgroup == 0) {
+    device::setmaxnreg_dec<40>();
+    if (warp == 0 && device::elect_one()) {
+      for (int i = 0; i < tiles; ++i) {
+        const int s = i % 2;
+        device::mbarrier_wait(&empty[s], ((i / 2) & 1) ^ 1);
+        device::mbarrier_arrive_expect_tx(&full[s], kBoxBytes);
+        const int32_t c[2] = {0, 128 * i};
+        device::tma_load<2>(stage[s], &map, c, &full[s]);
+      }
+    }
+  } else {
+    device::setmaxnreg_inc<232>();
+    const int consumer = warpgroup - 1, tid = threadIdx.x % 128;
+    const int row = 64 * consumer + tid / 2, half = tid % 2;
+    for (int i = 0; i < tiles; ++i) {
+      const int s = i % 2;
+      device::mbarrier_wait(&full[s], (i / 2) & 1);
+      float acc = 0;
+      for (int chunk = 4 * half; chunk < 4 * half + 4; ++chunk) {
+        const uint16_t* v =
+            reinterpret_cast<const uint16_t*>(stage[s] + device::swizzle128_offset(row, chunk));
+        for (int e = 0; e < 8; ++e) acc += v[e];
+      }
+      device::mbarrier_arrive(&empty[s]);
+      atomicAdd(&sums[2 * i + consumer], acc);
+    }
+  }
+}
+
+TEST(HopperPrimitives, WarpSpecializedRingWithRegisterReallocation) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  constexpr int kTiles = 9;  // odd: both stages see several phases
+  std::vector<uint16_t> m(kTiles * 128 * 64);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = pattern(static_cast<int64_t>(i)) % 1000;
+  DeviceArray<uint16_t> m_d(m);
+  const uint64_t dims[2] = {64, kTiles * 128};
+  const uint64_t strides[1] = {128};
+  const uint32_t box[2] = {64, 128};
+  alignas(64) CUtensorMap map;
+  ASSERT_EQ(device::encode_tensor_map_16bit_sw128(&map, m_d.get(), 2, dims, strides, box),
+            CUDA_SUCCESS);
+  DeviceArray<float> sums(2 * kTiles);
+  DeviceArray<int> elected(12);
+  ring_sums<<<1, 384>>>(map, kTiles, sums.get(), elected.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = sums.to_host();
+  for (int i = 0; i < kTiles; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      double want = 0;
+      for (int r = 0; r < 64; ++r) {
+        for (int e = 0; e < 64; ++e) want += m[(i * 128 + 64 * c + r) * 64 + e];
+      }
+      EXPECT_EQ(got[2 * i + c], want) << "tile " << i << " consumer " << c;
+    }
+  }
+  for (int e : elected.to_host()) EXPECT_EQ(e, 1);
+}
+
+}  // namespace
+}  // namespace pagedattn::test

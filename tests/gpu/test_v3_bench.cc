@@ -1,0 +1,176 @@
+// Timing of the v3 (Hopper) prefill kernel beside v2: the issue-4 prefill shape, 1 x 8192 tokens,
+// and a few more batch shapes; 32 query / 8 KV heads, head size 128, bf16, causal and not
+// (disabled by default; run with --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'). The
+// v2 bench's method: random inputs (never zeros), shuffled block ids, CUDA-event times of 20
+// launches after 3 warm-ups, median; causal counts the visible half. Also prints the largest
+// difference between the two kernels' outputs on the same inputs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/numeric.h"
+#include "test_v3_support.h"
+
+namespace pagedattn::test {
+namespace {
+
+using Launcher = Status (*)(const kernels::PagedAttentionParams&, void*);
+
+std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    v[i] = float_to_bf16_bits((static_cast<float>(h & 0xFFFF) / 65536.0f - 0.5f) * 4.0f);
+  }
+  return v;
+}
+
+// num_reqs requests of len tokens each (a full prefill apiece), NHD or HND, one block size.
+struct PrefillBench {
+  static constexpr int kHeads = 32, kKvHeads = 8, kD = 128;
+  int block, num_reqs, len;
+  bool hnd;
+  int tokens = num_reqs * len;
+  int blocks_per_req = len / block;
+  DeviceArray<uint16_t> q{random_bf16(size_t(tokens) * kHeads * kD, 1)};
+  DeviceArray<uint16_t> cache{random_bf16(size_t(tokens) * 2 * kKvHeads * kD, 2)};
+  DeviceArray<uint16_t> out{size_t(tokens) * kHeads * kD};
+  DeviceArray<float> lse{size_t(tokens) * kHeads};
+  DeviceArray<int32_t> cu{starts()};
+  DeviceArray<int32_t> seq{std::vector<int32_t>(num_reqs, len)};
+  DeviceArray<int32_t> table{
+      shuffled_ids(tokens / block)};  // request r: entries r * blocks_per_req..
+
+  PrefillBench(int block_size, int reqs, int req_len, bool hnd_layout)
+      : block(block_size), num_reqs(reqs), len(req_len), hnd(hnd_layout) {}
+
+  std::vector<int32_t> starts() const {
+    std::vector<int32_t> cu(num_reqs + 1);
+    for (int r = 0; r <= num_reqs; ++r) cu[r] = r * len;
+    return cu;
+  }
+  static std::vector<int32_t> shuffled_ids(int n) {
+    std::vector<int32_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+    return ids;
+  }
+  double flops(bool causal) const {
+    const double keys = causal ? (len + 1) / 2.0 : len;
+    return 4.0 * tokens * keys * kHeads * kD;
+  }
+
+  kernels::PagedAttentionParams params(bool causal) const {
+    kernels::PagedAttentionParams p;
+    p.q = q.get();
+    p.q_token_stride = kHeads * kD;
+    p.q_head_stride = kD;
+    p.kv_cache = cache.get();
+    p.cache_block_stride = int64_t{2} * block * kKvHeads * kD;
+    p.cache_kv_stride = int64_t{block} * kKvHeads * kD;
+    p.cache_token_stride = hnd ? kD : kKvHeads * kD;
+    p.cache_head_stride = hnd ? int64_t{block} * kD : kD;
+    p.cu_seqlens_q = cu.get();
+    p.seqused_k = seq.get();
+    p.block_table = table.get();
+    p.block_table_stride = blocks_per_req;
+    p.num_reqs = num_reqs;
+    p.num_tokens = tokens;
+    p.max_query_len = p.max_seq_len = len;
+    p.num_heads = kHeads;
+    p.num_kv_heads = kKvHeads;
+    p.head_size = kD;
+    p.block_size = block;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(kD));
+    p.causal = causal;
+    p.out = out.get();
+    p.out_token_stride = kHeads * kD;
+    p.out_head_stride = kD;
+    p.lse = lse.get();
+    p.lse_head_stride = tokens;
+    return p;
+  }
+};
+
+double median_ms(Launcher launch, const kernels::PagedAttentionParams& p) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<float> times;
+  for (int i = 0; i < 23; ++i) {
+    cudaEventRecord(start);
+    const Status st = launch(p, nullptr);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i >= 3) times.push_back(ms);
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+void report(const char* shape, const char* kernel, bool causal, double ms, double flops) {
+  std::printf("BENCH %-16s %-14s %-10s %8.3f ms %8.1f TFLOP/s\n", shape, kernel,
+              causal ? "causal" : "noncausal", ms, flops / ms / 1e9);
+}
+
+std::vector<uint16_t> output_of(Launcher launch, const PrefillBench& b, bool causal) {
+  cudaMemset(b.out.get(), 0xFF, size_t(b.tokens) * PrefillBench::kHeads * PrefillBench::kD * 2);
+  EXPECT_TRUE(launch(b.params(causal), nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return b.out.to_host();
+}
+
+// v2 at its own best block size (16) and at v3's (128), v3 at 128; then v3 against v2 on the same
+// inputs.
+void compare(const char* shape, int num_reqs, int len, bool hnd) {
+  const PrefillBench b16(16, num_reqs, len, hnd), b128(128, num_reqs, len, hnd);
+  for (bool causal : {false, true}) {
+    const double flops = b128.flops(causal);
+    report(shape, "v2 block 16", causal,
+           median_ms(kernels::launch_paged_attention, b16.params(causal)), flops);
+    report(shape, "v2 block 128", causal,
+           median_ms(kernels::launch_paged_attention, b128.params(causal)), flops);
+    report(shape, "v3 block 128", causal, median_ms(launch_v3, b128.params(causal)), flops);
+    const std::vector<uint16_t> v2 = output_of(kernels::launch_paged_attention, b128, causal);
+    const std::vector<uint16_t> v3 = output_of(launch_v3, b128, causal);
+    double worst = 0;
+    for (size_t i = 0; i < v2.size(); ++i) {
+      const double d = std::fabs(bf16_bits_to_float(v2[i]) - bf16_bits_to_float(v3[i]));
+      worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    }
+    std::printf("BENCH %-16s v3 vs v2 output, %s: max |difference| %.3g\n", shape,
+                causal ? "causal" : "noncausal", worst);
+    EXPECT_LT(worst, 0.02) << shape;
+  }
+}
+
+TEST(V3Bench, DISABLED_Prefill8192) {
+  PAGEDATTN_REQUIRE_V3();
+  compare("1x8192", 1, 8192, false);
+}
+
+// More batch shapes and the HND layout.
+TEST(V3Bench, DISABLED_PrefillShapes) {
+  PAGEDATTN_REQUIRE_V3();
+  compare("1x8192 HND", 1, 8192, true);
+  compare("4x2048", 4, 2048, false);
+  compare("16x512", 16, 512, false);
+}
+
+}  // namespace
+}  // namespace pagedattn::test

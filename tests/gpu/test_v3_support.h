@@ -1,0 +1,73 @@
+// Shared by the Hopper (sm_90a) tests: skip visibly on other devices, and small typed device
+// arrays.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "kernels/attention/paged_attention.h"
+
+namespace pagedattn::test {
+
+inline bool hopper_device_present() {
+  int device = 0, major = 0, minor = 0;
+  return cuda_device_present() && cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+         major == 9 && minor == 0;
+}
+
+// Launches through the one dispatch point with generation v3 selected.
+inline Status launch_v3(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  p.generation = kernels::KernelGeneration::kV3;
+  return kernels::launch_paged_attention(p, stream);
+}
+
+// A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t n) : n_(n) {
+    if (cudaMalloc(&ptr_, n * sizeof(T)) == cudaSuccess) cudaMemset(ptr_, 0, n * sizeof(T));
+  }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  ~DeviceArray() { cudaFree(ptr_); }
+  T* get() const { return ptr_; }
+  std::vector<T> to_host() const {
+    std::vector<T> host(n_);
+    cudaMemcpy(host.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace pagedattn::test
+
+// First statement of every test that runs sm_90a code (the primitives).
+#define PAGEDATTN_REQUIRE_HOPPER_DEVICE()                               \
+  do {                                                                  \
+    if (!::pagedattn::test::hopper_device_present()) {                  \
+      GTEST_SKIP() << "skipped: no compute capability 9.0 CUDA device"; \
+    }                                                                   \
+  } while (0)
+
+// First statement of every test that runs the v3 kernel: a 9.0 device and a build with 90a.
+#define PAGEDATTN_REQUIRE_V3()                                                                    \
+  do {                                                                                            \
+    PAGEDATTN_REQUIRE_HOPPER_DEVICE();                                                            \
+    if (!::pagedattn::kernels::paged_attention_generation_built(                                  \
+            ::pagedattn::kernels::KernelGeneration::kV3)) {                                       \
+      GTEST_SKIP() << "skipped: kernel generation v3 not built (PAGEDATTN_CUDA_ARCHS lacks 90a)"; \
+    }                                                                                             \
+  } while (0)
