@@ -59,6 +59,9 @@ struct AttentionImplParams {
   std::vector<float> sinks;               // [num_heads] logits or empty
   KVCacheLayout kv_layout = KVCacheLayout::kNHD;
   Device device = Device::cpu();
+  // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
+  // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
+  int kernel_generation = 0;
 
   float resolved_scale() const;
 };
@@ -125,7 +128,8 @@ class AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   const AttentionImplParams& params() const { return params_; }
-  // The kernel generation this impl runs ("cpu", "v2", ...), for reports.
+  // The kernel generation this impl runs ("cpu", "v2", "v3"; for a GPU backend choosing per launch,
+  // the one its latest forward used), for reports.
   virtual std::string_view kernel_generation() const = 0;
 
   // Writes key/value [num_tokens, Hkv, D] into the paged cache at slot_mapping [num_tokens] int64

@@ -142,6 +142,7 @@ Status StepRunner::init(const BuilderParams& bp, const StepOptions& options) {
   AttentionImplParams params = batch.params;
   params.device = device_;
   if (options.attn_type) params.attn_type = *options.attn_type;
+  params.kernel_generation = options.kernel_generation;
   PAGEDATTN_ASSIGN_OR_RETURN(impl_, backend_->make_impl(params));
 
   // As vLLM's model runner does: the shared prefix goes to build() only when the builder's rule

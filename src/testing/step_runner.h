@@ -47,6 +47,7 @@ struct StepOptions {
   CascadeMode cascade = CascadeMode::kAuto;
   std::optional<AttentionType> attn_type;       // overrides the batch's (encoder tests)
   std::optional<BuilderParams> builder_params;  // unset: testing::builder_params_for the case
+  int kernel_generation = 0;  // AttentionImplParams::kernel_generation (0: the backend chooses)
 };
 
 class StepRunner {

@@ -14,7 +14,7 @@ namespace pagedattn::flash_attn {
 inline constexpr backends::CascadeFeatures kCascadeFeatures{.alibi = false, .sliding_window = false};
 
 // Like vLLM's get_flash_attn_version: the kernel generation for this head size, ALiBi use and
-// device (2 = mma.sync "v2", sm_80+; 3 = Hopper wgmma "v3", not built yet); 0 = none can serve it.
+// device (2 = mma.sync "v2", sm_80+; 3 = Hopper wgmma "v3", sm_90a builds); 0 = none can serve it.
 int flash_attn_version(ComputeCapability cc, int head_size, bool requires_alibi);
 
 #if PAGEDATTN_WITH_CUDA

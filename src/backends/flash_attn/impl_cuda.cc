@@ -7,6 +7,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "backends/factories.h"
@@ -32,11 +33,15 @@ class FlashAttnImpl final : public AttentionImpl {
                 gpu::HeadParams heads)
       : AttentionImpl(params),
         generation_(generation),
+        forced_(params.kernel_generation != 0),
+        last_generation_(generation),
         cache_dtype_(kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype)),
         heads_(std::move(heads)) {}
 
   std::string_view kernel_generation() const override {
-    return generation_ == kernels::KernelGeneration::kV3 ? "v3" : "v2";
+    return last_generation_.load(std::memory_order_relaxed) == kernels::KernelGeneration::kV3
+               ? "v3"
+               : "v2";
   }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
@@ -70,6 +75,12 @@ class FlashAttnImpl final : public AttentionImpl {
       kernels::PagedAttentionParams p = base;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, graph_safe, md->split.token_capacity));
       set_output(p, out);
+      // The preferred generation where it serves this launch, v2 for the rest (unless forced).
+      if (!forced_ && p.generation != kernels::KernelGeneration::kV2 &&
+          !kernels::paged_attention_serves(p).ok()) {
+        p.generation = kernels::KernelGeneration::kV2;
+      }
+      last_generation_.store(p.generation, std::memory_order_relaxed);
       return kernels::launch_paged_attention(p, stream);
     };
     if (!md->cascade.enabled) return launch(md->main, gpu::caller_output(output, output_lse));
@@ -147,7 +158,9 @@ class FlashAttnImpl final : public AttentionImpl {
     p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
   }
 
-  kernels::KernelGeneration generation_;  // chosen once, in make_impl
+  kernels::KernelGeneration generation_;  // preferred, chosen once in make_impl
+  bool forced_;                           // params.kernel_generation named it: no fallback
+  std::atomic<kernels::KernelGeneration> last_generation_;  // what the latest launch ran
   DType cache_dtype_;
   gpu::HeadParams heads_;
 };
@@ -165,11 +178,19 @@ StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& pa
       "reading the compute capability");
   const int version =
       flash_attn_version({major, minor}, params.head_size, !params.alibi_slopes.empty());
-  const auto generation = static_cast<kernels::KernelGeneration>(version);
-  if (version == 0 || !kernels::paged_attention_generation_built(generation)) {
+  if (version == 0) {
     return invalid_argument("FLASH_ATTN impl: no kernel generation serves head_size " +
                             str(params.head_size) + " on compute capability " + str(major) + "." +
                             str(minor) + " in this build (v2 needs sm_80+ and a built head size)");
+  }
+  const int chosen = params.kernel_generation != 0 ? params.kernel_generation : version;
+  const auto generation = static_cast<kernels::KernelGeneration>(chosen);
+  if ((chosen != 2 && chosen != 3) || !kernels::paged_attention_generation_built(generation) ||
+      (chosen == 3 && major != 9)) {
+    return invalid_argument("FLASH_ATTN impl: kernel_generation = " + str(chosen) +
+                            " cannot run here (allowed: 0 = choose, 2, or 3 on compute capability "
+                            "9.x in a build with sm_90a; this device is " + str(major) + "." +
+                            str(minor) + ")");
   }
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));
   return std::unique_ptr<AttentionImpl>(

@@ -1,18 +1,23 @@
-// The kernel generation FLASH_ATTN runs, like vLLM's get_flash_attn_version
-// (research/vllm_backends.md 2.2). Only v2 (mma.sync, sm_80+) is built. When the Hopper v3
-// kernel lands it will be chosen for compute capability 9.x, falling back to v2 when ALiBi is
-// required (as vLLM does) or the head size has no v3 kernel.
+// The kernel generation FLASH_ATTN prefers, like vLLM's get_flash_attn_version
+// (docs/architecture.md, "Choosing a backend"): v3 (Hopper wgmma + TMA) on compute capability 9.x
+// when this build has it and no ALiBi is required (as vLLM does for FA3), else v2 (mma.sync, sm_80+).
+// v3 serves a subset of launches (kernels/attention/v3/launch.h); the impl runs v2 for the rest.
 #include "pagedattn/config.h"  // first: flash_attn_backend.h tests PAGEDATTN_WITH_CUDA
 
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
+#include "kernels/attention/paged_attention.h"
 
 namespace pagedattn::flash_attn {
 
 int flash_attn_version(ComputeCapability cc, int head_size, bool requires_alibi) {
-  (void)requires_alibi;  // v2 serves ALiBi; the flag decides only once v3 exists
   if (cc < ComputeCapability{8, 0}) return 0;
   if (!flash_attn_backend().supports_head_size(head_size)) return 0;
+  const bool hopper = cc.major == 9;
+  if (hopper && !requires_alibi &&
+      kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+    return 3;
+  }
   return 2;
 }
 

@@ -129,6 +129,18 @@ bool paged_attention_generation_built(KernelGeneration generation) {
   return generation_launcher(generation) != nullptr;
 }
 
+Status paged_attention_serves(const PagedAttentionParams& params) {
+  if (!paged_attention_generation_built(params.generation)) {
+    return unimplemented("paged attention: kernel generation v" +
+                         str(static_cast<int>(params.generation)) +
+                         " is not built (built: " + built_generations() + ")");
+  }
+#if PAGEDATTN_KERNEL_SM90_BUILT
+  if (params.generation == KernelGeneration::kV3) return detail::paged_attention_v3_serves(params);
+#endif
+  return ok_status();
+}
+
 bool paged_attention_head_size_built(int head_size) {
   for (int n : BuiltHeadSizes::kValues) {
     if (n != 0 && n == head_size) return true;
@@ -147,11 +159,7 @@ int paged_attention_kernel_head_size(int head_size) {
 
 Status launch_paged_attention(const PagedAttentionParams& params, void* stream) {
   const GenerationLauncher launch = generation_launcher(params.generation);
-  if (launch == nullptr) {
-    return unimplemented("paged attention: kernel generation v" +
-                         str(static_cast<int>(params.generation)) +
-                         " is not built (built: " + built_generations() + ")");
-  }
+  if (launch == nullptr) return paged_attention_serves(params);
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
     return unimplemented("paged attention: head_size " + str(params.head_size) +

@@ -82,6 +82,11 @@ struct PagedAttentionParams {
 // Whether this build compiled the generation's kernels.
 bool paged_attention_generation_built(KernelGeneration generation);
 
+// OK when params.generation serves this launch (built, and for v3 the head size, dtypes, features,
+// block size, split count and strides it has kernels for, on a 9.0 device); else the Status that
+// launch_paged_attention would return. Backends ask before launching to fall back to v2.
+Status paged_attention_serves(const PagedAttentionParams& params);
+
 // Head sizes compiled into this build (others are served by the next larger one, or rejected).
 bool paged_attention_head_size_built(int head_size);
 int paged_attention_kernel_head_size(int head_size);  // the instantiated size that serves head_size; 0 = none

@@ -14,4 +14,8 @@ namespace pagedattn::kernels::detail {
 Status launch_paged_attention_v3(const PagedAttentionParams& params, int kernel_head_size,
                                  void* stream);
 
+// OK when the v3 kernel serves this launch on the current device; else Unimplemented naming what
+// is missing (the caller may run v2 instead).
+Status paged_attention_v3_serves(const PagedAttentionParams& params);
+
 }  // namespace pagedattn::kernels::detail

@@ -122,13 +122,17 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 
 }  // namespace
 
+Status paged_attention_v3_serves(const PagedAttentionParams& p) {
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  return check_device();
+}
+
 Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
                                  void* stream) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  PAGEDATTN_RETURN_IF_ERROR(paged_attention_v3_serves(p));
   if (kernel_head_size != PrefillShape::kHeadDim) {
     return unsupported("kernel head size " + str(kernel_head_size) + " (built: 128)");
   }
-  PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
 
   alignas(64) CUtensorMap q_map, kv_map;
