@@ -1,5 +1,15 @@
 # CTest entries that run the built `pagedattn` tool: help everywhere, bad input exits 2, the
 # select examples of issue 2, and `check --backend cpu` on the project's own cases (cases/*.json).
+
+# The serve loop's unit tests (tests/unit/test_serve_*.cc) link its library, which is built with
+# the tools; without the tools they are left out.
+if(TARGET pagedattn_serve)
+  target_link_libraries(pagedattn_unit_tests PRIVATE pagedattn_serve)
+else()
+  get_target_property(unit_sources_now pagedattn_unit_tests SOURCES)
+  list(FILTER unit_sources_now EXCLUDE REGEX "test_serve_")
+  set_property(TARGET pagedattn_unit_tests PROPERTY SOURCES ${unit_sources_now})
+endif()
 if(NOT TARGET pagedattn_cli)
   return()
 endif()

@@ -1,5 +1,6 @@
 // Executor::check and output_digest: the oracle reads a compact host copy of just the blocks the
 // sampled requests own (a GPU cache can be many GiB), with the block table renumbered to match.
+#include <cstdio>
 #include <cstring>
 
 #include "pagedattn/kv_cache.h"
@@ -73,11 +74,13 @@ StatusOr<std::vector<std::string>> Executor::check(const StepBatch& b, int layer
     const reference::Comparison c = reference::compare_to_reference(
         out, TensorView(), ref.out, ref.lse, reference::tolerance_for(model_.dtype));
     if (!c.pass) {
-      failures.push_back("request " + std::to_string(b.request_ids[i]) + " (layer " +
-                         std::to_string(layer) + ", " + std::to_string(rows_checked) +
-                         " query rows, " + std::to_string(seq_len) + " keys): max abs error " +
-                         std::to_string(c.max_abs_error) + ", relative Frobenius error " +
-                         std::to_string(c.rel_frobenius) + "\n" + c.detail);
+      char text[200];
+      std::snprintf(text, sizeof(text),
+                    "request %d (layer %d, last %d query rows of %d keys): max abs error %.3g, "
+                    "relative Frobenius error %.3g\n",
+                    b.request_ids[i], layer, rows_checked, seq_len, c.max_abs_error,
+                    c.rel_frobenius);
+      failures.push_back(text + c.detail);
     }
   }
   return failures;
