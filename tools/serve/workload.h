@@ -35,12 +35,12 @@ class LengthDistribution {
 };
 
 struct WorkloadConfig {
-  int num_requests = 48;
+  int num_requests = 64;
   double arrival_rate = 1.0;  // mean new requests per step (Poisson); <= 0 = all at step 0
-  std::string prompt_lens = "uniform:32:384";
-  std::string output_lens = "uniform:8:96";
+  std::string prompt_lens = "uniform:32:512";
+  std::string output_lens = "uniform:16:128";
   int shared_prefix_len = 256;       // tokens of the shared system prompt
-  double shared_prefix_share = 0.5;  // share of requests that start with it
+  double shared_prefix_share = 1.0;  // share of requests that start with it
   uint64_t seed = 1;
 };
 
