@@ -185,6 +185,7 @@ int run_serve(const ServeOptions& o) {
     nlohmann::json entry = serve::summary_json(summaries.back());
     entry["per_step"] = serve::steps_json(*run);
     report["backends"].push_back(entry);
+    if (!run->note.empty()) std::cout << run->backend << ": " << run->note << "\n";
     if (!run->failure.empty()) {
       std::cout << run->backend << ": oracle check FAILED at " << run->failure << "\n";
       if (exit_code == kExitOk) exit_code = kExitFailed;

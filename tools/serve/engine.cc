@@ -100,13 +100,14 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
       if (!failures.empty()) {
         run.failure = "step " + std::to_string(step) + ": " + failures.front();
         run.steps.push_back(rec);
-        return run;
+        break;
       }
     }
     run.steps.push_back(rec);
     run.finished += static_cast<int>(scheduler.update(out, step, token_of).size());
     if (progress) progress(step, run.finished, total, scheduler.num_running(), pool.usage());
   }
+  run.note = executor->graph_error();
   run.prefix_query_tokens = kv.prefix_query_tokens();
   run.prefix_hit_tokens = kv.prefix_hit_tokens();
   return run;

@@ -46,6 +46,7 @@ struct EngineRun {
   int checks = 0;  // oracle checks run (each a layer of a few requests)
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   std::string failure;  // the oracle mismatch that stopped the run, if any
+  std::string note;     // e.g. why CUDA graphs were turned off
 };
 
 // Reports progress after each step (steps done, requests finished of total, running, KV usage).

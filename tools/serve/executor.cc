@@ -316,7 +316,12 @@ StatusOr<StepResult> Executor::run_step(const StepBatch& batch) {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start)
           .count();
   if (graph_size > 0 && !ops_->has_graph(graph_size)) {
-    PAGEDATTN_RETURN_IF_ERROR(ops_->capture(graph_size, [&] { return run_layers(step); }));
+    const Status captured = ops_->capture(graph_size, [&] { return run_layers(step); });
+    if (!captured.ok()) {  // say so once and run every step eagerly from here on
+      graphs_ = false;
+      graph_error_ = "CUDA graph capture failed, steps run eagerly: " + captured.to_string();
+      return run_step(batch);
+    }
   }
   PAGEDATTN_ASSIGN_OR_RETURN(result.attention_ms, ops_->time([&] {
     return graph_size > 0 ? ops_->replay(graph_size) : run_layers(step);

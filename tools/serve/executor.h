@@ -52,6 +52,8 @@ class Executor {
   std::optional<int> reorder_threshold() const;
   int table_width() const { return table_width_; }
   int num_sms() const { return num_sms_; }
+  // Why graphs were turned off during the run (a capture failed); empty if they were not.
+  const std::string& graph_error() const { return graph_error_; }
 
   StatusOr<StepResult> run_step(const StepBatch& batch);
   // FNV-1a of every layer's output rows of the last step (reproducibility checks).
@@ -98,6 +100,7 @@ class Executor {
   int64_t q_offset_ = 0, k_offset_ = 0, v_offset_ = 0;  // the last step's pool offsets
   int max_tokens_ = 0, max_reqs_ = 0, table_width_ = 0, num_sms_ = 1;
   bool graphs_ = false;
+  std::string graph_error_;
   DType storage_ = DType::kBF16;
 };
 

@@ -108,12 +108,13 @@ StatusOr<Workload> generate_workload(const WorkloadConfig& c, int max_model_len)
     w.requests.push_back(r);
   }
   char text[320];
-  std::snprintf(text, sizeof(text),
-                "%d requests, Poisson %.2f/step, prompt %s (after a %d-token shared prefix in %.0f%% "
-                "of them), output %s, seed %llu",
-                c.num_requests, c.arrival_rate, c.prompt_lens.c_str(), w.shared_prefix_len,
-                100.0 * c.shared_prefix_share, c.output_lens.c_str(),
-                static_cast<unsigned long long>(c.seed));
+  std::snprintf(
+      text, sizeof(text),
+      "%d requests, Poisson %.2f/step, prompt %s (after a %d-token shared prefix in %.0f%% "
+      "of them), output %s, seed %llu",
+      c.num_requests, c.arrival_rate, c.prompt_lens.c_str(), w.shared_prefix_len,
+      100.0 * c.shared_prefix_share, c.output_lens.c_str(),
+      static_cast<unsigned long long>(c.seed));
   w.description = text;
   return w;
 }
