@@ -2,6 +2,7 @@
 // batching with chunked prefill, prefix caching, preemption, CUDA graphs on decode steps) through
 // one or more backends, checked against the float64 oracle as it runs, reported as a table, a
 // PNG plot and JSON. The loop itself lives in tools/serve/.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -25,7 +26,7 @@ struct ServeOptions {
   std::string preset = "tiny";
   int num_layers = 0;  // 0 = the preset's
   std::string kv_cache_dtype = "auto";
-  int num_blocks = 512;
+  int num_blocks = 0;  // 0 = 512, or one max_model_len request if that needs more
   int max_num_seqs = 32;
   int max_num_batched_tokens = 1024;
   serve::WorkloadConfig workload;
@@ -50,16 +51,8 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
     const bool have_cuda = !cuda_devices().empty();
     for (const AttentionBackend* b : registered_backends()) {
       const bool cpu = b->supports_device(DeviceKind::kCPU);
-      AttentionSelectorConfig c;
-      c.head_size = m.head_size;
-      c.num_heads = m.num_heads;
-      c.num_kv_heads = m.num_kv_heads;
-      c.dtype = m.dtype;
-      c.kv_cache_dtype = m.kv_cache_dtype;
-      c.block_size = m.block_size;
-      c.has_sinks = m.sinks;
-      c.use_sliding_window = m.sliding_window > 0;
-      c.device = cpu ? Device::cpu() : Device::cuda(0);
+      const AttentionSelectorConfig c =
+          serve::selector_config_for(m, cpu ? Device::cpu() : Device::cuda(0));
       std::vector<std::string> reasons = b->validate_configuration(c);
       if (!cpu && !have_cuda) reasons.insert(reasons.begin(), "no CUDA device on this machine");
       if (reasons.empty()) {
@@ -141,7 +134,8 @@ int run_serve(const ServeOptions& o) {
 
   serve::EngineConfig config;
   config.executor.model = model;
-  config.executor.num_blocks = o.num_blocks;
+  const int one_request = (model.max_model_len + model.block_size - 1) / model.block_size + 1;
+  config.executor.num_blocks = o.num_blocks > 0 ? o.num_blocks : std::max(512, one_request);
   config.executor.max_num_seqs = o.max_num_seqs;
   config.executor.max_num_batched_tokens = o.max_num_batched_tokens;
   config.executor.cuda_graphs = !o.no_cuda_graphs;
@@ -153,9 +147,9 @@ int run_serve(const ServeOptions& o) {
 
   std::cout << "pagedattn serve: " << model.describe() << "\n"
             << "workload: " << workload->description << "\n"
-            << "engine: " << o.num_blocks << " KV blocks per layer, max_num_seqs " << o.max_num_seqs
-            << ", max_num_batched_tokens " << o.max_num_batched_tokens << ", prefix caching "
-            << (config.prefix_caching ? "on" : "off") << ", CUDA graphs "
+            << "engine: " << config.executor.num_blocks << " KV blocks per layer, max_num_seqs "
+            << o.max_num_seqs << ", max_num_batched_tokens " << o.max_num_batched_tokens
+            << ", prefix caching " << (config.prefix_caching ? "on" : "off") << ", CUDA graphs "
             << (config.executor.cuda_graphs ? "on" : "off") << ", oracle every " << o.check_every
             << " steps\n"
             << std::flush;
@@ -235,8 +229,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(kv_cache_dtype_validator());
   cmd->add_option("--num-blocks", o->num_blocks,
-                  "KV-cache blocks per layer (block 0 is the null block)")
-      ->capture_default_str()
+                  "KV-cache blocks per layer, block 0 the null block (default: 512, or what one "
+                  "request of max_model_len needs)")
       ->check(CLI::Range(2, 1 << 24));
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "Most requests running at once")
       ->capture_default_str()

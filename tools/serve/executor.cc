@@ -13,20 +13,6 @@
 namespace pagedattn::serve {
 namespace {
 
-AttentionSelectorConfig selector_config(const ModelShape& m, const Device& device) {
-  AttentionSelectorConfig c;
-  c.head_size = m.head_size;
-  c.num_heads = m.num_heads;
-  c.num_kv_heads = m.num_kv_heads;
-  c.dtype = m.dtype;
-  c.kv_cache_dtype = m.kv_cache_dtype;
-  c.block_size = m.block_size;
-  c.has_sinks = m.sinks;
-  c.use_sliding_window = m.sliding_window > 0;
-  c.device = device;
-  return c;
-}
-
 // vLLM's CUDA-graph capture sizes for decode batches: 1, 2, 4, then every multiple of 8.
 bool is_capture_size(int n) {
   return n == 1 || n == 2 || n == 4 || n % 8 == 0;
@@ -50,7 +36,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const ExecutorConfig& confi
   e->device_ = named ? (named->supports_device(DeviceKind::kCPU) ? Device::cpu() : Device::cuda(0))
                      : default_device();
   PAGEDATTN_ASSIGN_OR_RETURN(BackendSelection selection,
-                             select_backend(selector_config(m, e->device_), forced));
+                             select_backend(selector_config_for(m, e->device_), forced));
   e->backend_ = selection.backend;
   if (e->device_.is_cpu()) {
     e->ops_ = make_host_ops();

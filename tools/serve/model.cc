@@ -64,6 +64,20 @@ std::string ModelShape::describe() const {
   return out;
 }
 
+AttentionSelectorConfig selector_config_for(const ModelShape& m, const Device& device) {
+  AttentionSelectorConfig c;
+  c.head_size = m.head_size;
+  c.num_heads = m.num_heads;
+  c.num_kv_heads = m.num_kv_heads;
+  c.dtype = m.dtype;
+  c.kv_cache_dtype = m.kv_cache_dtype;
+  c.block_size = m.block_size;
+  c.has_sinks = m.sinks;
+  c.use_sliding_window = m.sliding_window > 0;
+  c.device = device;
+  return c;
+}
+
 std::vector<std::string> model_preset_names() {
   std::vector<std::string> names;
   for (const ModelShape& m : presets()) names.push_back(m.name);

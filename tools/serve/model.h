@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pagedattn/backend.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
@@ -35,6 +36,9 @@ struct ModelShape {
   std::vector<LayerGroup> layer_groups() const;
   std::string describe() const;  // "llama3-8b: 32 layers, 32/8 heads, head 128, bf16, cache auto"
 };
+
+// The selector's question for this model on `device`.
+AttentionSelectorConfig selector_config_for(const ModelShape& model, const Device& device);
 
 // Preset names, in the order --help lists them.
 std::vector<std::string> model_preset_names();

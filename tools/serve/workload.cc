@@ -107,14 +107,16 @@ StatusOr<Workload> generate_workload(const WorkloadConfig& c, int max_model_len)
     PAGEDATTN_RETURN_IF_ERROR(clamp_lengths(r, w.shared_prefix_len, max_model_len));
     w.requests.push_back(r);
   }
+  char arrivals[64] = "all at step 0";
+  if (c.arrival_rate > 0)
+    std::snprintf(arrivals, sizeof(arrivals), "Poisson %.2f/step", c.arrival_rate);
   char text[320];
-  std::snprintf(
-      text, sizeof(text),
-      "%d requests, Poisson %.2f/step, prompt %s (after a %d-token shared prefix in %.0f%% "
-      "of them), output %s, seed %llu",
-      c.num_requests, c.arrival_rate, c.prompt_lens.c_str(), w.shared_prefix_len,
-      100.0 * c.shared_prefix_share, c.output_lens.c_str(),
-      static_cast<unsigned long long>(c.seed));
+  std::snprintf(text, sizeof(text),
+                "%d requests, %s, prompt %s (after a %d-token shared prefix in %.0f%% of them), "
+                "output %s, seed %llu",
+                c.num_requests, arrivals, c.prompt_lens.c_str(), w.shared_prefix_len,
+                100.0 * c.shared_prefix_share, c.output_lens.c_str(),
+                static_cast<unsigned long long>(c.seed));
   w.description = text;
   return w;
 }
