@@ -172,8 +172,9 @@ TensorView Executor::rows(void* data, int64_t tokens, int heads) const {
 }
 
 int Executor::graph_batch_size(int num_reqs) const {
-  for (int n = num_reqs; n <= max_reqs_; ++n) {
-    if (is_capture_size(n) || n == max_reqs_) return n;
+  const int largest = std::min(max_reqs_, max_tokens_);  // a padded step still fits the buffers
+  for (int n = num_reqs; n <= largest; ++n) {
+    if (is_capture_size(n) || n == largest) return n;
   }
   return 0;
 }
