@@ -25,8 +25,8 @@ struct Harness {
     requests.push_back(std::move(r));
     return requests.back().get();
   }
-  std::vector<Request*> finish_step(const SchedulerOutput& out, int step) {
-    return scheduler.update(out, step,
+  std::vector<Request*> finish_step(const SchedulerOutput& out) {
+    return scheduler.update(out,
                             [](const Request& r, int position) { return 7 * r.id + position; });
   }
   BlockPool pool;
@@ -61,7 +61,7 @@ TEST(ServeScheduler, BudgetRunningFirstChunkedPrefillAndMaxNumSeqs) {
   EXPECT_EQ(s0.num_tokens, 8);
   EXPECT_EQ(a->blocks, (std::vector<int>{1, 2}));
   EXPECT_EQ(b->blocks, (std::vector<int>{3}));
-  EXPECT_TRUE(h.finish_step(s0, 0).empty());
+  EXPECT_TRUE(h.finish_step(s0).empty());
   EXPECT_EQ(a->num_tokens(), 7);  // A sampled its first token; B is mid-prompt
   EXPECT_EQ(b->num_tokens(), 5);
 
@@ -80,7 +80,7 @@ TEST(ServeScheduler, BudgetRunningFirstChunkedPrefillAndMaxNumSeqs) {
   EXPECT_EQ(batch.max_query_len, 3);
   EXPECT_EQ(batch.max_seq_len, 7);
   EXPECT_FALSE(batch.decode_only);
-  EXPECT_EQ(h.finish_step(s1, 1).size(), 2u);  // A has its 2 tokens, B its 1
+  EXPECT_EQ(h.finish_step(s1).size(), 2u);  // A has its 2 tokens, B its 1
   EXPECT_EQ(h.pool.num_free(), 10);
 
   SchedulerOutput s2 = h.scheduler.schedule();
@@ -94,7 +94,7 @@ TEST(ServeScheduler, PreemptsTheLastAdmittedWhenBlocksRunOutThenItHitsItsOwnPref
   Request* b = h.add(1, 4, 3);
   SchedulerOutput s0 = h.scheduler.schedule();
   EXPECT_EQ(works(s0), (std::vector<Work>{{0, 4, 0}, {1, 4, 0}}));
-  h.finish_step(s0, 0);  // both sample: 5 tokens each, a second block needed
+  h.finish_step(s0);  // both sample: 5 tokens each, a second block needed
 
   // Step 1: A takes the last free block; B finds none and is preempted (it is the last admitted).
   SchedulerOutput s1 = h.scheduler.schedule();
@@ -104,13 +104,13 @@ TEST(ServeScheduler, PreemptsTheLastAdmittedWhenBlocksRunOutThenItHitsItsOwnPref
   EXPECT_EQ(b->num_computed_tokens, 0);
   EXPECT_TRUE(b->blocks.empty());
   EXPECT_EQ(b->num_preemptions, 1);
-  h.finish_step(s1, 1);
+  h.finish_step(s1);
 
   // Step 2: B's first block is still cached (free), but B needs it plus one fresh block and only
   // that one block is free: B waits.
   SchedulerOutput s2 = h.scheduler.schedule();
   EXPECT_EQ(works(s2), (std::vector<Work>{{0, 1, 5}}));
-  EXPECT_EQ(h.finish_step(s2, 2).size(), 1u);  // A done, its blocks freed
+  EXPECT_EQ(h.finish_step(s2).size(), 1u);  // A done, its blocks freed
   EXPECT_EQ(a->status, RequestStatus::kFinished);
 
   // Step 3: B comes back with a prefix hit on its own first block and recomputes only token 4.

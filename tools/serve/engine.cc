@@ -104,7 +104,7 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
       }
     }
     run.steps.push_back(rec);
-    run.finished += static_cast<int>(scheduler.update(out, step, token_of).size());
+    run.finished += static_cast<int>(scheduler.update(out, token_of).size());
     if (progress) progress(step, run.finished, total, scheduler.num_running(), pool.usage());
   }
   run.note = executor->graph_error();

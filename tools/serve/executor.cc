@@ -153,12 +153,6 @@ std::string Executor::label() const {
   return std::string(backend_->name()) + " (" + std::string(impls_[0]->kernel_generation()) + ")";
 }
 
-AttentionCGSupport Executor::cudagraph_support() const {
-  AttentionCGSupport s = AttentionCGSupport::kAlways;
-  for (const Group& g : groups_) s = std::min(s, g.builder->cudagraph_support());
-  return s;
-}
-
 std::optional<int> Executor::reorder_threshold() const {
   std::optional<int> t;
   for (const Group& g : groups_) {

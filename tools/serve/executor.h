@@ -44,14 +44,11 @@ class Executor {
  public:
   static StatusOr<std::unique_ptr<Executor>> create(const ExecutorConfig& config);
 
-  const AttentionBackend& backend() const { return *backend_; }
   std::string label() const;  // "FLASH_ATTN (v2)"
   const Device& device() const { return device_; }
-  AttentionCGSupport cudagraph_support() const;
   // The strictest reorder_batch_threshold of the groups' builders; unset = keep the order.
   std::optional<int> reorder_threshold() const;
   int table_width() const { return table_width_; }
-  int num_sms() const { return num_sms_; }
   // Why graphs were turned off during the run (a capture failed); empty if they were not.
   const std::string& graph_error() const { return graph_error_; }
 

@@ -162,6 +162,7 @@ nlohmann::json steps_json(const EngineRun& run) {
     j["kv_usage"].push_back(r.kv_usage);
     j["cascade"].push_back(r.result.cascade);
     j["graph"].push_back(r.result.graph);
+    j["graph_batch"].push_back(r.result.graph_batch);
     j["preempted"].push_back(r.preempted);
   }
   return j;

@@ -23,7 +23,6 @@ struct Request {
   int num_cached_blocks = 0;            // leading blocks registered in the prefix cache
   RequestStatus status = RequestStatus::kWaiting;
   int num_preemptions = 0;
-  int finish_step = -1;
 
   int num_tokens() const { return static_cast<int>(tokens.size()); }
   int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

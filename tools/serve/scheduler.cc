@@ -60,14 +60,13 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
-std::vector<Request*> Scheduler::finish_done(int step) {
+std::vector<Request*> Scheduler::finish_done() {
   std::vector<Request*> finished;
   std::vector<Request*> still_running;
   for (Request* r : running_) {
     if (r->num_output_tokens() >= r->max_output_tokens) {
       kv_.free(*r);
       r->status = RequestStatus::kFinished;
-      r->finish_step = step;
       finished.push_back(r);
     } else {
       still_running.push_back(r);

@@ -42,15 +42,14 @@ class Scheduler {
   // computed samples one (token_of(request, position)); requests with all their output finish.
   // Returns the requests that finished.
   template <typename TokenOf>
-  std::vector<Request*> update(const SchedulerOutput& out, int step, TokenOf token_of);
+  std::vector<Request*> update(const SchedulerOutput& out, TokenOf token_of);
 
   bool has_unfinished() const { return !running_.empty() || !waiting_.empty(); }
   int num_running() const { return static_cast<int>(running_.size()); }
-  int num_waiting() const { return static_cast<int>(waiting_.size()); }
 
  private:
   void preempt(Request& victim);
-  std::vector<Request*> finish_done(int step);
+  std::vector<Request*> finish_done();
 
   SchedulerConfig config_;
   KVCacheManager& kv_;
@@ -59,14 +58,14 @@ class Scheduler {
 };
 
 template <typename TokenOf>
-std::vector<Request*> Scheduler::update(const SchedulerOutput& out, int step, TokenOf token_of) {
+std::vector<Request*> Scheduler::update(const SchedulerOutput& out, TokenOf token_of) {
   for (const ScheduledWork& w : out.work) {
     Request& r = *w.request;
     r.num_computed_tokens = w.num_computed_before + w.num_tokens;
     kv_.cache_full_blocks(r, r.num_computed_tokens);
     if (r.num_computed_tokens == r.num_tokens()) r.tokens.push_back(token_of(r, r.num_tokens()));
   }
-  return finish_done(step);
+  return finish_done();
 }
 
 }  // namespace pagedattn::serve

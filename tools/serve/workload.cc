@@ -36,7 +36,6 @@ Status clamp_lengths(RequestSpec& r, int shared_prefix_len, int max_model_len) {
 StatusOr<LengthDistribution> LengthDistribution::parse(const std::string& text,
                                                        const std::string& what) {
   LengthDistribution d;
-  d.text_ = text;
   std::vector<std::string> parts;
   std::stringstream in(text);
   for (std::string part; std::getline(in, part, ':');) parts.push_back(part);

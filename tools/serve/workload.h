@@ -25,13 +25,11 @@ class LengthDistribution {
  public:
   static StatusOr<LengthDistribution> parse(const std::string& text, const std::string& what);
   int sample(std::mt19937_64& rng) const;
-  const std::string& text() const { return text_; }
 
  private:
   enum class Kind { kConstant, kUniform, kExponential };
   Kind kind_ = Kind::kConstant;
   double a_ = 1, b_ = 1;
-  std::string text_;
 };
 
 struct WorkloadConfig {
