@@ -290,8 +290,10 @@ StatusOr<StepResult> Executor::run_step(const StepBatch& batch) {
   const CommonAttentionMetadata meta = metadata_for(step);
 
   const auto build_start = std::chrono::steady_clock::now();
-  for (Group& g : groups_) {
-    PAGEDATTN_ASSIGN_OR_RETURN(g.metadata, g.builder->build(cascade_len, meta));
+  for (Group& g : groups_) {  // a step that runs as a graph is built as one, captured or replayed
+    PAGEDATTN_ASSIGN_OR_RETURN(g.metadata, graph_size > 0
+                                               ? g.builder->build_for_cudagraph_capture(meta)
+                                               : g.builder->build(cascade_len, meta));
   }
   result.build_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - build_start)
