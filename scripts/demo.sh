@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Builds the library and the command-line tool, then runs the demo: a scheduling step of a sample
-# model through the backend the selector picks on this machine.
+# The main job: installs what is missing, builds the command-line tool and runs `pagedattn serve`
+# (an engine-shaped workload through the backend the selector picks, checked by the float64 oracle;
+# docs/serve.md). Arguments go to `serve`, e.g. `bash scripts/demo.sh --backend all`.
+# Builds only the tool, in build-demo/; the CUDA kernels only when a GPU is visible (nvidia-smi),
+# since nothing else could run them. PAGEDATTN_CMAKE_ARGS, PAGEDATTN_CUDA_ARCHS and
+# PAGEDATTN_HEAD_SIZES work as for scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure_deps.sh
 pagedattn_ensure_deps
-pagedattn_build
-cli=build/tools/pagedattn
-if "$cli" --help | grep -qE '^ +demo +'; then
-  "$cli" demo "$@"
-else
-  "$cli" info
-  "$cli" select --head-size 128 --num-heads 32 --num-kv-heads 8 --dtype bf16 \
-    --kv-cache-dtype fp8_e4m3 --block-size 16 --device cpu
+args=(-DCMAKE_BUILD_TYPE=Release -DPAGEDATTN_BUILD_TESTS=OFF)
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  args+=(-DPAGEDATTN_CUDA=OFF)
 fi
+[[ -n "${PAGEDATTN_CUDA_ARCHS:-}" ]] && args+=("-DPAGEDATTN_CUDA_ARCHS=${PAGEDATTN_CUDA_ARCHS}")
+[[ -n "${PAGEDATTN_HEAD_SIZES:-}" ]] && args+=("-DPAGEDATTN_HEAD_SIZES=${PAGEDATTN_HEAD_SIZES}")
+# shellcheck disable=SC2206
+args+=(${PAGEDATTN_CMAKE_ARGS:-})
+cmake -S . -B build-demo "${args[@]}"
+cmake --build build-demo -j "$(nproc)" --target pagedattn_cli
+build-demo/tools/pagedattn serve "$@"

@@ -1,5 +1,15 @@
 # CTest entries that run the built `pagedattn` tool: help everywhere, bad input exits 2, the
 # select examples of issue 2, and `check --backend cpu` on the project's own cases (cases/*.json).
+
+# The serve loop's unit tests (tests/unit/test_serve_*.cc) link its library, which is built with
+# the tools; without the tools they are left out.
+if(TARGET pagedattn_serve)
+  target_link_libraries(pagedattn_unit_tests PRIVATE pagedattn_serve)
+else()
+  get_target_property(unit_sources_now pagedattn_unit_tests SOURCES)
+  list(FILTER unit_sources_now EXCLUDE REGEX "test_serve_")
+  set_property(TARGET pagedattn_unit_tests PROPERTY SOURCES ${unit_sources_now})
+endif()
 if(NOT TARGET pagedattn_cli)
   return()
 endif()
@@ -155,3 +165,18 @@ print("dump ok")
     set_tests_properties(cli.dump_loads_in_numpy PROPERTIES FIXTURES_REQUIRED cli_dump LABELS cli)
   endif()
 endif()
+
+# `pagedattn serve`: bad input exits 2 naming the value; a short CPU run passes its oracle checks
+# and writes the table, the plot and the JSON; `--backend all` runs what this machine can.
+pagedattn_cli_test(serve_help 0 "serve;--help" "--preset.*llama3-8b")
+pagedattn_cli_test(serve_unknown_preset 2 "serve;--preset;gpt5" "unknown model preset 'gpt5'")
+pagedattn_cli_test(serve_bad_lengths 2 "serve;--prompt-lens;normal:3" "prompt_lens = 'normal:3'")
+pagedattn_cli_test(serve_unknown_backend 2 "serve;--backend;nope" "unknown backend 'nope'")
+pagedattn_cli_test(serve_missing_trace 2 "serve;--trace;/nonexistent/trace.json" "cannot read")
+set(serve_short --requests 10 --num-layers 2 --prompt-lens uniform:16:200 --output-lens 8
+    --check-every 3 --no-ceiling)
+pagedattn_cli_test(serve_cpu 0
+  "serve;--backend;cpu;${serve_short};--plot;serve_cpu.png;--json;serve_cpu.json"
+  "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.png.*json: serve_cpu.json")
+pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.png"
+                   "CPU_ATTN \\(cpu\\).*every oracle check passed")

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   pagedattn::cli::add_check_command(app, exit_code);
   pagedattn::cli::add_bench_command(app, exit_code);
   pagedattn::cli::add_demo_command(app, exit_code);
+  pagedattn::cli::add_serve_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

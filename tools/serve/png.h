@@ -1,0 +1,18 @@
+// A PNG writer with no dependencies: 8-bit RGB, rows filtered with "none", the zlib stream made of
+// stored (uncompressed) deflate blocks. Files are larger than compressed ones, which is fine for
+// the plots it writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pagedattn/status.h"
+
+namespace pagedattn::serve {
+
+// rgb: width * height * 3 bytes, rows top to bottom.
+std::vector<uint8_t> encode_png(int width, int height, const std::vector<uint8_t>& rgb);
+Status write_png(const std::string& path, int width, int height, const std::vector<uint8_t>& rgb);
+
+}  // namespace pagedattn::serve
