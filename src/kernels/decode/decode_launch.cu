@@ -1,0 +1,126 @@
+// Picks the decode instantiation for validated parameters and launches it, then the combine.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "kernels/decode/decode_combine.h"
+#include "kernels/decode/decode_dispatch.h"
+#include "kernels/decode/decode_traits.cuh"
+
+namespace pagedattn::kernels {
+namespace decode {
+
+// Defined by the generated decode_hd<N>_*.cu files.
+template <int kHeadDim, typename T, CacheKind kCache>
+cudaError_t launch_decode_instance(const DecodeArgs& a, cudaStream_t stream);
+template <int kHeadDim, typename T, CacheKind kCache>
+int decode_instance_ctas_per_sm();
+
+namespace {
+
+// Calls f.operator()<head size, T, cache kind>() for the runtime values; `fallback` when the head
+// size has no instantiation.
+template <int kHeadDim, typename T, typename F, typename R>
+R with_cache(DType cache, const F& f) {
+  switch (cache) {
+    case DType::kFP8E4M3: return f.template operator()<kHeadDim, T, CacheKind::kFp8E4M3>();
+    case DType::kFP8E5M2: return f.template operator()<kHeadDim, T, CacheKind::kFp8E5M2>();
+    default: return f.template operator()<kHeadDim, T, CacheKind::kSame>();
+  }
+}
+
+template <int kHeadDim, typename F, typename R>
+R with_dtype(DType q, DType cache, const F& f) {
+  return q == DType::kBF16 ? with_cache<kHeadDim, __nv_bfloat16, F, R>(cache, f)
+                           : with_cache<kHeadDim, __half, F, R>(cache, f);
+}
+
+template <typename R, typename F>
+R with_instance(int head_size, DType q, DType cache, R fallback, F f) {
+  switch (head_size) {
+#if PAGEDATTN_HEAD_SIZE_64_BUILT
+    case 64: return with_dtype<64, F, R>(q, cache, f);
+#endif
+#if PAGEDATTN_HEAD_SIZE_80_BUILT
+    case 80: return with_dtype<80, F, R>(q, cache, f);
+#endif
+#if PAGEDATTN_HEAD_SIZE_96_BUILT
+    case 96: return with_dtype<96, F, R>(q, cache, f);
+#endif
+#if PAGEDATTN_HEAD_SIZE_128_BUILT
+    case 128: return with_dtype<128, F, R>(q, cache, f);
+#endif
+#if PAGEDATTN_HEAD_SIZE_192_BUILT
+    case 192: return with_dtype<192, F, R>(q, cache, f);
+#endif
+#if PAGEDATTN_HEAD_SIZE_256_BUILT
+    case 256: return with_dtype<256, F, R>(q, cache, f);
+#endif
+    default: return fallback;
+  }
+}
+
+struct LaunchInstance {
+  const DecodeArgs& args;
+  cudaStream_t stream;
+  template <int kHeadDim, typename T, CacheKind kCache>
+  cudaError_t operator()() const {
+    return launch_decode_instance<kHeadDim, T, kCache>(args, stream);
+  }
+};
+
+struct InstanceOccupancy {
+  template <int kHeadDim, typename T, CacheKind kCache>
+  int operator()() const {
+    return decode_instance_ctas_per_sm<kHeadDim, T, kCache>();
+  }
+};
+
+}  // namespace
+}  // namespace decode
+
+namespace detail {
+
+Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int kernel_head_size,
+                                    void* stream) {
+  decode::DecodeArgs a;
+  a.p = params;
+  a.group = params.num_heads / params.num_kv_heads;
+  a.block_stride = static_cast<int>(params.cache_block_stride);
+  a.kv_stride = static_cast<int>(params.cache_kv_stride);
+  a.token_stride = static_cast<int>(params.cache_token_stride);
+  a.head_stride = static_cast<int>(params.cache_head_stride);
+  if (dtype_size(params.cache_dtype) == 1) {
+    a.wide_copies = reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
+                    params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
+                    params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
+                    params.head_size % 16 == 0;
+  }
+  if ((params.block_size & (params.block_size - 1)) == 0) {
+    a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
+  }
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  cudaError_t err =
+      decode::with_instance(kernel_head_size, params.q_dtype, params.cache_dtype,
+                            cudaErrorInvalidValue, decode::LaunchInstance{a, cuda_stream});
+  if (err == cudaSuccess) {
+    err = params.q_dtype == DType::kBF16
+              ? decode::launch_decode_combine<__nv_bfloat16>(params, a.group, cuda_stream)
+              : decode::launch_decode_combine<__half>(params, a.group, cuda_stream);
+  }
+  if (err != cudaSuccess) {
+    return Status(StatusCode::kCudaError,
+                  std::string("decode attention launch failed: ") + cudaGetErrorString(err));
+  }
+  return ok_status();
+}
+
+int decode_ctas_per_sm_cuda(int kernel_head_size, DType q_dtype, DType cache_dtype) {
+  return decode::with_instance(kernel_head_size, q_dtype, cache_dtype, 0,
+                               decode::InstanceOccupancy{});
+}
+
+}  // namespace detail
+}  // namespace pagedattn::kernels
