@@ -1,7 +1,7 @@
 #include "plan/decode_plan.h"
 
 #include <algorithm>
-#include <numeric>
+#include <climits>
 #include <string>
 
 namespace pagedattn::plan {
@@ -215,17 +215,16 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
     }
   }
 
-  // Longest visible range first (stable: equal lengths keep batch order).
-  std::vector<int32_t>& order = scratch.order;
+  // Longest visible range first; equal lengths keep batch order (the index breaks ties).
+  std::vector<int64_t>& order = scratch.order;
   order.resize(n);
-  std::iota(order.begin(), order.end(), 0);
-  auto visible = [&](int r) {
+  for (int r = 0; r < n; ++r) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
-    return config.window_left >= 0 ? std::min(seq_lens[r], config.window_left + q_len)
-                                   : seq_lens[r];
-  };
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return visible(a) > visible(b); });
+    const int visible = config.window_left >= 0 ? std::min(seq_lens[r], config.window_left + q_len)
+                                                : seq_lens[r];
+    order[r] = (int64_t{INT32_MAX - visible} << 32) | r;
+  }
+  std::sort(order.begin(), order.end());
 
   char* base = static_cast<char*>(plan);
   auto* header = reinterpret_cast<DecodePlanHeader*>(base);
@@ -235,7 +234,8 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   CtaStream st(config, total, cta_begin, units, limits.max_units);
   scratch.merges.clear();
   int64_t partial_rows = 0;
-  for (int r : order) {
+  for (const int64_t key : order) {
+    const int r = static_cast<int>(key & 0xFFFFFFFF);
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     for (int h = 0; h < config.num_kv_heads; ++h) {
       for (int row0 = 0; row0 < q_len * group; row0 += kDecodeRowsPerTile) {

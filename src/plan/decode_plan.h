@@ -71,7 +71,7 @@ struct DecodePlanStats {
 
 // Host scratch reused across steps (no allocation once warm).
 struct DecodePlanScratch {
-  std::vector<int32_t> order;
+  std::vector<int64_t> order;  // sort keys: longest visible range first, then batch order
   std::vector<kernels::DecodeMergeItem> merges;
 };
 
