@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -15,6 +17,8 @@
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/decode/decode_attention.h"
+#include "kernels/decode/decode_combine.h"
+#include "kernels/decode/decode_kernel.cuh"
 #include "plan/decode_plan.h"
 #include "plan/split_kv.h"
 
@@ -30,6 +34,11 @@ __global__ void fill_random_bytes(uint32_t* p, int64_t n, uint32_t seed, uint32_
     p[i] = h & mask;  // mask clears exponent bits: finite values of moderate size
   }
 }
+
+namespace decode_ns = kernels::decode;
+using TimeDecode = std::function<double(
+    int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    plan::DecodePlanStats*)>;
 
 struct BenchShape {
   int num_reqs = 64, seq_len = 4096, hq = 32, hkv = 8, d = 128, block = 16;
@@ -56,6 +65,33 @@ double median_ms(F&& launch) {
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Kernel configurations other than the default (tile keys, stages), D 128, bf16 queries: each
+// plans for its own occupancy and launches with the library's combine.
+template <int kBlockN, int kStages, decode_ns::CacheKind kCache>
+std::string time_config(const TimeDecode& time_decode) {
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages>;
+  const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
+  auto launch = [](const kernels::DecodeAttentionParams& pp) {
+    const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
+    (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
+  };
+  const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
+  return " n" + std::to_string(kBlockN) + "s" + std::to_string(kStages) + "x" +
+         std::to_string(per_sm) + ":" + std::to_string(ms);
+}
+
+std::string time_config_variants(DType cache, const TimeDecode& t) {
+  if (cache == DType::kFP8E4M3) {
+    return time_config<64, 3, decode_ns::CacheKind::kFp8E4M3>(t) +
+           time_config<64, 4, decode_ns::CacheKind::kFp8E4M3>(t) +
+           time_config<128, 2, decode_ns::CacheKind::kFp8E4M3>(t);
+  }
+  return time_config<64, 2, decode_ns::CacheKind::kSame>(t) +
+         time_config<64, 4, decode_ns::CacheKind::kSame>(t) +
+         time_config<128, 2, decode_ns::CacheKind::kSame>(t);
 }
 
 void run_shape(const BenchShape& s) {
@@ -90,24 +126,9 @@ void run_shape(const BenchShape& s) {
   const int64_t tok = int64_t{s.block} * s.hkv * s.d;  // NHD strides
   const double kv_bytes = 2.0 * s.num_reqs * s.seq_len * s.hkv * s.d * elem;
 
-  // Decode family.
+  // Decode family: the library's launcher, then configuration and plan variants on the same data.
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  plan::DecodePlanConfig config;
-  config.num_ctas = sms * kernels::decode_attention_ctas_per_sm(s.d, DType::kBF16, s.cache);
-  config.num_heads = s.hq;
-  config.num_kv_heads = s.hkv;
-  const plan::DecodePlanLimits limits =
-      plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
-  std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
-  plan::DecodePlanScratch scratch;
-  auto stats = plan::plan_decode(cu, seq, config, limits, scratch, plan_host.data());
-  ASSERT_TRUE(stats.ok()) << stats.status().to_string();
-  void *plan_d, *part_out, *part_lse;
-  cudaMalloc(&plan_d, limits.plan_bytes);
-  cudaMemcpy(plan_d, plan_host.data(), limits.plan_bytes, cudaMemcpyHostToDevice);
-  cudaMalloc(&part_out, std::max<int64_t>(1, limits.max_partial_rows) * s.d * 4);
-  cudaMalloc(&part_lse, std::max<int64_t>(1, limits.max_partial_rows) * 4);
   kernels::DecodeAttentionParams p;
   p.q = q;
   p.q_token_stride = int64_t{s.hq} * s.d;
@@ -131,12 +152,50 @@ void run_shape(const BenchShape& s) {
   p.out_head_stride = s.d;
   p.lse = static_cast<float*>(lse);
   p.lse_head_stride = s.num_reqs;
-  p.plan = plan_d;
-  p.partial_out = static_cast<float*>(part_out);
-  p.partial_lse = static_cast<float*>(part_lse);
-  p.num_ctas = config.num_ctas;
-  const double decode_ms = median_ms([&] { (void)kernels::launch_decode_attention(p, nullptr); });
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<void*> owned;
+  // Plans for ctas_per_sm x SMs CTAs with this unit overhead, then times `launch`.
+  auto time_decode = [&](int ctas_per_sm, int overhead,
+                         const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
+                         plan::DecodePlanStats* stats_out) {
+    plan::DecodePlanConfig config;
+    config.num_ctas = sms * std::max(1, ctas_per_sm);
+    config.num_heads = s.hq;
+    config.num_kv_heads = s.hkv;
+    config.unit_overhead_tokens = overhead;
+    const plan::DecodePlanLimits limits =
+        plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
+    std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
+    plan::DecodePlanScratch scratch;
+    auto stats = plan::plan_decode(cu, seq, config, limits, scratch, plan_host.data());
+    EXPECT_TRUE(stats.ok()) << stats.status().to_string();
+    if (stats_out != nullptr && stats.ok()) *stats_out = *stats;
+    void *plan_d, *part_out, *part_lse;
+    cudaMalloc(&plan_d, limits.plan_bytes);
+    cudaMemcpy(plan_d, plan_host.data(), limits.plan_bytes, cudaMemcpyHostToDevice);
+    cudaMalloc(&part_out, std::max<int64_t>(1, limits.max_partial_rows) * s.d * 4);
+    cudaMalloc(&part_lse, std::max<int64_t>(1, limits.max_partial_rows) * 4);
+    owned.insert(owned.end(), {plan_d, part_out, part_lse});
+    kernels::DecodeAttentionParams pp = p;
+    pp.plan = plan_d;
+    pp.partial_out = static_cast<float*>(part_out);
+    pp.partial_lse = static_cast<float*>(part_lse);
+    pp.num_ctas = config.num_ctas;
+    const double ms = median_ms([&] { launch(pp); });
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return ms;
+  };
+  plan::DecodePlanStats stats;
+  const int lib_per_sm = kernels::decode_attention_ctas_per_sm(s.d, DType::kBF16, s.cache);
+  auto library = [](const kernels::DecodeAttentionParams& pp) {
+    (void)kernels::launch_decode_attention(pp, nullptr);
+  };
+  const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
+  std::string variants;
+  for (int overhead : {512, 4096}) {
+    variants += " c0=" + std::to_string(overhead) + ":" +
+                std::to_string(time_decode(lib_per_sm, overhead, library, nullptr));
+  }
+  if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
   kernels::PagedAttentionParams a;
@@ -190,14 +249,14 @@ void run_shape(const BenchShape& s) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s: decode %.4f ms (%.2f TB/s, %d units, %d "
-      "merges, %d ctas) | paged %.4f ms (%.2f TB/s, splits %d)\n",
+      "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | variants ms:%s\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
-      decode_ms, kv_bytes / decode_ms / 1e9, stats->num_units, stats->num_merges,
-      config.num_ctas, paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits);
-  for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, plan_d, part_out, part_lse,
-                    split_out, split_lse, nsplit}) {
+      decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
+      paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, variants.c_str());
+  for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }
+  for (void* ptr : owned) cudaFree(ptr);
 }
 
 TEST(DecodeBench, DISABLED_Shapes) {

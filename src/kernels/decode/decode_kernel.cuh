@@ -84,9 +84,8 @@ __device__ __forceinline__ void run_unit(const DecodeArgs& a, const UnitWork& w,
   store_unit<Cfg, T>(a, w, st, v_scale, smem);
 }
 
-template <int kHeadDim, typename T, CacheKind kCache>
+template <typename Cfg, typename T>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ DecodeArgs a) {
-  using Cfg = DecodeConfig<kHeadDim, kCache>;
   extern __shared__ __align__(128) char smem[];
   const char* plan = static_cast<const char*>(a.p.plan);
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
@@ -98,35 +97,40 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Dec
   }
 }
 
-template <int kHeadDim, typename T, CacheKind kCache>
+template <typename Cfg, typename T>
 cudaError_t prepare_decode_kernel() {
-  using Cfg = DecodeConfig<kHeadDim, kCache>;
-  return cudaFuncSetAttribute(decode_kernel<kHeadDim, T, kCache>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  return cudaFuncSetAttribute(decode_kernel<Cfg, T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              Cfg::kSmemBytes);
+}
+
+template <typename Cfg, typename T>
+cudaError_t launch_decode_config(const DecodeArgs& a, cudaStream_t stream) {
+  cudaError_t err = prepare_decode_kernel<Cfg, T>();
+  if (err != cudaSuccess) return err;
+  decode_kernel<Cfg, T><<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
+  return cudaGetLastError();
+}
+
+template <typename Cfg, typename T>
+int decode_config_ctas_per_sm() {
+  if (prepare_decode_kernel<Cfg, T>() != cudaSuccess) return 0;
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<Cfg, T>, Cfg::kThreads,
+                                                    Cfg::kSmemBytes) != cudaSuccess) {
+    return 0;
+  }
+  return blocks;
 }
 
 // Defined in the decode_hd<N>_*.cu instantiation files.
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_decode_instance(const DecodeArgs& a, cudaStream_t stream) {
-  using Cfg = DecodeConfig<kHeadDim, kCache>;
-  cudaError_t err = prepare_decode_kernel<kHeadDim, T, kCache>();
-  if (err != cudaSuccess) return err;
-  decode_kernel<kHeadDim, T, kCache>
-      <<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
-  return cudaGetLastError();
+  return launch_decode_config<DefaultDecodeConfig<kHeadDim, kCache>, T>(a, stream);
 }
 
 template <int kHeadDim, typename T, CacheKind kCache>
 int decode_instance_ctas_per_sm() {
-  using Cfg = DecodeConfig<kHeadDim, kCache>;
-  if (prepare_decode_kernel<kHeadDim, T, kCache>() != cudaSuccess) return 0;
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, decode_kernel<kHeadDim, T, kCache>,
-                                                    Cfg::kThreads, Cfg::kSmemBytes) !=
-      cudaSuccess) {
-    return 0;
-  }
-  return blocks;
+  return decode_config_ctas_per_sm<DefaultDecodeConfig<kHeadDim, kCache>, T>();
 }
 
 }  // namespace pagedattn::kernels::decode

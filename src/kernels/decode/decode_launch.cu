@@ -85,22 +85,7 @@ namespace detail {
 
 Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int kernel_head_size,
                                     void* stream) {
-  decode::DecodeArgs a;
-  a.p = params;
-  a.group = params.num_heads / params.num_kv_heads;
-  a.block_stride = static_cast<int>(params.cache_block_stride);
-  a.kv_stride = static_cast<int>(params.cache_kv_stride);
-  a.token_stride = static_cast<int>(params.cache_token_stride);
-  a.head_stride = static_cast<int>(params.cache_head_stride);
-  if (dtype_size(params.cache_dtype) == 1) {
-    a.wide_copies = reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
-                    params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
-                    params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
-                    params.head_size % 16 == 0;
-  }
-  if ((params.block_size & (params.block_size - 1)) == 0) {
-    a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
-  }
+  const decode::DecodeArgs a = decode::make_decode_args(params);
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   cudaError_t err =
       decode::with_instance(kernel_head_size, params.q_dtype, params.cache_dtype,

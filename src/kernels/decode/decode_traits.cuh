@@ -17,7 +17,7 @@ namespace pagedattn::kernels::decode {
 
 enum class CacheKind { kSame, kFp8E4M3, kFp8E5M2 };
 
-template <int kHeadDim_, CacheKind kCache_>
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -25,9 +25,9 @@ struct DecodeConfig {
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
-  static constexpr int kBlockN = kFp8 && kHeadDim <= 128 ? 128 : 64;  // keys per KV tile
+  static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = kStages_;  // cp.async pipeline depth
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
@@ -49,6 +49,16 @@ struct DecodeConfig {
   static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
 };
 
+// The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages. Alternatives timed on the H200 in one call
+// (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
+// 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
+// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008. FP8 128/2 is the next
+// candidate once its results have been checked against the oracle on the device.
+template <int kHeadDim, CacheKind kCache>
+using DefaultDecodeConfig =
+    DecodeConfig<kHeadDim, kCache, (kCache != CacheKind::kSame && kHeadDim <= 128 ? 128 : 64), 3>;
+
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
   DecodeAttentionParams p;
@@ -60,5 +70,26 @@ struct DecodeArgs {
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
 };
+
+// The arguments of a launch, derived from validated parameters.
+inline DecodeArgs make_decode_args(const DecodeAttentionParams& params) {
+  DecodeArgs a;
+  a.p = params;
+  a.group = params.num_heads / params.num_kv_heads;
+  a.block_stride = static_cast<int>(params.cache_block_stride);
+  a.kv_stride = static_cast<int>(params.cache_kv_stride);
+  a.token_stride = static_cast<int>(params.cache_token_stride);
+  a.head_stride = static_cast<int>(params.cache_head_stride);
+  if (dtype_size(params.cache_dtype) == 1) {
+    a.wide_copies = reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
+                    params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
+                    params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
+                    params.head_size % 16 == 0;
+  }
+  if ((params.block_size & (params.block_size - 1)) == 0) {
+    a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
+  }
+  return a;
+}
 
 }  // namespace pagedattn::kernels::decode
