@@ -61,6 +61,7 @@ void BM_PlanStep(benchmark::State& state) {
   plan::SplitKVConfig split;
   split.num_heads = kHq;
   split.num_kv_heads = kHkv;
+  split.head_size = kD;
   split.block_size = kBlock;
   plan::DecodePlanScratch scratch;
   for (auto _ : state) {

@@ -69,7 +69,7 @@ double median_ms(F&& launch) {
 
 // Kernel configurations other than the default (tile keys, stages), D 128, bf16 queries: each
 // plans for its own occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, decode_ns::CacheKind kCache>
+template <int kBlockN, int kStages, kernels::CacheKind kCache>
 std::string time_config(const TimeDecode& time_decode) {
   using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
@@ -85,13 +85,13 @@ std::string time_config(const TimeDecode& time_decode) {
 
 std::string time_config_variants(DType cache, const TimeDecode& t) {
   if (cache == DType::kFP8E4M3) {
-    return time_config<64, 3, decode_ns::CacheKind::kFp8E4M3>(t) +
-           time_config<64, 4, decode_ns::CacheKind::kFp8E4M3>(t) +
-           time_config<128, 2, decode_ns::CacheKind::kFp8E4M3>(t);
+    return time_config<64, 3, kernels::CacheKind::kFp8E4M3>(t) +
+           time_config<64, 4, kernels::CacheKind::kFp8E4M3>(t) +
+           time_config<128, 2, kernels::CacheKind::kFp8E4M3>(t);
   }
-  return time_config<64, 2, decode_ns::CacheKind::kSame>(t) +
-         time_config<64, 4, decode_ns::CacheKind::kSame>(t) +
-         time_config<128, 2, decode_ns::CacheKind::kSame>(t);
+  return time_config<64, 2, kernels::CacheKind::kBF16>(t) +
+         time_config<64, 4, kernels::CacheKind::kBF16>(t) +
+         time_config<128, 2, kernels::CacheKind::kBF16>(t);
 }
 
 void run_shape(const BenchShape& s) {

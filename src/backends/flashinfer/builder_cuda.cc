@@ -16,6 +16,7 @@
 #include "backends/flashinfer/step_workspace.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/step_buffers.h"
+#include "kernels/attention/paged_attention.h"
 #include "kernels/decode/decode_attention.h"
 #include "plan/page_indptr.h"
 #include "plan/prefill_plan.h"
@@ -94,14 +95,15 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
     split_config.num_sms = num_sms_;
     split_config.num_heads = params_.num_heads;
     split_config.num_kv_heads = params_.num_kv_heads;
+    split_config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
     split_config.block_size = params_.block_size;
     split_config.window_left = params_.sliding_window.left;
     split_config.max_splits =
         params_.deterministic ? 1
-                              : plan::graph_safe_max_splits(meta.num_actual_tokens,
-                                                            split_layout_.token_splits,
-                                                            params_.num_heads,
-                                                            params_.num_kv_heads, num_sms_);
+                              : plan::graph_safe_max_splits(
+                                    meta.num_actual_tokens, split_layout_.token_splits,
+                                    params_.num_heads, params_.num_kv_heads,
+                                    split_config.head_size, num_sms_);
     prefill.max_num_splits = split_config.max_splits;
 
     PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
@@ -159,7 +161,9 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
   Status plan_cascade(FlashInferMetadata& md, const plan::SplitKVConfig& config) {
     const gpu::CascadeMetadata& c = md.cascade;
     const int prefix_splits = plan::choose_num_splits(
-        plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads), 0,
+        plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads,
+                           config.head_size),
+        0,
         c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
         config.max_splits);
     PAGEDATTN_RETURN_IF_ERROR(cascade_.upload(std::span<const int32_t>(&prefix_splits, 1)));

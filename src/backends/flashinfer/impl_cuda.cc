@@ -38,7 +38,8 @@ class FlashInferImpl final : public AttentionImpl {
                             const TensorView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     PAGEDATTN_RETURN_IF_ERROR(gpu::check_cache_update(params_, cache_dtype_, key, value, kv_cache));
-    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales, stream);
+    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
+                                       scales.v_scale, stream);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/attention/head_sizes.h"
 #include "pagedattn/config.h"
 
 #if PAGEDATTN_WITH_CUDA
@@ -13,28 +14,6 @@
 
 namespace pagedattn::kernels {
 namespace {
-
-constexpr int kInstantiated[] = {
-#if PAGEDATTN_HEAD_SIZE_64_BUILT
-    64,
-#endif
-#if PAGEDATTN_HEAD_SIZE_80_BUILT
-    80,
-#endif
-#if PAGEDATTN_HEAD_SIZE_96_BUILT
-    96,
-#endif
-#if PAGEDATTN_HEAD_SIZE_128_BUILT
-    128,
-#endif
-#if PAGEDATTN_HEAD_SIZE_192_BUILT
-    192,
-#endif
-#if PAGEDATTN_HEAD_SIZE_256_BUILT
-    256,
-#endif
-    0,  // terminator, keeps the array non-empty
-};
 
 bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
@@ -109,8 +88,8 @@ Status validate_buffers(const DecodeAttentionParams& p) {
 int decode_attention_kernel_head_size(int head_size) {
   if (head_size < 8 || head_size % 8 != 0) return 0;
   int best = 0;
-  for (int n : kInstantiated) {
-    if (n >= head_size && (best == 0 || n < best)) best = n;
+  for (int n : BuiltHeadSizes::kValues) {
+    if (n >= head_size && n <= kMaxDecodeHeadSize && (best == 0 || n < best)) best = n;
   }
   return best;
 }
@@ -132,7 +111,8 @@ Status launch_decode_attention(const DecodeAttentionParams& params, void* stream
   if (kernel_head_size == 0) {
     return unimplemented("decode attention: head_size " + str(params.head_size) +
                          " has no decode kernel in this build (multiples of 8 up to the largest "
-                         "of the built head sizes <= 256: " + PAGEDATTN_HEAD_SIZES + ")");
+                         "of the built head sizes <= " + str(kMaxDecodeHeadSize) + ": " +
+                         PAGEDATTN_HEAD_SIZES + ")");
   }
   if (Status s = validate_types(params); !s.ok()) return s;
   if (Status s = validate_buffers(params); !s.ok()) return s;

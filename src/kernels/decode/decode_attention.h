@@ -61,8 +61,11 @@ struct DecodeAttentionParams {
   int num_ctas = 0;
 };
 
-// Head sizes with a decode kernel in this build: multiples of 8 up to the largest instantiated
-// size not above 256 (512 is served by the paged attention family).
+// The largest head size with decode instantiations (512 is served by the paged attention family).
+inline constexpr int kMaxDecodeHeadSize = 256;
+
+// Head sizes with a decode kernel in this build: multiples of 8 up to the largest built kernel
+// head size not above kMaxDecodeHeadSize, each served by the next built size.
 int decode_attention_kernel_head_size(int head_size);  // 0 = none
 
 // CTAs of the decode kernel one SM holds at once for these types (the plan's num_ctas is this

@@ -4,8 +4,8 @@
 
 namespace pagedattn::kernels::decode {
 
-template cudaError_t launch_decode_instance<128, __half, CacheKind::kFp8E4M3>(const DecodeArgs&,
-                                                                          cudaStream_t);
+template cudaError_t launch_decode_instance<128, __half, CacheKind::kFp8E4M3>(
+    const DecodeArgs&, cudaStream_t);
 template int decode_instance_ctas_per_sm<128, __half, CacheKind::kFp8E4M3>();
 
 }  // namespace pagedattn::kernels::decode

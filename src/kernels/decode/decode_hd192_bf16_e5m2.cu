@@ -4,8 +4,8 @@
 
 namespace pagedattn::kernels::decode {
 
-template cudaError_t launch_decode_instance<192, __nv_bfloat16, CacheKind::kFp8E5M2>(const DecodeArgs&,
-                                                                          cudaStream_t);
+template cudaError_t launch_decode_instance<192, __nv_bfloat16, CacheKind::kFp8E5M2>(
+    const DecodeArgs&, cudaStream_t);
 template int decode_instance_ctas_per_sm<192, __nv_bfloat16, CacheKind::kFp8E5M2>();
 
 }  // namespace pagedattn::kernels::decode

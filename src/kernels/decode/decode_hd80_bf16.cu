@@ -4,8 +4,8 @@
 
 namespace pagedattn::kernels::decode {
 
-template cudaError_t launch_decode_instance<80, __nv_bfloat16, CacheKind::kSame>(const DecodeArgs&,
-                                                                          cudaStream_t);
-template int decode_instance_ctas_per_sm<80, __nv_bfloat16, CacheKind::kSame>();
+template cudaError_t launch_decode_instance<80, __nv_bfloat16, CacheKind::kBF16>(
+    const DecodeArgs&, cudaStream_t);
+template int decode_instance_ctas_per_sm<80, __nv_bfloat16, CacheKind::kBF16>();
 
 }  // namespace pagedattn::kernels::decode

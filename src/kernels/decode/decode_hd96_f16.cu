@@ -4,8 +4,8 @@
 
 namespace pagedattn::kernels::decode {
 
-template cudaError_t launch_decode_instance<96, __half, CacheKind::kSame>(const DecodeArgs&,
-                                                                          cudaStream_t);
-template int decode_instance_ctas_per_sm<96, __half, CacheKind::kSame>();
+template cudaError_t launch_decode_instance<96, __half, CacheKind::kF16>(
+    const DecodeArgs&, cudaStream_t);
+template int decode_instance_ctas_per_sm<96, __half, CacheKind::kF16>();
 
 }  // namespace pagedattn::kernels::decode

@@ -30,9 +30,10 @@ __device__ __forceinline__ void run_unit(const DecodeArgs& a, const UnitWork& w,
   const int scale_idx = p.per_head_scales ? w.kv_head : 0;
   ScoreParams sp;
   sp.qk_scale = Cfg::kFp8 ? p.k_scale[scale_idx] : p.scale;  // FP8: Q carries the scale
-  sp.softcap = p.softcap;
+  sp.softcap = attention::soft_cap_applies(p.softcap);
+  if (sp.softcap) sp.cap = attention::make_soft_cap(sp.qk_scale, p.softcap, kLog2e);
   sp.alibi = p.alibi_slopes != nullptr;
-  sp.exp_scale = (sp.softcap > 0.0f || sp.alibi) ? 1.0f : sp.qk_scale * kLog2e;
+  sp.exp_scale = (sp.softcap || sp.alibi) ? 1.0f : sp.qk_scale * kLog2e;
   const float v_scale = Cfg::kFp8 ? p.v_scale[scale_idx] : 1.0f;
   WarpState<Cfg> st;
 #pragma unroll
@@ -47,8 +48,8 @@ __device__ __forceinline__ void run_unit(const DecodeArgs& a, const UnitWork& w,
   // Keys every row of the tile sees: tiles inside need no mask.
   const int pos_first = w.kv_len - w.q_len + w.row0 / a.group;
   const int pos_last = w.kv_len - w.q_len + (w.row0 + w.rows - 1) / a.group;
-  const int open_lo = max(w.kv_begin, p.window_left >= 0 ? pos_last - p.window_left : 0);
-  const int open_hi = min(w.kv_end - 1, pos_first);
+  const int open_lo = unit_visible_keys(a, w, pos_last).lo;
+  const int open_hi = unit_visible_keys(a, w, pos_first).hi;
 
   device::cp_async_wait<0>();
   __syncthreads();

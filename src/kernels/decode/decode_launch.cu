@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "kernels/attention/head_sizes.h"
 #include "kernels/decode/decode_combine.h"
 #include "kernels/decode/decode_dispatch.h"
 #include "kernels/decode/decode_traits.cuh"
@@ -21,45 +22,34 @@ int decode_instance_ctas_per_sm();
 namespace {
 
 // Calls f.operator()<head size, T, cache kind>() for the runtime values; `fallback` when the head
-// size has no instantiation.
-template <int kHeadDim, typename T, typename F, typename R>
+// size has no decode instantiation (those above 256 are served by the paged attention family).
+template <int kHeadDim, typename T, CacheKind k16Bit, typename F, typename R>
 R with_cache(DType cache, const F& f) {
-  switch (cache) {
-    case DType::kFP8E4M3: return f.template operator()<kHeadDim, T, CacheKind::kFp8E4M3>();
-    case DType::kFP8E5M2: return f.template operator()<kHeadDim, T, CacheKind::kFp8E5M2>();
-    default: return f.template operator()<kHeadDim, T, CacheKind::kSame>();
+  switch (cache_kind(cache)) {
+    case CacheKind::kFp8E4M3: return f.template operator()<kHeadDim, T, CacheKind::kFp8E4M3>();
+    case CacheKind::kFp8E5M2: return f.template operator()<kHeadDim, T, CacheKind::kFp8E5M2>();
+    default: return f.template operator()<kHeadDim, T, k16Bit>();
   }
 }
 
 template <int kHeadDim, typename F, typename R>
 R with_dtype(DType q, DType cache, const F& f) {
-  return q == DType::kBF16 ? with_cache<kHeadDim, __nv_bfloat16, F, R>(cache, f)
-                           : with_cache<kHeadDim, __half, F, R>(cache, f);
+  return q == DType::kBF16 ? with_cache<kHeadDim, __nv_bfloat16, CacheKind::kBF16, F, R>(cache, f)
+                           : with_cache<kHeadDim, __half, CacheKind::kF16, F, R>(cache, f);
 }
 
-template <typename R, typename F>
-R with_instance(int head_size, DType q, DType cache, R fallback, F f) {
-  switch (head_size) {
-#if PAGEDATTN_HEAD_SIZE_64_BUILT
-    case 64: return with_dtype<64, F, R>(q, cache, f);
-#endif
-#if PAGEDATTN_HEAD_SIZE_80_BUILT
-    case 80: return with_dtype<80, F, R>(q, cache, f);
-#endif
-#if PAGEDATTN_HEAD_SIZE_96_BUILT
-    case 96: return with_dtype<96, F, R>(q, cache, f);
-#endif
-#if PAGEDATTN_HEAD_SIZE_128_BUILT
-    case 128: return with_dtype<128, F, R>(q, cache, f);
-#endif
-#if PAGEDATTN_HEAD_SIZE_192_BUILT
-    case 192: return with_dtype<192, F, R>(q, cache, f);
-#endif
-#if PAGEDATTN_HEAD_SIZE_256_BUILT
-    case 256: return with_dtype<256, F, R>(q, cache, f);
-#endif
-    default: return fallback;
+template <typename R, typename F, int kSize>
+void with_size(int head_size, DType q, DType cache, const F& f, R& result) {
+  if constexpr (kSize <= kMaxDecodeHeadSize) {
+    if (head_size == kSize) result = with_dtype<kSize, F, R>(q, cache, f);
   }
+}
+
+template <typename R, typename F, int... kSizes>
+R with_instance(HeadSizeList<kSizes...>, int head_size, DType q, DType cache, R fallback, F f) {
+  R result = fallback;
+  (with_size<R, F, kSizes>(head_size, q, cache, f, result), ...);
+  return result;
 }
 
 struct LaunchInstance {
@@ -87,9 +77,9 @@ Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int ker
                                     void* stream) {
   const decode::DecodeArgs a = decode::make_decode_args(params);
   auto cuda_stream = static_cast<cudaStream_t>(stream);
-  cudaError_t err =
-      decode::with_instance(kernel_head_size, params.q_dtype, params.cache_dtype,
-                            cudaErrorInvalidValue, decode::LaunchInstance{a, cuda_stream});
+  cudaError_t err = decode::with_instance(BuiltHeadSizes{}, kernel_head_size, params.q_dtype,
+                                          params.cache_dtype, cudaErrorInvalidValue,
+                                          decode::LaunchInstance{a, cuda_stream});
   if (err == cudaSuccess) {
     err = params.q_dtype == DType::kBF16
               ? decode::launch_decode_combine<__nv_bfloat16>(params, a.group, cuda_stream)
@@ -103,7 +93,7 @@ Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int ker
 }
 
 int decode_ctas_per_sm_cuda(int kernel_head_size, DType q_dtype, DType cache_dtype) {
-  return decode::with_instance(kernel_head_size, q_dtype, cache_dtype, 0,
+  return decode::with_instance(BuiltHeadSizes{}, kernel_head_size, q_dtype, cache_dtype, 0,
                                decode::InstanceOccupancy{});
 }
 

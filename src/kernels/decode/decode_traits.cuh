@@ -10,18 +10,17 @@
 
 #include <cstdint>
 
+#include "kernels/cache_kind.h"
 #include "kernels/decode/decode_attention.h"
 #include "kernels/decode/decode_work.h"
 
 namespace pagedattn::kernels::decode {
 
-enum class CacheKind { kSame, kFp8E4M3, kFp8E5M2 };
-
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
-  static constexpr bool kFp8 = kCache != CacheKind::kSame;
+  static constexpr bool kFp8 = is_fp8(kCache);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
@@ -57,7 +56,7 @@ struct DecodeConfig {
 // candidate once its results have been checked against the oracle on the device.
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
-    DecodeConfig<kHeadDim, kCache, (kCache != CacheKind::kSame && kHeadDim <= 128 ? 128 : 64), 3>;
+    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
 
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
