@@ -90,10 +90,10 @@ class FlashInferImpl final : public AttentionImpl {
   }
 
  private:
-  kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
-                                             const KVScales& scales, const FlashInferMetadata& md,
-                                             const PassMetadata& pass, bool capture) const {
-    kernels::PagedAttentionParams p;
+  // The fields the paged attention and decode kernels' parameter blocks share (same names).
+  template <typename P>
+  void fill_layer(P& p, const TensorView& query, const TensorView& kv_cache,
+                  const KVScales& scales) const {
     p.q = query.data();
     p.q_token_stride = query.stride(0);
     p.q_head_stride = query.stride(1);
@@ -107,7 +107,6 @@ class FlashInferImpl final : public AttentionImpl {
     p.k_scale = heads_.scale_or_unit(scales.k_scale);
     p.v_scale = heads_.scale_or_unit(scales.v_scale);
     p.per_head_scales = scales.k_scale.defined() && scales.k_scale.numel() > 1;
-    p.num_tokens = md.step.num_actual_tokens;
     p.num_heads = params_.num_heads;
     p.num_kv_heads = params_.num_kv_heads;
     p.head_size = params_.head_size;
@@ -116,6 +115,24 @@ class FlashInferImpl final : public AttentionImpl {
     p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
     p.alibi_slopes = heads_.alibi_slopes();
     p.window_left = params_.sliding_window.left;
+  }
+
+  template <typename P>
+  void set_output(P& p, const gpu::PassOutput& out) const {
+    p.out = out.out;
+    p.out_token_stride = out.token_stride;
+    p.out_head_stride = out.head_stride;
+    p.lse = out.lse;
+    p.lse_head_stride = out.lse_head_stride;
+    p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
+  }
+
+  kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
+                                             const KVScales& scales, const FlashInferMetadata& md,
+                                             const PassMetadata& pass, bool capture) const {
+    kernels::PagedAttentionParams p;
+    fill_layer(p, query, kv_cache, scales);
+    p.num_tokens = md.step.num_actual_tokens;
     p.window_right = params_.sliding_window.right;
     p.split_out = md.split.out;
     p.split_lse = md.split.lse;
@@ -133,49 +150,15 @@ class FlashInferImpl final : public AttentionImpl {
     return p;
   }
 
-  void set_output(kernels::PagedAttentionParams& p, const gpu::PassOutput& out) const {
-    p.out = out.out;
-    p.out_token_stride = out.token_stride;
-    p.out_head_stride = out.head_stride;
-    p.lse = out.lse;
-    p.lse_head_stride = out.lse_head_stride;
-    p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
-  }
-
   kernels::DecodeAttentionParams decode_params(const TensorView& query, const TensorView& kv_cache,
                                                const KVScales& scales,
                                                const FlashInferMetadata& md,
                                                const gpu::PassOutput& out) const {
     kernels::DecodeAttentionParams p;
-    p.q = query.data();
-    p.q_token_stride = query.stride(0);
-    p.q_head_stride = query.stride(1);
-    p.q_dtype = params_.dtype;
-    p.kv_cache = kv_cache.data();
-    p.cache_dtype = cache_dtype_;
-    p.cache_block_stride = kv_cache.stride(0);
-    p.cache_kv_stride = kv_cache.stride(1);
-    p.cache_token_stride = kv_cache.stride(2);
-    p.cache_head_stride = kv_cache.stride(3);
-    p.k_scale = heads_.scale_or_unit(scales.k_scale);
-    p.v_scale = heads_.scale_or_unit(scales.v_scale);
-    p.per_head_scales = scales.k_scale.defined() && scales.k_scale.numel() > 1;
+    fill_layer(p, query, kv_cache, scales);
     p.block_table = md.decode.block_table;
     p.block_table_stride = md.decode.block_table_stride;
-    p.num_heads = params_.num_heads;
-    p.num_kv_heads = params_.num_kv_heads;
-    p.head_size = params_.head_size;
-    p.block_size = static_cast<int>(kv_cache.size(2));
-    p.scale = params_.resolved_scale();
-    p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
-    p.alibi_slopes = heads_.alibi_slopes();
-    p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
-    p.window_left = params_.sliding_window.left;
-    p.out = out.out;
-    p.out_token_stride = out.token_stride;
-    p.out_head_stride = out.head_stride;
-    p.lse = out.lse;
-    p.lse_head_stride = out.lse_head_stride;
+    set_output(p, out);
     p.plan = md.decode.plan;
     p.partial_out = md.decode.partial_out;
     p.partial_lse = md.decode.partial_lse;

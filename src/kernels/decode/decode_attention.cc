@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention/head_sizes.h"
+#include "kernels/attention/paged_attention.h"
 #include "pagedattn/config.h"
 
 #if PAGEDATTN_WITH_CUDA
@@ -85,13 +85,10 @@ Status validate_buffers(const DecodeAttentionParams& p) {
 
 }  // namespace
 
+// The paged attention family's choice (the next built size), when it has a decode kernel.
 int decode_attention_kernel_head_size(int head_size) {
-  if (head_size < 8 || head_size % 8 != 0) return 0;
-  int best = 0;
-  for (int n : BuiltHeadSizes::kValues) {
-    if (n >= head_size && n <= kMaxDecodeHeadSize && (best == 0 || n < best)) best = n;
-  }
-  return best;
+  const int kernel = paged_attention_kernel_head_size(head_size);
+  return kernel <= kMaxDecodeHeadSize ? kernel : 0;
 }
 
 int decode_attention_ctas_per_sm(int head_size, DType q_dtype, DType cache_dtype) {
