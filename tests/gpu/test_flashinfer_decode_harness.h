@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@ namespace pagedattn::test {
 
 struct DecodeRunOptions {
   int num_ctas = 0;          // 0: the device's SMs x the kernel's CTAs per SM
+  // Another kernel configuration than the library's (tests of candidate configurations): its
+  // launcher (kernel and combine) and CTAs per SM.
+  std::function<Status(const kernels::DecodeAttentionParams&)> launch;
+  int ctas_per_sm = 0;
   int fixed_chunk_tokens = 0;  // deterministic mode
   int unit_overhead_tokens = plan::kUnitOverheadTokens;
 };
@@ -29,11 +34,14 @@ struct DecodeRunResult {
   plan::DecodePlanStats stats;
 };
 
-inline int device_decode_ctas(const testing::CaseSpec& spec, DType cache_dtype) {
+inline int device_decode_ctas(const testing::CaseSpec& spec, DType cache_dtype,
+                              int ctas_per_sm) {
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  return sms * std::max(1, kernels::decode_attention_ctas_per_sm(spec.head_size, spec.dtype,
-                                                                 cache_dtype));
+  if (ctas_per_sm <= 0) {
+    ctas_per_sm = kernels::decode_attention_ctas_per_sm(spec.head_size, spec.dtype, cache_dtype);
+  }
+  return sms * std::max(1, ctas_per_sm);
 }
 
 inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLayout layout,
@@ -51,7 +59,8 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
 
   const TensorView& cache = b.kv_cache.view();
   plan::DecodePlanConfig config;
-  config.num_ctas = opt.num_ctas > 0 ? opt.num_ctas : device_decode_ctas(spec, cache.dtype());
+  config.num_ctas =
+      opt.num_ctas > 0 ? opt.num_ctas : device_decode_ctas(spec, cache.dtype(), opt.ctas_per_sm);
   config.num_heads = spec.num_heads;
   config.num_kv_heads = spec.num_kv_heads;
   config.window_left = b.params.sliding_window.left;
@@ -125,7 +134,7 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   p.partial_lse = partial_lse.as<float>();
   p.num_ctas = config.num_ctas;
 
-  const Status st = kernels::launch_decode_attention(p, nullptr);
+  const Status st = opt.launch ? opt.launch(p) : kernels::launch_decode_attention(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   result.out.resize(out_bytes / 2);
