@@ -12,8 +12,8 @@
 // cut (pieces of at least kMinChunkTokens keys): into the CTA's remaining room, or, starting an
 // empty CTA, into equal pieces of about one budget each, so the makespan stays close to the
 // average. Cuts fall anywhere: the KV tile at a cut is read by both units, each loading and
-// counting only its own keys. Cut segments write f32 partials that a combine merges by LSE, in piece order.
-// Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
+// counting only its own keys. Cut segments write f32 partials that a combine merges by LSE, in
+// piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
 // pieces, and therefore its output bits, do not depend on the rest of the batch.
 #pragma once
 

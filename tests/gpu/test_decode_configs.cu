@@ -24,7 +24,9 @@ DecodeRunOptions config_options() {
   o.launch = [](const kernels::DecodeAttentionParams& p) -> Status {
     const kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
     cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    if (err == cudaSuccess) err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
+    if (err == cudaSuccess) {
+      err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
+    }
     if (err != cudaSuccess) return Status(StatusCode::kCudaError, cudaGetErrorString(err));
     return ok_status();
   };

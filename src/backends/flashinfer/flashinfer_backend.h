@@ -12,7 +12,8 @@ namespace pagedattn::flashinfer {
 
 // Cascade steps run both passes through the paged attention kernel, which places key positions
 // from each pass's own lengths: ALiBi and windows cannot be expressed there.
-inline constexpr backends::CascadeFeatures kCascadeFeatures{.alibi = false, .sliding_window = false};
+inline constexpr backends::CascadeFeatures kCascadeFeatures{.alibi = false,
+                                                            .sliding_window = false};
 
 #if PAGEDATTN_WITH_CUDA
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params);
