@@ -189,38 +189,38 @@ TEST(FlashAttn, UnknownCapabilityWithoutDevice) {
   EXPECT_TRUE(r[0].starts_with("compute capability unknown (no CUDA device cuda:0 found"));
 }
 
-TEST(FlashInfer, DescribesVllmButIsNotBuilt) {
+TEST(FlashInfer, DescribesWhatItsKernelsServe) {
   const AttentionBackend& b = flashinfer_backend();
-  EXPECT_EQ(b.unavailable_reason(), "not built in this version");
-  EXPECT_TRUE(b.supports_head_size(64));
-  EXPECT_FALSE(b.supports_head_size(96));
+  if (built_with_cuda()) {
+    EXPECT_EQ(b.unavailable_reason(), std::nullopt);
+  } else {
+    EXPECT_EQ(b.unavailable_reason(), "not built in this version (built without CUDA)");
+    EXPECT_EQ(b.make_builder(BuilderParams{}).status().code(), StatusCode::kUnimplemented);
+    EXPECT_EQ(b.make_impl(AttentionImplParams{}).status().code(), StatusCode::kUnimplemented);
+  }
+  EXPECT_TRUE(b.supports_head_size(128));
+  EXPECT_FALSE(b.supports_head_size(100));
+  EXPECT_FALSE(b.supports_head_size(520));
+  EXPECT_TRUE(b.supports_block_size(1024));
   EXPECT_TRUE(b.supports_block_size(48));  // a multiple of 16
   EXPECT_FALSE(b.supports_block_size(8));
-  EXPECT_TRUE(b.supports_compute_capability({7, 5}));
+  EXPECT_TRUE(b.supports_compute_capability({8, 0}));
   EXPECT_TRUE(b.supports_compute_capability({12, 1}));
   EXPECT_FALSE(b.supports_compute_capability({12, 2}));
-  EXPECT_FALSE(b.supports_compute_capability({7, 0}));
-  EXPECT_FALSE(b.supports_non_causal());
-  EXPECT_FALSE(b.supports_per_head_quant_scales());
-  EXPECT_EQ(b.make_builder(BuilderParams{}).status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(b.make_impl(AttentionImplParams{}).status().code(), StatusCode::kUnimplemented);
+  EXPECT_FALSE(b.supports_compute_capability({7, 5}));
+  EXPECT_TRUE(b.supports_non_causal());
+  EXPECT_TRUE(b.supports_per_head_quant_scales());
+  EXPECT_TRUE(b.supports_sink());
+  EXPECT_TRUE(b.supports_alibi());
 
   AttentionSelectorConfig c = cuda_config();
-  c.head_size = 96;
   c.block_size = 8;
-  c.has_sinks = true;
-  c.use_per_head_quant_scales = true;
-  c.causal = false;
-  c.use_alibi = true;
-  c.attn_type = AttentionType::kEncoderOnly;
-  EXPECT_EQ(b.validate_configuration(c),
-            (std::vector<std::string>{
-                "not built in this version", "head_size not supported (96; allowed: 64, 128, 256)",
-                "block_size not supported (8; allowed: multiples of 16, "
-                "32 or 64)",
-                "attention sinks not supported", "per-head quant scales not supported",
-                "attention type encoder_only not supported", "non-causal attention not supported",
-                "ALiBi not supported"}));
+  c.attn_type = AttentionType::kEncoderDecoder;
+  std::vector<std::string> expected;
+  if (!built_with_cuda()) expected.push_back("not built in this version (built without CUDA)");
+  expected.push_back("block_size not supported (8; allowed: multiples of 16)");
+  expected.push_back("attention type encoder_decoder not supported");
+  EXPECT_EQ(b.validate_configuration(c), expected);
 }
 
 // A backend with the base-class defaults, to pin down the predicates vLLM defines on the base.

@@ -1,6 +1,15 @@
-// FLASHINFER's description, after vLLM's FlashInferBackend (research/vllm_backends.md 3.1). No
-// FlashInfer-style kernels are built yet, so validation always says so and make_* refuse.
+// FLASHINFER's description, after vLLM's FlashInferBackend (research notes, vLLM backends 3.1),
+// widened to what our kernels serve: pages 16 to 1024 on sm_80+ (vLLM allows large pages only on
+// Blackwell), the head sizes FLASH_ATTN serves, sinks, ALiBi, non-causal, per-head FP8 scales.
+// Decodes run the GQA-packed decode kernel (kernels/decode/), prefills the paged attention kernel.
+#include "pagedattn/config.h"  // first: flashinfer_backend.h tests PAGEDATTN_WITH_CUDA
+
 #include "backends/factories.h"
+#include "backends/flashinfer/flashinfer_backend.h"
+
+#if PAGEDATTN_WITH_CUDA
+#include "kernels/attention/paged_attention.h"
+#endif
 
 namespace pagedattn {
 namespace {
@@ -13,34 +22,64 @@ class FlashInferBackend final : public AttentionBackend {
     return {KVCacheDType::kAuto, KVCacheDType::kFloat16, KVCacheDType::kBFloat16,
             KVCacheDType::kFP8E4M3, KVCacheDType::kFP8E5M2};
   }
-  // vLLM lists the ints 16, 32, 64 and treats each as "a multiple of".
+  // vLLM lists 16, 32 and 64, each meaning "a multiple of"; our kernels take any multiple of 16
+  // (tested with pages 16 to 1024), which covers those.
   std::vector<MultipleOf> supported_kernel_block_sizes() const override {
-    return {MultipleOf{16}, MultipleOf{32}, MultipleOf{64}};
+    return {MultipleOf{16}};
   }
   bool supports_head_size(int head_size) const override {
-    return head_size == 64 || head_size == 128 || head_size == 256;
+    const bool in_range =
+        head_size % 8 == 0 && ((head_size >= 32 && head_size <= 256) || head_size == 512);
+    if (!in_range) return false;
+#if PAGEDATTN_WITH_CUDA
+    // Prefills (and decodes without a decode kernel) need a paged attention kernel.
+    return kernels::paged_attention_kernel_head_size(head_size) != 0;
+#else
+    return true;
+#endif
   }
-  std::string supported_head_sizes_text() const override { return "64, 128, 256"; }
-  // Sinks need vLLM's TRT-LLM path (SM100 only); ALiBi, non-causal and per-head scales are not
-  // offered by vLLM's FlashInfer backend.
+  std::string supported_head_sizes_text() const override {
+    std::string text = "multiples of 8 from 32 to 256, and 512";
+    if (PAGEDATTN_WITH_CUDA) text += std::string(" (kernels built: ") + PAGEDATTN_HEAD_SIZES + ")";
+    return text;
+  }
+  bool supports_sink() const override { return true; }
+  bool supports_alibi() const override { return true; }
   bool supports_sliding_window() const override { return true; }
   bool supports_soft_cap() const override { return true; }
-  bool supports_device(DeviceKind kind) const override { return kind == DeviceKind::kCUDA; }
-  bool supports_compute_capability(ComputeCapability cc) const override {
-    return cc >= ComputeCapability{7, 5} && cc <= ComputeCapability{12, 1};
+  bool supports_non_causal() const override { return true; }
+  bool supports_per_head_quant_scales() const override { return true; }
+  bool supports_attn_type(AttentionType type) const override {
+    return type == AttentionType::kDecoder || type == AttentionType::kEncoder ||
+           type == AttentionType::kEncoderOnly;
   }
-  // vLLM requires HND on SM 10.x; that depends on the device, which this hook does not see. It
-  // will matter once the backend is built.
+  bool supports_device(DeviceKind kind) const override { return kind == DeviceKind::kCUDA; }
+  // Our kernels need mma.sync bf16 (sm_80+); vLLM's upper bound stays.
+  bool supports_compute_capability(ComputeCapability cc) const override {
+    return cc >= ComputeCapability{8, 0} && cc <= ComputeCapability{12, 1};
+  }
   std::optional<std::string> unavailable_reason() const override {
-    return "not built in this version";
+    if (PAGEDATTN_WITH_CUDA) return std::nullopt;
+    return "not built in this version (built without CUDA)";
   }
 
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(
-      const BuilderParams&) const override {
-    return unimplemented("FLASHINFER is not built in this version");
+      const BuilderParams& params) const override {
+#if PAGEDATTN_WITH_CUDA
+    return flashinfer::make_builder(params);
+#else
+    (void)params;
+    return unimplemented("FLASHINFER is not built in this version (built without CUDA)");
+#endif
   }
-  StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams&) const override {
-    return unimplemented("FLASHINFER is not built in this version");
+  StatusOr<std::unique_ptr<AttentionImpl>> make_impl(
+      const AttentionImplParams& params) const override {
+#if PAGEDATTN_WITH_CUDA
+    return flashinfer::make_impl(params);
+#else
+    (void)params;
+    return unimplemented("FLASHINFER is not built in this version (built without CUDA)");
+#endif
   }
 };
 

@@ -1,0 +1,219 @@
+// FLASHINFER's metadata builder (vLLM's FlashInferMetadataBuilder): reorder threshold 1, the step
+// split decodes first, then a plan per part, computed on the host into a pinned mirror of the
+// workspace and copied with one asynchronous copy: vLLM's page arrays, the prefill part's query
+// starts and split counts, and the decode plan (plan/). Every layer of the step reuses it. The
+// launches read their work from the workspace, so their shapes depend on the request and token
+// counts only (CUDA graphs ALWAYS). A cascade step (eager only) runs both passes through the paged
+// kernel with the GPU layer's cascade sequence.
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backends/factories.h"
+#include "backends/flashinfer/flashinfer_backend.h"
+#include "backends/flashinfer/metadata.h"
+#include "backends/flashinfer/step_workspace.h"
+#include "backends/gpu/checks.h"
+#include "backends/gpu/step_buffers.h"
+#include "kernels/attention/paged_attention.h"
+#include "kernels/decode/decode_attention.h"
+#include "plan/page_indptr.h"
+#include "plan/prefill_plan.h"
+#include "runtime/check.h"
+
+namespace pagedattn::flashinfer {
+namespace {
+
+using flash_attn::PassMetadata;
+
+template <typename T>
+std::span<T> region(char* base, int64_t offset, int64_t count) {
+  return {reinterpret_cast<T*>(base + offset), static_cast<size_t>(count)};
+}
+
+class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
+ public:
+  FlashInferMetadataBuilder(const BuilderParams& params, int num_sms, int decode_ctas,
+                            gpu::CascadeBuilder cascade)
+      : params_(params), num_sms_(num_sms), decode_ctas_(decode_ctas),
+        cascade_(std::move(cascade)) {}
+
+  Status init() {
+    plan::WorkspaceLimits limits;
+    limits.max_num_reqs = params_.max_num_reqs;
+    limits.max_num_tokens = params_.max_num_tokens;
+    limits.max_model_len = params_.max_model_len;
+    limits.head_size = params_.head_size;
+    limits.decode = decode_config();
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        workspace_, StepWorkspace::allocate(params_.device.index, plan::workspace_layout(limits)));
+    split_layout_ =
+        plan::split_workspace_layout(params_.max_num_tokens, params_.num_heads, params_.head_size);
+    PAGEDATTN_ASSIGN_OR_RETURN(split_,
+                               gpu::SplitWorkspace::allocate(params_.device.index, split_layout_));
+    return ok_status();
+  }
+
+  AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::kAlways; }
+  std::optional<int> reorder_batch_threshold() const override { return 1; }
+
+  StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
+                                                     const CommonAttentionMetadata& meta) override {
+    PAGEDATTN_RETURN_IF_ERROR(gpu::check_step(params_, meta));
+    const int n = meta.num_reqs;
+    const std::span<const int32_t> qsl(meta.query_start_loc_cpu.data_as<const int32_t>(),
+                                       static_cast<size_t>(n) + 1);
+    const std::span<const int32_t> seqs(meta.seq_lens_cpu.data_as<const int32_t>(),
+                                        static_cast<size_t>(n));
+    runtime::ScopedDevice guard(params_.device.index);
+    PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
+    const plan::WorkspaceLayout& l = workspace_->layout();
+    const char* dev = workspace_->device_ints();
+
+    auto md = std::make_unique<FlashInferMetadata>();
+    md->step = gpu::step_info(params_, meta);
+    md->split = split_.view();
+    auto indptr = region<int32_t>(host, l.kv_indptr_offset, n + 1);
+    auto last_page = region<int32_t>(host, l.last_page_len_offset, n);
+    plan::paged_kv_indptr(seqs, params_.block_size, indptr, last_page);
+    md->paged_kv_indptr = indptr.data();
+    md->paged_kv_last_page_len = last_page.data();
+
+    PassMetadata& prefill = md->prefill;
+    prefill.cu_seqlens_q = reinterpret_cast<const int32_t*>(dev + l.prefill_cu_offset);
+    prefill.seqused_k = meta.seq_lens.data_as<const int32_t>();
+    prefill.block_table = meta.block_table_tensor.data_as<const int32_t>();
+    prefill.block_table_stride = meta.block_table_tensor.stride(0);
+    prefill.num_reqs = n;
+    prefill.max_query_len = meta.max_query_len;
+    prefill.max_seq_len = meta.max_seq_len;
+    prefill.causal = meta.causal;
+    prefill.num_splits_per_req = reinterpret_cast<const int32_t*>(dev + l.prefill_splits_offset);
+    plan::SplitKVConfig split_config;
+    split_config.num_sms = num_sms_;
+    split_config.num_heads = params_.num_heads;
+    split_config.num_kv_heads = params_.num_kv_heads;
+    split_config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
+    split_config.block_size = params_.block_size;
+    split_config.window_left = params_.sliding_window.left;
+    split_config.max_splits =
+        params_.deterministic ? 1
+                              : plan::graph_safe_max_splits(
+                                    meta.num_actual_tokens, split_layout_.token_splits,
+                                    params_.num_heads, params_.num_kv_heads,
+                                    split_config.head_size, num_sms_);
+    prefill.max_num_splits = split_config.max_splits;
+
+    PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
+    std::span<const int32_t> pass_seqs = seqs;
+    if (md->cascade.enabled) {
+      PAGEDATTN_RETURN_IF_ERROR(plan_cascade(*md, split_config));
+      pass_seqs = cascade_.suffix_seq_lens();
+    } else if (meta.causal && decode_ctas_ > 0) {
+      md->parts = split_decodes_and_prefills(meta, 1, /*require_uniform=*/true);
+    }
+    md->parts.num_prefills = n - md->parts.num_decodes;
+    md->parts.num_prefill_tokens = qsl[n] - md->parts.num_decode_tokens;
+
+    const int nd = md->parts.num_decodes;
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        const plan::PrefillPlan prefill_plan,
+        plan::plan_prefill(qsl, pass_seqs, nd, split_config, !params_.deterministic,
+                           region<int32_t>(host, l.prefill_cu_offset, n + 1),
+                           region<int32_t>(host, l.prefill_splits_offset, n)));
+    prefill.max_splits_used = prefill_plan.max_splits_used;
+
+    DecodePass& decode = md->decode;
+    decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled;
+    int64_t plan_bytes = 0;
+    if (decode.kernel) {
+      PAGEDATTN_ASSIGN_OR_RETURN(
+          md->decode_stats,
+          plan::plan_decode(qsl.first(nd + 1), seqs.first(nd), decode_config(), l.decode,
+                            scratch_, host + l.decode_plan_offset));
+      plan_bytes = md->decode_stats.bytes_used;
+      decode.plan = dev + l.decode_plan_offset;
+      decode.partial_out = workspace_->partial_out();
+      decode.partial_lse = workspace_->partial_lse();
+      decode.num_ctas = decode_ctas_;
+      decode.block_table = prefill.block_table;
+      decode.block_table_stride = prefill.block_table_stride;
+    }
+    PAGEDATTN_RETURN_IF_ERROR(workspace_->upload(l.decode_plan_offset + plan_bytes));
+    return std::unique_ptr<AttentionMetadata>(std::move(md));
+  }
+
+ private:
+  plan::DecodePlanConfig decode_config() const {
+    plan::DecodePlanConfig c;
+    c.num_ctas = std::max(1, decode_ctas_);
+    c.num_heads = params_.num_heads;
+    c.num_kv_heads = params_.num_kv_heads;
+    c.window_left = params_.sliding_window.left;
+    c.fixed_chunk_tokens = params_.deterministic ? plan::kDeterministicChunkTokens : 0;
+    return c;
+  }
+
+  // The prefix pass (one non-causal request of every token over row 0's first blocks) and the
+  // suffix pass (every request over its keys after the prefix), both through the paged kernel.
+  Status plan_cascade(FlashInferMetadata& md, const plan::SplitKVConfig& config) {
+    const gpu::CascadeMetadata& c = md.cascade;
+    const int prefix_splits = plan::choose_num_splits(
+        plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads,
+                           config.head_size),
+        0,
+        c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
+        config.max_splits);
+    PAGEDATTN_RETURN_IF_ERROR(cascade_.upload(std::span<const int32_t>(&prefix_splits, 1)));
+    PassMetadata& p = md.cascade_prefix;
+    p.cu_seqlens_q = c.prefix_cu_seqlens_q;
+    p.seqused_k = c.prefix_seqused_k;
+    p.block_table = md.prefill.block_table;  // row 0: every request shares these blocks
+    p.block_table_stride = md.prefill.block_table_stride;
+    p.num_reqs = 1;
+    p.max_query_len = c.num_tokens;
+    p.max_seq_len = c.common_prefix_len;
+    p.causal = false;
+    p.num_splits_per_req = c.prefix_extra;
+    p.max_num_splits = config.max_splits;
+    p.max_splits_used = prefix_splits;
+    md.prefill.seqused_k = c.suffix_seqused_k;
+    md.prefill.block_table += c.prefix_blocks;  // the suffix's key 0 is key cpl of the request
+    md.prefill.max_seq_len = c.suffix_max_seq_len;
+    return ok_status();
+  }
+
+  BuilderParams params_;
+  int num_sms_ = 0;
+  int decode_ctas_ = 0;  // 0: no decode kernel for this layer (decodes run as prefills)
+  gpu::CascadeBuilder cascade_;
+  std::unique_ptr<StepWorkspace> workspace_;
+  plan::SplitWorkspaceLayout split_layout_;
+  gpu::SplitWorkspace split_;
+  plan::DecodePlanScratch scratch_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params) {
+  PAGEDATTN_RETURN_IF_ERROR(gpu::check_builder_params(flashinfer_backend(), params));
+  int num_sms = params.num_sms;
+  if (num_sms <= 0) {
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, params.device.index),
+        "reading the SM count of cuda:" + std::to_string(params.device.index));
+  }
+  const int per_sm = kernels::decode_attention_ctas_per_sm(
+      params.head_size, params.dtype, kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype));
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      gpu::CascadeBuilder cascade,
+      gpu::CascadeBuilder::create("FLASHINFER", params, kCascadeFeatures, /*prefix_extra_ints=*/1));
+  auto builder = std::make_unique<FlashInferMetadataBuilder>(params, num_sms, num_sms * per_sm,
+                                                             std::move(cascade));
+  PAGEDATTN_RETURN_IF_ERROR(builder->init());
+  return std::unique_ptr<AttentionMetadataBuilder>(std::move(builder));
+}
+
+}  // namespace pagedattn::flashinfer

@@ -1,0 +1,41 @@
+// FLASHINFER's per-step metadata: the GPU layer's common parts plus the two parts of the step
+// (vLLM's split_decodes_and_prefills, decodes first): the decode part as a plan in the workspace
+// that the decode kernel walks, the prefill part as a paged-kernel launch over every request
+// (decodes with empty query ranges). Everything forward reads was decided in build().
+#pragma once
+
+#include <cstdint>
+
+#include "backends/flash_attn/metadata.h"
+#include "backends/gpu/metadata.h"
+#include "pagedattn/metadata.h"
+#include "plan/decode_plan.h"
+
+namespace pagedattn::flashinfer {
+
+struct DecodePass {
+  bool kernel = false;  // the decode kernel serves this layer (else decodes run as prefills)
+  const void* plan = nullptr;  // device, kernels/decode/decode_work.h layout
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
+  int num_ctas = 0;
+  const int32_t* block_table = nullptr;  // [num_reqs, block_table_stride] int32, device
+  int64_t block_table_stride = 0;
+};
+
+struct FlashInferMetadata final : AttentionMetadata {
+  gpu::StepInfo step;
+  gpu::SplitWorkspaceView split;
+  DecodePrefillSplit parts;  // what the kernels serve (all prefill when decode.kernel is false)
+  DecodePass decode;
+  plan::DecodePlanStats decode_stats;
+  flash_attn::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
+  gpu::CascadeMetadata cascade;
+  flash_attn::PassMetadata cascade_prefix;
+  // vLLM's FlashInfer arrays of this step (host, valid until the next build()): [num_reqs + 1]
+  // and [num_reqs].
+  const int32_t* paged_kv_indptr = nullptr;
+  const int32_t* paged_kv_last_page_len = nullptr;
+};
+
+}  // namespace pagedattn::flashinfer

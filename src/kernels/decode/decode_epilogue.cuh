@@ -1,0 +1,86 @@
+// Epilogue of a decode work unit: each warp parks its (m, l, unnormalized O) in shared memory;
+// the CTA merges the four key slices of each row and writes either the final output and LSE
+// (with the sink, added once) or the unit's f32 partial for the combine.
+#pragma once
+
+#include <cmath>
+
+#include "kernels/decode/decode_compute.cuh"
+
+namespace pagedattn::kernels::decode {
+
+template <typename Cfg, typename T>
+__device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& w,
+                                           const WarpState<Cfg>& st, float v_scale, char* smem) {
+  const DecodeAttentionParams& p = a.p;
+  constexpr int kRows = kDecodeRowsPerTile;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  float* o_smem = reinterpret_cast<float*>(smem);  // [warps][16][kORowFloats]
+  float* m_smem = o_smem + Cfg::kWarps * kRows * Cfg::kORowFloats;  // [warps][16]
+  float* l_smem = m_smem + Cfg::kWarps * kRows;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = lane / 4 + 8 * h;
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    float* o_row = o_smem + (warp * kRows + row) * Cfg::kORowFloats;
+#pragma unroll
+    for (int dt = 0; dt < 2 * Cfg::kKSteps; ++dt)
+#pragma unroll
+      for (int j = 0; j < 2; ++j) o_row[out_column<Cfg>(dt, 2 * h + j, lane)] = st.o[dt][2 * h + j];
+    if (lane % 4 == 0) {
+      m_smem[warp * kRows + row] = st.m[h];
+      l_smem[warp * kRows + row] = l;
+    }
+  }
+  __syncthreads();
+
+  const bool final_out = w.partial < 0;
+  const bool apply_sink = final_out && p.sinks != nullptr;
+  constexpr int kGroups = Cfg::kHeadDim / 4;  // 4 columns per item
+  for (int idx = threadIdx.x; idx < w.rows * kGroups; idx += Cfg::kThreads) {
+    const int row = idx / kGroups, col = (idx % kGroups) * 4;
+    if (col >= p.head_size) continue;
+    const int gr = w.row0 + row;
+    const int token = w.q_start + gr / a.group;
+    const int head = w.kv_head * a.group + gr % a.group;
+    float m = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < Cfg::kWarps; ++s) m = fmaxf(m, m_smem[s * kRows + row]);
+    const float sink2 = apply_sink ? p.sinks[head] * kLog2e : -INFINITY;
+    m = fmaxf(m, sink2);
+    const float m_use = m == -INFINITY ? 0.0f : m;
+    float l = apply_sink ? exp2f(sink2 - m_use) : 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < Cfg::kWarps; ++s) {
+      const float wgt = exp2f(m_smem[s * kRows + row] - m_use);
+      l += wgt * l_smem[s * kRows + row];
+      const float4 part =
+          *reinterpret_cast<const float4*>(o_smem + (s * kRows + row) * Cfg::kORowFloats + col);
+      o.x += wgt * part.x;
+      o.y += wgt * part.y;
+      o.z += wgt * part.z;
+      o.w += wgt * part.w;
+    }
+    const float inv = l > 0.0f ? v_scale / l : 0.0f;
+    o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
+    const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    if (final_out) {
+      T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
+      uint2 packed;
+      packed.x = device::pack_float2<T>(o.x, o.y);
+      packed.y = device::pack_float2<T>(o.z, o.w);
+      *reinterpret_cast<uint2*>(out) = packed;
+      if (p.lse != nullptr && col == 0) p.lse[head * p.lse_head_stride + token] = lse;
+    } else {
+      const int64_t prow = w.partial + row;
+      *reinterpret_cast<float4*>(p.partial_out + prow * p.head_size + col) = o;
+      if (col == 0) p.partial_lse[prow] = lse;
+    }
+  }
+  __syncthreads();  // the next unit reuses the shared memory
+}
+
+}  // namespace pagedattn::kernels::decode

@@ -1,0 +1,141 @@
+// Global loads of the decode kernel: the query tile straight into MMA fragments, the block ids of
+// each KV tile's key rows (staged ahead through a shared-memory ring) and the K/V tiles
+// (cp.async, 16 bytes per copy). Keys outside the unit's range and columns past head_size are
+// zero-filled without reading memory, so NaN in unused cache slots never reaches the MMAs.
+#pragma once
+
+#include "device/convert.cuh"
+#include "device/mma.cuh"
+#include "kernels/decode/decode_traits.cuh"
+
+namespace pagedattn::kernels::decode {
+
+// The unit a CTA runs, unpacked.
+struct UnitWork {
+  int req;
+  int q_start;
+  int q_len;
+  int kv_len;
+  int kv_head;
+  int row0;
+  int rows;  // packed rows of this tile (<= 16)
+  int kv_begin;
+  int kv_end;
+  int partial;  // first partial row, or -1
+};
+
+__device__ __forceinline__ UnitWork load_unit(const DecodeWorkUnit* units, int index, int group) {
+  const int4* src = reinterpret_cast<const int4*>(units + index);
+  const int4 lo = src[0], hi = src[1];
+  UnitWork w;
+  w.req = lo.x;
+  w.q_start = lo.y;
+  w.q_len = lo.z;
+  w.kv_len = lo.w;
+  w.kv_head = hi.x >> 16;
+  w.row0 = hi.x & 0xFFFF;
+  w.rows = min(kDecodeRowsPerTile, w.q_len * group - w.row0);
+  w.kv_begin = hi.y;
+  w.kv_end = hi.z;
+  w.partial = hi.w;
+  return w;
+}
+
+// Query fragments (A operand, 16 rows x kHeadDim) of every k16 step, in registers for the whole
+// unit. 16-bit caches: the plain m16n8k16 layout, T as given. FP8 caches: f16 pre-multiplied by
+// the softmax scale, with the k order permuted as the FP8 K fragments are (fragments_fp8.cuh):
+// lane t's registers hold columns 4t..4t+3 of each 16-column step.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const UnitWork& w,
+                                                 uint32_t (&qa)[Cfg::kKSteps][4]) {
+  const DecodeAttentionParams& p = a.p;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = g + 8 * h;
+    const bool valid = r < w.rows;
+    const int gr = w.row0 + r;
+    const T* row = static_cast<const T*>(p.q);
+    if (valid) {
+      row += (w.q_start + gr / a.group) * p.q_token_stride +
+             (w.kv_head * a.group + gr % a.group) * p.q_head_stride;
+    }
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+      if constexpr (Cfg::kFp8) {
+        const int col = 16 * kk + 4 * t;
+        uint2 v = make_uint2(0u, 0u);
+        if (valid && col < p.head_size) v = *reinterpret_cast<const uint2*>(row + col);
+        const float2 x01 = device::unpack_float2<T>(v.x), x23 = device::unpack_float2<T>(v.y);
+        qa[kk][h] = device::pack_float2<__half>(x01.x * p.scale, x01.y * p.scale);
+        qa[kk][2 + h] = device::pack_float2<__half>(x23.x * p.scale, x23.y * p.scale);
+      } else {
+        const int col = 16 * kk + 2 * t;
+        const bool lo_ok = valid && col < p.head_size, hi_ok = valid && col + 8 < p.head_size;
+        qa[kk][h] = lo_ok ? *reinterpret_cast<const uint32_t*>(row + col) : 0u;
+        qa[kk][2 + h] = hi_ok ? *reinterpret_cast<const uint32_t*>(row + col + 8) : 0u;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ int key_block(const DecodeArgs& a, int key) {
+  return a.block_shift >= 0 ? key >> a.block_shift : key / a.p.block_size;
+}
+__device__ __forceinline__ int key_slot(const DecodeArgs& a, int key) {
+  return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
+}
+
+// Block ids of tile `tile`'s key rows into its ring slot (cp.async, in the caller's group);
+// rows outside the unit get 0.
+template <typename Cfg>
+__device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitWork& w, int tile,
+                                                bool live, int32_t* ring) {
+  if (threadIdx.x < Cfg::kBlockN) {
+    const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
+    const int key = tile * Cfg::kBlockN + threadIdx.x;
+    const bool ok = live && key >= w.kv_begin && key < w.kv_end;
+    device::cp_async_4(
+        device::smem_addr(ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN + threadIdx.x),
+        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+  }
+}
+
+// K and V rows of tile `tile` into a stage (rows of kRowBytes; K then V). Consecutive threads
+// copy consecutive 16-byte chunks of a row.
+template <typename Cfg>
+__device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
+                                             bool live, const int32_t* ring, char* stage) {
+  const char* cache = static_cast<const char*>(a.p.kv_cache);
+  const int32_t* ids = ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN;
+  constexpr int kPasses = Cfg::kBlockN * Cfg::kChunks / Cfg::kThreads;
+  constexpr int kElemsPerChunk = 16 / Cfg::kElemBytes;
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int idx = pass * Cfg::kThreads + threadIdx.x;
+    const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+    const int key = tile * Cfg::kBlockN + row;
+    const bool ok = live && key >= w.kv_begin && key < w.kv_end;
+    const char* k_src = cache + (static_cast<int64_t>(ids[row]) * a.block_stride +
+                                 key_slot(a, key) * a.token_stride + w.kv_head * a.head_stride) *
+                                    Cfg::kElemBytes;
+    const char* v_src = k_src + static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes;
+    char* k_dst = stage + row * Cfg::kRowBytes + c * 16;
+    char* v_dst = k_dst + Cfg::kTileBytes;
+    const int col = c * kElemsPerChunk;
+    if (!Cfg::kFp8 || a.wide_copies) {
+      const int bytes = ok && col < a.p.head_size ? 16 : 0;
+      device::cp_async_16(device::smem_addr(k_dst), k_src + c * 16, bytes);
+      device::cp_async_16(device::smem_addr(v_dst), v_src + c * 16, bytes);
+    } else {  // FP8 rows only 8-byte aligned, or head_size % 16 == 8
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int bytes = ok && col + 8 * half < a.p.head_size ? 8 : 0;
+        device::cp_async_8(device::smem_addr(k_dst + 8 * half), k_src + c * 16 + 8 * half, bytes);
+        device::cp_async_8(device::smem_addr(v_dst + 8 * half), v_src + c * 16 + 8 * half, bytes);
+      }
+    }
+  }
+}
+
+}  // namespace pagedattn::kernels::decode

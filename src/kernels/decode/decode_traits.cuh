@@ -1,0 +1,94 @@
+// Tile configuration of the decode kernel and the arguments it receives.
+//
+// A CTA has 4 warps and runs one work unit at a time: 16 packed query rows (one m16 tile) of one
+// KV head against a key range. Every warp holds the whole query tile in registers and takes its
+// own quarter of each KV tile's keys, with its own online-softmax state; the epilogue merges the
+// four. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches stay FP8 in shared
+// memory (half the bytes per key, so tiles of 128 keys at D <= 128) and are converted in
+// registers, with f16 MMAs (every FP8 value is exact in f16).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cache_kind.h"
+#include "kernels/decode/decode_attention.h"
+#include "kernels/decode/decode_work.h"
+
+namespace pagedattn::kernels::decode {
+
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_>
+struct DecodeConfig {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr CacheKind kCache = kCache_;
+  static constexpr bool kFp8 = is_fp8(kCache);
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = 4;
+  static constexpr int kBlockN = kBlockN_;  // keys per KV tile
+  static constexpr int kWarpKeys = kBlockN / kWarps;
+  static constexpr int kStages = kStages_;  // cp.async pipeline depth
+  static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
+  // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
+  static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
+  static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
+  static constexpr int kTileBytes = kBlockN * kRowBytes;      // K or V
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
+  static constexpr int kRingTiles = 2 * kStages - 2;
+  static constexpr int kRingBytes = kRingTiles * kBlockN * 4;
+  static constexpr int kORowFloats = kHeadDim + 4;
+  static constexpr int kEpilogueBytes = kWarps * kDecodeRowsPerTile * (kORowFloats + 2) * 4;
+  static constexpr int kPipelineBytes = kStages * kStageBytes + kRingBytes;
+  static constexpr int kSmemBytes =
+      kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
+
+  static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
+  static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
+  static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
+  static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
+};
+
+// The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages. Alternatives timed on the H200 in one call
+// (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
+// 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
+// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008. FP8 128/2 is the next
+// candidate once its results have been checked against the oracle on the device.
+template <int kHeadDim, CacheKind kCache>
+using DefaultDecodeConfig =
+    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
+
+// Everything the device needs: the caller's parameters plus values derived on the host.
+struct DecodeArgs {
+  DecodeAttentionParams p;
+  int group = 1;         // query heads per KV head
+  int block_shift = -1;  // log2(block_size) when a power of two, else -1
+  int block_stride = 0;  // cache strides as 32-bit element counts (the launcher checks they fit)
+  int kv_stride = 0;
+  int token_stride = 0;
+  int head_stride = 0;
+  bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
+};
+
+// The arguments of a launch, derived from validated parameters.
+inline DecodeArgs make_decode_args(const DecodeAttentionParams& params) {
+  DecodeArgs a;
+  a.p = params;
+  a.group = params.num_heads / params.num_kv_heads;
+  a.block_stride = static_cast<int>(params.cache_block_stride);
+  a.kv_stride = static_cast<int>(params.cache_kv_stride);
+  a.token_stride = static_cast<int>(params.cache_token_stride);
+  a.head_stride = static_cast<int>(params.cache_head_stride);
+  if (dtype_size(params.cache_dtype) == 1) {
+    a.wide_copies = reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
+                    params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
+                    params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
+                    params.head_size % 16 == 0;
+  }
+  if ((params.block_size & (params.block_size - 1)) == 0) {
+    a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
+  }
+  return a;
+}
+
+}  // namespace pagedattn::kernels::decode

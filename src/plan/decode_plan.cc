@@ -1,0 +1,286 @@
+#include "plan/decode_plan.h"
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+namespace pagedattn::plan {
+namespace {
+
+using kernels::DecodeMergeItem;
+using kernels::DecodePlanHeader;
+using kernels::DecodeWorkUnit;
+using kernels::kDecodeRowsPerTile;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
+int64_t units_offset(int num_ctas) {
+  return kernels::kDecodePlanCtaBeginOffset + align16(int64_t{num_ctas + 1} * 4);
+}
+
+// The keys [lo, hi) that rows [row0, row0 + rows) of a request can see (causal, window).
+struct KeyRange {
+  int lo;
+  int hi;
+};
+KeyRange visible_keys(int q_len, int kv_len, int group, int row0, int rows, int window_left) {
+  const int first_pos = kv_len - q_len + row0 / group;
+  const int last_pos = kv_len - q_len + (row0 + rows - 1) / group;
+  return {window_left >= 0 ? std::max(0, first_pos - window_left) : 0, last_pos + 1};
+}
+
+// Streams units into CTAs: each CTA's budget is the cost not yet assigned over the CTAs left.
+class CtaStream {
+ public:
+  CtaStream(const DecodePlanConfig& config, int64_t total_cost, int32_t* cta_begin,
+            DecodeWorkUnit* units, int64_t max_units)
+      : c0_(config.unit_overhead_tokens), num_ctas_(config.num_ctas), remaining_(total_cost),
+        cta_begin_(cta_begin), units_(units), max_units_(max_units) {
+    cta_begin_[0] = 0;
+    budget_ = next_budget();
+  }
+
+  bool last_cta() const { return cta_ == num_ctas_ - 1; }
+  int64_t room() const { return budget_ - fill_; }
+  int64_t fill() const { return fill_; }
+  int num_units() const { return num_units_; }
+  int64_t max_cost() const { return std::max(max_cost_, fill_); }
+  DecodeWorkUnit& unit(int i) { return units_[i]; }
+
+  // Appends keys [begin, end) of `base`'s segment to the current CTA; `last` ends the segment
+  // (its one pending overhead leaves the unassigned cost).
+  bool emit(const DecodeWorkUnit& base, int begin, int end, bool last) {
+    if (num_units_ >= max_units_) return false;
+    DecodeWorkUnit& u = units_[num_units_++];
+    u = base;
+    u.kv_begin = begin;
+    u.kv_end = end;
+    u.partial = -1;
+    fill_ += end - begin + c0_;
+    remaining_ -= end - begin + (last ? c0_ : 0);
+    return true;
+  }
+
+  void close_cta() {
+    if (last_cta()) return;
+    max_cost_ = std::max(max_cost_, fill_);
+    cta_begin_[++cta_] = num_units_;
+    budget_ = next_budget();
+    fill_ = 0;
+  }
+
+  void finish() {
+    for (int c = cta_ + 1; c <= num_ctas_; ++c) cta_begin_[c] = num_units_;
+  }
+
+ private:
+  // The unassigned cost over the CTAs left, counting the overhead of the cut that each CTA
+  // boundary may add: without it the budgets run behind and the last CTA takes the excess.
+  int64_t next_budget() const {
+    const int left = num_ctas_ - cta_;
+    return std::max<int64_t>(1, ceil_div(remaining_ + c0_ * (left - 1), left));
+  }
+
+  int64_t c0_;
+  int num_ctas_;
+  int64_t remaining_;
+  int32_t* cta_begin_;
+  DecodeWorkUnit* units_;
+  int64_t max_units_;
+  int cta_ = 0;
+  int64_t budget_ = 1;
+  int64_t fill_ = 0;
+  int64_t max_cost_ = 0;
+  int num_units_ = 0;
+};
+
+// Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys.
+bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0) {
+  int s = lo;
+  while (true) {
+    const int64_t len = hi - s;
+    if (st.last_cta() || len + c0 <= st.room()) {
+      if (!st.emit(base, s, hi, true)) return false;
+      if (st.room() <= 0) st.close_cta();
+      return true;
+    }
+    // An empty CTA starts equal pieces of about one budget each; a partly filled one takes what
+    // fits in its room.
+    int64_t cut = s + st.room() - c0;
+    if (st.fill() == 0) {
+      const int64_t pieces = std::max<int64_t>(2, ceil_div(len + c0, st.room()));
+      cut = s + std::max<int64_t>(kMinChunkTokens, ceil_div(len, pieces));
+    }
+    const bool piece_ok = cut - s >= kMinChunkTokens;
+    if (piece_ok && hi - cut >= kMinChunkTokens) {
+      if (!st.emit(base, s, static_cast<int>(cut), false)) return false;
+      s = static_cast<int>(cut);
+      st.close_cta();
+      continue;
+    }
+    if (piece_ok || st.fill() == 0) {  // what would be left is too short: take it all
+      if (!st.emit(base, s, hi, true)) return false;
+      if (st.room() <= 0) st.close_cta();
+      return true;
+    }
+    st.close_cta();
+  }
+}
+
+// Deterministic mode: pieces end at multiples of `chunk` only; each goes whole to a CTA.
+bool stream_fixed(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0,
+                  int chunk) {
+  for (int s = lo; s < hi;) {
+    const int e = std::min<int>(hi, (s / chunk + 1) * chunk);
+    if (!st.last_cta() && st.fill() > 0 && e - s + c0 > st.room()) st.close_cta();
+    if (!st.emit(base, s, e, true)) return false;  // the total counted each piece's overhead
+    if (st.room() <= 0) st.close_cta();
+    s = e;
+  }
+  return true;
+}
+
+Status capacity_error(const std::string& what, int64_t need, int64_t have) {
+  return out_of_range("decode plan: " + what + " " + std::to_string(need) +
+                      " exceeds the workspace's capacity " + std::to_string(have) +
+                      " (sized from max_num_reqs, max_num_tokens and max_model_len)");
+}
+
+}  // namespace
+
+DecodePlanLimits decode_plan_limits(const DecodePlanConfig& config, int max_decode_reqs,
+                                    int max_decode_tokens, int max_model_len) {
+  DecodePlanLimits l;
+  l.num_ctas = std::max(1, config.num_ctas);
+  const int64_t group = config.num_heads / std::max(1, config.num_kv_heads);
+  // Sum over requests of ceil(q_len * G / 16) <= requests + tokens * G / 16.
+  const int64_t tiles = max_decode_reqs + ceil_div(int64_t{max_decode_tokens} * group,
+                                                    kDecodeRowsPerTile);
+  const int64_t segments = int64_t{config.num_kv_heads} * tiles;
+  const int64_t rows = int64_t{config.num_heads} * max_decode_tokens;  // all packed rows
+  if (config.fixed_chunk_tokens > 0) {
+    const int64_t pieces = ceil_div(max_model_len, config.fixed_chunk_tokens) + 1;
+    l.max_units = segments * pieces + l.num_ctas;
+    l.max_partial_rows = rows * pieces;
+  } else {
+    // Every cut closes a CTA: at most num_ctas - 1 cuts, so at most 2 (num_ctas - 1) pieces of
+    // cut segments, of at most 16 rows each.
+    l.max_units = segments + l.num_ctas;
+    l.max_partial_rows = std::min<int64_t>(rows * l.num_ctas, 2 * l.num_ctas * kDecodeRowsPerTile);
+  }
+  l.max_merges = segments;
+  l.plan_bytes = units_offset(l.num_ctas) +
+                 (l.max_units + l.max_merges) * static_cast<int64_t>(sizeof(DecodeWorkUnit));
+  return l;
+}
+
+StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
+                                      std::span<const int32_t> seq_lens,
+                                      const DecodePlanConfig& config,
+                                      const DecodePlanLimits& limits, DecodePlanScratch& scratch,
+                                      void* plan) {
+  const int n = static_cast<int>(seq_lens.size());
+  if (query_start_loc.size() != seq_lens.size() + 1) {
+    return invalid_argument("decode plan: query_start_loc has " +
+                            std::to_string(query_start_loc.size()) +
+                            " entries; expected num_decodes + 1 = " + std::to_string(n + 1));
+  }
+  if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0 ||
+      config.num_ctas != limits.num_ctas) {
+    return invalid_argument("decode plan: heads " + std::to_string(config.num_heads) + "/" +
+                            std::to_string(config.num_kv_heads) + ", num_ctas " +
+                            std::to_string(config.num_ctas) + " (limits: " +
+                            std::to_string(limits.num_ctas) + ")");
+  }
+  const int group = config.num_heads / config.num_kv_heads;
+  const int64_t c0 = config.unit_overhead_tokens;
+  int64_t total = 0;
+  for (int r = 0; r < n; ++r) {
+    const int q_len = query_start_loc[r + 1] - query_start_loc[r];
+    if (q_len < 0 || q_len > kMaxDecodeQueryLen || seq_lens[r] < q_len) {
+      return invalid_argument("decode plan: request " + std::to_string(r) + " has query_len " +
+                              std::to_string(q_len) + " and seq_len " +
+                              std::to_string(seq_lens[r]) + "; expected 0 <= query_len <= " +
+                              std::to_string(kMaxDecodeQueryLen) + " and query_len <= seq_len");
+    }
+    for (int row0 = 0; row0 < q_len * group; row0 += kDecodeRowsPerTile) {
+      const int rows = std::min(kDecodeRowsPerTile, q_len * group - row0);
+      const KeyRange k = visible_keys(q_len, seq_lens[r], group, row0, rows, config.window_left);
+      const int64_t pieces =
+          config.fixed_chunk_tokens > 0
+              ? (k.hi - 1) / config.fixed_chunk_tokens - k.lo / config.fixed_chunk_tokens + 1
+              : 1;
+      total += config.num_kv_heads * (k.hi - k.lo + c0 * pieces);
+    }
+  }
+
+  // Longest visible range first; equal lengths keep batch order (the index breaks ties).
+  std::vector<int64_t>& order = scratch.order;
+  order.resize(n);
+  for (int r = 0; r < n; ++r) {
+    const int q_len = query_start_loc[r + 1] - query_start_loc[r];
+    const int visible = config.window_left >= 0 ? std::min(seq_lens[r], config.window_left + q_len)
+                                                : seq_lens[r];
+    order[r] = (int64_t{INT32_MAX - visible} << 32) | r;
+  }
+  std::sort(order.begin(), order.end());
+
+  char* base = static_cast<char*>(plan);
+  auto* header = reinterpret_cast<DecodePlanHeader*>(base);
+  auto* cta_begin = reinterpret_cast<int32_t*>(base + kernels::kDecodePlanCtaBeginOffset);
+  const int64_t unit_off = units_offset(limits.num_ctas);
+  auto* units = reinterpret_cast<DecodeWorkUnit*>(base + unit_off);
+  CtaStream st(config, total, cta_begin, units, limits.max_units);
+  scratch.merges.clear();
+  int64_t partial_rows = 0;
+  for (const int64_t key : order) {
+    const int r = static_cast<int>(key & 0xFFFFFFFF);
+    const int q_len = query_start_loc[r + 1] - query_start_loc[r];
+    for (int h = 0; h < config.num_kv_heads; ++h) {
+      for (int row0 = 0; row0 < q_len * group; row0 += kDecodeRowsPerTile) {
+        const int rows = std::min(kDecodeRowsPerTile, q_len * group - row0);
+        const KeyRange k = visible_keys(q_len, seq_lens[r], group, row0, rows, config.window_left);
+        const DecodeWorkUnit seg{r, query_start_loc[r], q_len, seq_lens[r],
+                                 kernels::decode_head_row(h, row0), 0, 0, -1};
+        const int first = st.num_units();
+        const bool ok = config.fixed_chunk_tokens > 0
+                            ? stream_fixed(st, seg, k.lo, k.hi, c0, config.fixed_chunk_tokens)
+                            : stream_balanced(st, seg, k.lo, k.hi, c0);
+        if (!ok) return capacity_error("work units", st.num_units() + 1, limits.max_units);
+        const int pieces = st.num_units() - first;
+        if (pieces < 2) continue;
+        if (partial_rows + int64_t{pieces} * rows > limits.max_partial_rows) {
+          return capacity_error("partial rows", partial_rows + int64_t{pieces} * rows,
+                                limits.max_partial_rows);
+        }
+        for (int p = 0; p < pieces; ++p) {
+          st.unit(first + p).partial = static_cast<int32_t>(partial_rows + int64_t{p} * rows);
+        }
+        scratch.merges.push_back({seg.q_start, q_len, seg.head_row,
+                                  static_cast<int32_t>(partial_rows), pieces, rows, {0, 0}});
+        partial_rows += int64_t{pieces} * rows;
+      }
+    }
+  }
+  st.finish();
+  const int num_merges = static_cast<int>(scratch.merges.size());
+  if (num_merges > limits.max_merges) {
+    return capacity_error("merges", num_merges, limits.max_merges);
+  }
+  const int64_t merge_off = unit_off + int64_t{st.num_units()} * sizeof(DecodeWorkUnit);
+  std::copy(scratch.merges.begin(), scratch.merges.end(),
+            reinterpret_cast<DecodeMergeItem*>(base + merge_off));
+  *header = {st.num_units(), num_merges, static_cast<int32_t>(unit_off),
+             static_cast<int32_t>(merge_off)};
+
+  DecodePlanStats stats;
+  stats.num_units = st.num_units();
+  stats.num_merges = num_merges;
+  stats.partial_rows = partial_rows;
+  stats.bytes_used = merge_off + int64_t{num_merges} * sizeof(DecodeMergeItem);
+  stats.max_cta_cost = st.max_cost();
+  return stats;
+}
+
+}  // namespace pagedattn::plan

@@ -1,0 +1,287 @@
+// Timing of the decode kernel family against the paged attention kernel (FLASH_ATTN's) on the
+// same decode batches (disabled by default; run with --gtest_also_run_disabled_tests
+// --gtest_filter='*DecodeBench*'). Random inputs, shuffled block ids, medians of CUDA-event-timed
+// launches; bandwidth counts the K/V bytes read.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "kernels/attention/paged_attention.h"
+#include "kernels/decode/decode_attention.h"
+#include "kernels/decode/decode_combine.h"
+#include "kernels/decode/decode_kernel.cuh"
+#include "plan/decode_plan.h"
+#include "plan/split_kv.h"
+
+namespace pagedattn::test {
+namespace {
+
+__global__ void fill_random_bytes(uint32_t* p, int64_t n, uint32_t seed, uint32_t mask) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = h & mask;  // mask clears exponent bits: finite values of moderate size
+  }
+}
+
+namespace decode_ns = kernels::decode;
+using TimeDecode = std::function<double(
+    int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    plan::DecodePlanStats*)>;
+
+struct BenchShape {
+  int num_reqs = 64, seq_len = 4096, hq = 32, hkv = 8, d = 128, block = 16;
+  DType cache = DType::kBF16;
+};
+
+template <typename F>
+double median_ms(F&& launch) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) launch();
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    cudaEventRecord(a);
+    launch();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Kernel configurations other than the default (tile keys, stages), D 128, bf16 queries: each
+// plans for its own occupancy and launches with the library's combine.
+template <int kBlockN, int kStages, kernels::CacheKind kCache>
+std::string time_config(const TimeDecode& time_decode) {
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages>;
+  const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
+  auto launch = [](const kernels::DecodeAttentionParams& pp) {
+    const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
+    (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
+  };
+  const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
+  return " n" + std::to_string(kBlockN) + "s" + std::to_string(kStages) + "x" +
+         std::to_string(per_sm) + ":" + std::to_string(ms);
+}
+
+std::string time_config_variants(DType cache, const TimeDecode& t) {
+  if (cache == DType::kFP8E4M3) {
+    return time_config<64, 3, kernels::CacheKind::kFp8E4M3>(t) +
+           time_config<64, 4, kernels::CacheKind::kFp8E4M3>(t) +
+           time_config<128, 2, kernels::CacheKind::kFp8E4M3>(t);
+  }
+  return time_config<64, 2, kernels::CacheKind::kBF16>(t) +
+         time_config<64, 4, kernels::CacheKind::kBF16>(t) +
+         time_config<128, 2, kernels::CacheKind::kBF16>(t);
+}
+
+void run_shape(const BenchShape& s) {
+  const int blocks_per_req = (s.seq_len + s.block - 1) / s.block;
+  const int64_t num_blocks = int64_t{s.num_reqs} * blocks_per_req;
+  const int elem = static_cast<int>(dtype_size(s.cache));
+  const int64_t cache_elems = num_blocks * 2 * s.block * s.hkv * s.d;
+  const int64_t q_elems = int64_t{s.num_reqs} * s.hq * s.d;
+  std::vector<int> table(num_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  std::vector<int> cu(s.num_reqs + 1), seq(s.num_reqs, s.seq_len);
+  for (int r = 0; r <= s.num_reqs; ++r) cu[r] = r;
+  void *kv, *q, *out, *tbl, *cu_d, *seq_d, *scales, *lse;
+  cudaMalloc(&kv, cache_elems * elem);
+  cudaMalloc(&q, q_elems * 2);
+  cudaMalloc(&out, q_elems * 2);
+  cudaMalloc(&lse, int64_t{s.hq} * s.num_reqs * 4);
+  cudaMalloc(&tbl, num_blocks * 4);
+  cudaMalloc(&cu_d, (s.num_reqs + 1) * 4);
+  cudaMalloc(&seq_d, s.num_reqs * 4);
+  cudaMalloc(&scales, 8);
+  const float one[2] = {0.5f, 0.5f};
+  cudaMemcpy(scales, one, 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(tbl, table.data(), num_blocks * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(cu_d, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(seq_d, seq.data(), seq.size() * 4, cudaMemcpyHostToDevice);
+  // bf16: exponent high bit cleared (|x| < 2); FP8 e4m3: top exponent bit cleared.
+  const uint32_t mask = elem == 1 ? 0xB7B7B7B7u : 0xBFFFBFFFu;
+  fill_random_bytes<<<1024, 256>>>(static_cast<uint32_t*>(kv), cache_elems * elem / 4, 1, mask);
+  fill_random_bytes<<<1024, 256>>>(static_cast<uint32_t*>(q), q_elems / 2, 2, 0xBFFFBFFFu);
+  const int64_t tok = int64_t{s.block} * s.hkv * s.d;  // NHD strides
+  const double kv_bytes = 2.0 * s.num_reqs * s.seq_len * s.hkv * s.d * elem;
+
+  // Decode family: the library's launcher, then configuration and plan variants on the same data.
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  kernels::DecodeAttentionParams p;
+  p.q = q;
+  p.q_token_stride = int64_t{s.hq} * s.d;
+  p.q_head_stride = s.d;
+  p.kv_cache = kv;
+  p.cache_dtype = s.cache;
+  p.cache_block_stride = 2 * tok;
+  p.cache_kv_stride = tok;
+  p.cache_token_stride = int64_t{s.hkv} * s.d;
+  p.cache_head_stride = s.d;
+  p.k_scale = p.v_scale = static_cast<float*>(scales);
+  p.block_table = static_cast<int32_t*>(tbl);
+  p.block_table_stride = blocks_per_req;
+  p.num_heads = s.hq;
+  p.num_kv_heads = s.hkv;
+  p.head_size = s.d;
+  p.block_size = s.block;
+  p.scale = 0.088f;
+  p.out = out;
+  p.out_token_stride = int64_t{s.hq} * s.d;
+  p.out_head_stride = s.d;
+  p.lse = static_cast<float*>(lse);
+  p.lse_head_stride = s.num_reqs;
+  std::vector<void*> owned;
+  // Plans for ctas_per_sm x SMs CTAs with this unit overhead, then times `launch`.
+  auto time_decode = [&](int ctas_per_sm, int overhead,
+                         const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
+                         plan::DecodePlanStats* stats_out) {
+    plan::DecodePlanConfig config;
+    config.num_ctas = sms * std::max(1, ctas_per_sm);
+    config.num_heads = s.hq;
+    config.num_kv_heads = s.hkv;
+    config.unit_overhead_tokens = overhead;
+    const plan::DecodePlanLimits limits =
+        plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
+    std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
+    plan::DecodePlanScratch scratch;
+    auto stats = plan::plan_decode(cu, seq, config, limits, scratch, plan_host.data());
+    EXPECT_TRUE(stats.ok()) << stats.status().to_string();
+    if (stats_out != nullptr && stats.ok()) *stats_out = *stats;
+    void *plan_d, *part_out, *part_lse;
+    cudaMalloc(&plan_d, limits.plan_bytes);
+    cudaMemcpy(plan_d, plan_host.data(), limits.plan_bytes, cudaMemcpyHostToDevice);
+    cudaMalloc(&part_out, std::max<int64_t>(1, limits.max_partial_rows) * s.d * 4);
+    cudaMalloc(&part_lse, std::max<int64_t>(1, limits.max_partial_rows) * 4);
+    owned.insert(owned.end(), {plan_d, part_out, part_lse});
+    kernels::DecodeAttentionParams pp = p;
+    pp.plan = plan_d;
+    pp.partial_out = static_cast<float*>(part_out);
+    pp.partial_lse = static_cast<float*>(part_lse);
+    pp.num_ctas = config.num_ctas;
+    const double ms = median_ms([&] { launch(pp); });
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return ms;
+  };
+  plan::DecodePlanStats stats;
+  const int lib_per_sm = kernels::decode_attention_ctas_per_sm(s.d, DType::kBF16, s.cache);
+  auto library = [](const kernels::DecodeAttentionParams& pp) {
+    (void)kernels::launch_decode_attention(pp, nullptr);
+  };
+  const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
+  std::string variants;
+  for (int overhead : {512, 4096}) {
+    variants += " c0=" + std::to_string(overhead) + ":" +
+                std::to_string(time_decode(lib_per_sm, overhead, library, nullptr));
+  }
+  if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
+
+  // The paged attention kernel, split as the FLASH_ATTN builder would.
+  kernels::PagedAttentionParams a;
+  a.q = q;
+  a.q_token_stride = p.q_token_stride;
+  a.q_head_stride = s.d;
+  a.kv_cache = kv;
+  a.cache_dtype = s.cache;
+  a.cache_block_stride = p.cache_block_stride;
+  a.cache_kv_stride = p.cache_kv_stride;
+  a.cache_token_stride = p.cache_token_stride;
+  a.cache_head_stride = s.d;
+  a.k_scale = a.v_scale = static_cast<float*>(scales);
+  a.cu_seqlens_q = static_cast<int32_t*>(cu_d);
+  a.seqused_k = static_cast<int32_t*>(seq_d);
+  a.block_table = p.block_table;
+  a.block_table_stride = blocks_per_req;
+  a.num_reqs = s.num_reqs;
+  a.num_tokens = s.num_reqs;
+  a.max_query_len = 1;
+  a.max_seq_len = s.seq_len;
+  a.num_heads = s.hq;
+  a.num_kv_heads = s.hkv;
+  a.head_size = s.d;
+  a.block_size = s.block;
+  a.scale = 0.088f;
+  a.out = out;
+  a.out_token_stride = p.out_token_stride;
+  a.out_head_stride = s.d;
+  a.lse = p.lse;
+  a.lse_head_stride = s.num_reqs;
+  plan::SplitKVConfig sc;
+  sc.num_sms = sms;
+  sc.num_heads = s.hq;
+  sc.num_kv_heads = s.hkv;
+  sc.block_size = s.block;
+  auto splits = plan::plan_split_kv(cu, seq, sc);
+  ASSERT_TRUE(splits.ok());
+  a.max_num_splits = splits->max_splits_used;
+  void *split_out = nullptr, *split_lse = nullptr, *nsplit = nullptr;
+  if (a.max_num_splits > 1) {
+    cudaMalloc(&split_out, int64_t{a.max_num_splits} * q_elems * 4);
+    cudaMalloc(&split_lse, int64_t{a.max_num_splits} * s.hq * s.num_reqs * 4);
+    cudaMalloc(&nsplit, s.num_reqs * 4);
+    cudaMemcpy(nsplit, splits->num_splits_per_req.data(), s.num_reqs * 4, cudaMemcpyHostToDevice);
+    a.split_out = static_cast<float*>(split_out);
+    a.split_lse = static_cast<float*>(split_lse);
+    a.num_splits_per_req = static_cast<int32_t*>(nsplit);
+  }
+  const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::printf(
+      "decode bench %dx%d hq %d hkv %d d %d block %d %s: decode %.4f ms (%.2f TB/s, %d units, %d "
+      "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | variants ms:%s\n",
+      s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
+      decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
+      paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, variants.c_str());
+  for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
+    cudaFree(ptr);
+  }
+  for (void* ptr : owned) cudaFree(ptr);
+}
+
+TEST(DecodeBench, DISABLED_Shapes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  std::vector<BenchShape> shapes;
+  for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+    for (int block : {16, 1024}) {
+      BenchShape s;
+      s.cache = cache;
+      s.block = block;
+      shapes.push_back(s);
+    }
+  }
+  BenchShape small;  // few long requests: the plan must split
+  small.num_reqs = 4;
+  small.seq_len = 32768;
+  shapes.push_back(small);
+  small.cache = DType::kFP8E4M3;
+  shapes.push_back(small);
+  BenchShape many;  // many short requests
+  many.num_reqs = 256;
+  many.seq_len = 1024;
+  shapes.push_back(many);
+  for (const BenchShape& s : shapes) run_shape(s);
+}
+
+}  // namespace
+}  // namespace pagedattn::test

@@ -1,0 +1,151 @@
+// Test harness for the decode kernel family: a random paged batch (make_host_batch) whose requests
+// are all decodes (q_len <= 8), planned on the host with plan_decode, run on the device with
+// poisoned outputs and partials, and compared with the float64 oracle.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/decode/decode_attention.h"
+#include "paged_attention_harness.h"
+#include "plan/decode_plan.h"
+
+namespace pagedattn::test {
+
+struct DecodeRunOptions {
+  int num_ctas = 0;          // 0: the device's SMs x the kernel's CTAs per SM
+  // Another kernel configuration than the library's (tests of candidate configurations): its
+  // launcher (kernel and combine) and CTAs per SM.
+  std::function<Status(const kernels::DecodeAttentionParams&)> launch;
+  int ctas_per_sm = 0;
+  int fixed_chunk_tokens = 0;  // deterministic mode
+  int unit_overhead_tokens = plan::kUnitOverheadTokens;
+};
+
+struct DecodeRunResult {
+  reference::Comparison cmp;
+  std::vector<uint16_t> out;  // raw output bits
+  plan::DecodePlanStats stats;
+};
+
+inline int device_decode_ctas(const testing::CaseSpec& spec, DType cache_dtype,
+                              int ctas_per_sm) {
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  if (ctas_per_sm <= 0) {
+    ctas_per_sm = kernels::decode_attention_ctas_per_sm(spec.head_size, spec.dtype, cache_dtype);
+  }
+  return sms * std::max(1, ctas_per_sm);
+}
+
+inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLayout layout,
+                                       const DecodeRunOptions& opt = {}) {
+  DecodeRunResult result;
+  auto batch_or = testing::make_host_batch(spec, layout);
+  EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
+  if (!batch_or.ok()) return result;
+  testing::HostBatch& b = batch_or.value();
+  write_new_tokens(b);
+  auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
+                                            b.params);
+  EXPECT_TRUE(ref.ok()) << ref.status().to_string();
+  if (!ref.ok()) return result;
+
+  const TensorView& cache = b.kv_cache.view();
+  plan::DecodePlanConfig config;
+  config.num_ctas =
+      opt.num_ctas > 0 ? opt.num_ctas : device_decode_ctas(spec, cache.dtype(), opt.ctas_per_sm);
+  config.num_heads = spec.num_heads;
+  config.num_kv_heads = spec.num_kv_heads;
+  config.window_left = b.params.sliding_window.left;
+  config.fixed_chunk_tokens = opt.fixed_chunk_tokens;
+  config.unit_overhead_tokens = opt.unit_overhead_tokens;
+  const int T = static_cast<int>(spec.num_tokens());
+  int max_seq = 1;
+  for (int s : spec.seq_lens) max_seq = std::max(max_seq, s);
+  const plan::DecodePlanLimits limits =
+      plan::decode_plan_limits(config, spec.num_reqs(), T, max_seq);
+  std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
+  plan::DecodePlanScratch scratch;
+  const std::span<const int32_t> qsl(b.query_start_loc.data<int32_t>(), spec.num_reqs() + 1);
+  const std::span<const int32_t> seqs(b.seq_lens.data<int32_t>(), spec.num_reqs());
+  auto stats = plan::plan_decode(qsl, seqs, config, limits, scratch, plan_host.data());
+  EXPECT_TRUE(stats.ok()) << stats.status().to_string();
+  if (!stats.ok()) return result;
+  result.stats = *stats;
+
+  const int hq = spec.num_heads, d = spec.head_size;
+  DeviceBuffer q(b.query.view().data(), b.query.view().nbytes());
+  DeviceBuffer kv(cache.data(), cache.nbytes());
+  DeviceBuffer table(b.block_table.view().data(), b.block_table.view().nbytes());
+  DeviceBuffer ks(b.k_scale.view().data(), b.k_scale.view().nbytes());
+  DeviceBuffer vs(b.v_scale.view().data(), b.v_scale.view().nbytes());
+  DeviceBuffer plan_dev(plan_host.data(), static_cast<size_t>(limits.plan_bytes));
+  DeviceBuffer alibi, sinks;
+  if (!b.params.alibi_slopes.empty()) alibi = DeviceBuffer(b.params.alibi_slopes.data(), hq * 4);
+  if (!b.params.sinks.empty()) sinks = DeviceBuffer(b.params.sinks.data(), hq * 4);
+  const size_t out_bytes = static_cast<size_t>(T) * hq * d * 2;
+  const size_t prows = static_cast<size_t>(std::max<int64_t>(1, limits.max_partial_rows));
+  DeviceBuffer out(out_bytes), lse(static_cast<size_t>(hq) * T * 4);
+  DeviceBuffer partial_out(prows * d * 4), partial_lse(prows * 4);
+  out.poison();
+  lse.poison();
+  partial_out.poison();
+  partial_lse.poison();
+
+  kernels::DecodeAttentionParams p;
+  p.q = q.get();
+  p.q_token_stride = static_cast<int64_t>(hq) * d;
+  p.q_head_stride = d;
+  p.q_dtype = spec.dtype;
+  p.kv_cache = kv.get();
+  p.cache_dtype = cache.dtype();
+  p.cache_block_stride = cache.stride(0);
+  p.cache_kv_stride = cache.stride(1);
+  p.cache_token_stride = cache.stride(2);
+  p.cache_head_stride = cache.stride(3);
+  p.k_scale = ks.as<float>();
+  p.v_scale = vs.as<float>();
+  p.per_head_scales = b.k_scale.view().size(0) > 1;
+  p.block_table = table.as<int32_t>();
+  p.block_table_stride = b.block_table.view().size(1);
+  p.num_heads = hq;
+  p.num_kv_heads = spec.num_kv_heads;
+  p.head_size = d;
+  p.block_size = spec.block_size;
+  p.scale = b.params.resolved_scale();
+  p.softcap = b.params.logits_soft_cap;
+  p.alibi_slopes = alibi.as<float>();
+  p.sinks = sinks.as<float>();
+  p.window_left = b.params.sliding_window.left;
+  p.out = out.get();
+  p.out_token_stride = static_cast<int64_t>(hq) * d;
+  p.out_head_stride = d;
+  p.lse = lse.as<float>();
+  p.lse_head_stride = T;
+  p.plan = plan_dev.get();
+  p.partial_out = partial_out.as<float>();
+  p.partial_lse = partial_lse.as<float>();
+  p.num_ctas = config.num_ctas;
+
+  const Status st = opt.launch ? opt.launch(p) : kernels::launch_decode_attention(p, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  result.out.resize(out_bytes / 2);
+  std::vector<float> lse_host(static_cast<size_t>(hq) * T);
+  cudaMemcpy(result.out.data(), out.get(), out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(lse_host.data(), lse.get(), lse_host.size() * 4, cudaMemcpyDeviceToHost);
+  TensorView out_view(result.out.data(), spec.dtype, Device::cpu(), {T, hq, d});
+  TensorView lse_view(lse_host.data(), DType::kF32, Device::cpu(), {hq, T});
+  result.cmp = reference::compare_to_reference(out_view, lse_view, ref->out, ref->lse,
+                                               reference::tolerance_for(spec.dtype));
+  return result;
+}
+
+}  // namespace pagedattn::test

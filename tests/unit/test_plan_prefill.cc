@@ -1,0 +1,111 @@
+// The FLASHINFER host plan besides the decode plan: the prefill part's query starts and splits,
+// the causal-trimmed tile count, the workspace layout, and vLLM's page arrays on the batches of
+// vLLM's split tests (seq_lens 10 (i + 1), page 16).
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "plan/page_indptr.h"
+#include "plan/prefill_plan.h"
+#include "plan/workspace.h"
+
+namespace pagedattn::plan {
+namespace {
+
+std::vector<int32_t> starts(const std::vector<int>& q_lens) {
+  std::vector<int32_t> qsl{0};
+  for (int q : q_lens) qsl.push_back(qsl.back() + q);
+  return qsl;
+}
+
+TEST(PlanPrefill, DecodesGetEmptyQueryRangesAndKeepTokenOffsets) {
+  const std::vector<int32_t> qsl = starts({1, 1, 1, 40, 7, 0});
+  const std::vector<int32_t> seqs = {100, 5000, 3, 40, 9000, 12};
+  SplitKVConfig config;
+  std::vector<int32_t> cu(qsl.size(), -1), splits(seqs.size(), -1);
+  auto plan = plan_prefill(qsl, seqs, 3, config, /*allow_splits=*/true, cu, splits);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->num_prefills, 3);
+  EXPECT_EQ(cu, (std::vector<int32_t>{3, 3, 3, 3, 43, 50, 50}));
+  EXPECT_EQ(splits[0], 1);  // decodes: one split (the decode kernel serves them)
+  EXPECT_EQ(splits[2], 1);
+  // The 7-token request over 9000 keys is short enough to split on an idle GPU.
+  EXPECT_GT(splits[4], 1);
+  EXPECT_EQ(plan->max_splits_used, splits[4]);
+
+  std::vector<int32_t> det_splits(seqs.size(), -1);
+  auto det = plan_prefill(qsl, seqs, 3, config, /*allow_splits=*/false, cu, det_splits);
+  ASSERT_TRUE(det.ok());
+  EXPECT_EQ(det->max_splits_used, 1);
+  EXPECT_EQ(det_splits[4], -1);  // untouched: the launch does not read it
+
+  auto bad = plan_prefill(qsl, seqs, 7, config, true, cu, splits);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("num_decodes 7"), std::string::npos);
+}
+
+TEST(PlanPrefill, TileWorkTrimsCausalAndWindowedTiles) {
+  // One request, 128 new tokens after 128 of context, group 1, tiles of 64 rows and 64 keys:
+  // row tile 0 (positions 128..191) sees key tiles 0..2, row tile 1 (192..255) tiles 0..3.
+  const std::vector<int32_t> qsl = {0, 128}, seqs = {256};
+  EXPECT_EQ(prefill_tile_work(qsl, seqs, 0, 1, 64, 64, -1), 3 + 4);
+  // A window of 64 keys: tile 0 sees keys 64..191 (tiles 1..2), tile 1 keys 128..255 (2..3).
+  EXPECT_EQ(prefill_tile_work(qsl, seqs, 0, 1, 64, 64, 64), 2 + 2);
+  // Decodes are not prefill work.
+  const std::vector<int32_t> qsl2 = {0, 1, 129}, seqs2 = {5000, 256};
+  EXPECT_EQ(prefill_tile_work(qsl2, seqs2, 1, 1, 64, 64, -1), 3 + 4);
+}
+
+TEST(PlanWorkspace, RegionsAreAlignedAndTheDecodePlanComesLast) {
+  WorkspaceLimits limits;
+  limits.max_num_reqs = 37;
+  limits.max_num_tokens = 1000;
+  limits.head_size = 96;
+  const WorkspaceLayout l = workspace_layout(limits);
+  const int64_t offsets[] = {l.prefill_cu_offset, l.prefill_splits_offset, l.kv_indptr_offset,
+                             l.last_page_len_offset, l.decode_plan_offset};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(offsets[i] % 16, 0);
+    if (i > 0) {
+      EXPECT_GT(offsets[i], offsets[i - 1]);
+    }
+  }
+  EXPECT_GE(l.prefill_splits_offset - l.prefill_cu_offset, 4 * (37 + 1));
+  EXPECT_EQ(l.int_bytes, l.decode_plan_offset + l.decode.plan_bytes);
+  EXPECT_EQ(l.partial_out_floats, l.decode.max_partial_rows * 96);
+  EXPECT_EQ(l.partial_lse_floats, l.decode.max_partial_rows);
+}
+
+// vLLM: indptr = [0, cumsum(ceil(seq / page))], last = seq % page, or page when that is 0 and
+// seq > 0 (flashinfer.py _compute_flashinfer_kv_metadata).
+TEST(PagedKvIndptr, MatchesVllmOnItsSplitTestBatches) {
+  for (int n : {3, 4, 7, 8}) {
+    std::vector<int32_t> seqs;
+    for (int i = 0; i < n; ++i) seqs.push_back(10 * (i + 1));
+    std::vector<int32_t> indptr(n + 1), last(n);
+    paged_kv_indptr(seqs, 16, indptr, last);
+    int pages = 0;
+    EXPECT_EQ(indptr[0], 0);
+    for (int i = 0; i < n; ++i) {
+      pages += (seqs[i] + 15) / 16;
+      EXPECT_EQ(indptr[i + 1], pages) << i;
+      EXPECT_EQ(last[i], seqs[i] % 16 == 0 ? 16 : seqs[i] % 16) << i;
+    }
+  }
+  const std::vector<int32_t> edge = {0, 16, 17, 1};
+  std::vector<int32_t> indptr(5), last(4);
+  paged_kv_indptr(edge, 16, indptr, last);
+  EXPECT_EQ(indptr, (std::vector<int32_t>{0, 0, 1, 3, 4}));
+  EXPECT_EQ(last, (std::vector<int32_t>{0, 16, 1, 1}));
+  // The flattened page ids: each row's first pages, as vLLM's copy kernel writes them.
+  const std::vector<int32_t> table = {9, 9, 9, 9,  //
+                                      5, 8, 9, 9,  //
+                                      7, 3, 2, 9,  //
+                                      4, 9, 9, 9};
+  std::vector<int32_t> indices(4);
+  paged_kv_indices(table, 4, indptr, indices);
+  EXPECT_EQ(indices, (std::vector<int32_t>{5, 7, 3, 4}));
+}
+
+}  // namespace
+}  // namespace pagedattn::plan
