@@ -1,0 +1,67 @@
+"""Framework-neutral helpers: where an array lives and how to allocate one like it.
+
+The library never allocates the caller's outputs; the drop-ins do, with the caller's framework
+(PyTorch, NumPy or CuPy), found from the array's type without importing any framework.
+"""
+import sys
+
+_DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 1, 2, 3, 13
+
+
+def framework(array):
+    """'torch', 'numpy' or 'cupy': the package the array's type comes from."""
+    return type(array).__module__.split(".", 1)[0]
+
+
+def device_of(array):
+    """'cpu' or 'cuda:N', from the array's DLPack device."""
+    kind, index = array.__dlpack_device__()
+    if kind in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
+        return "cuda:%d" % index
+    return "cpu"
+
+
+def empty(like, shape, float32=False):
+    """An uninitialised array of `shape` on like's device, of like's dtype (or float32)."""
+    name = framework(like)
+    if name == "torch":
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
+    xp = sys.modules["cupy" if name == "cupy" else "numpy"]
+    return xp.empty(shape, dtype=xp.float32 if float32 else like.dtype)
+
+
+def to_host(array):
+    """A host copy of a small array (lengths, offsets), for metadata that needs host values.
+
+    On CUDA this waits for the copy, so it is not allowed while a CUDA graph is being captured.
+    """
+    if device_of(array) == "cpu":
+        return array
+    name = framework(array)
+    if name == "torch":
+        torch = sys.modules["torch"]
+        if torch.cuda.is_current_stream_capturing():
+            raise ValueError(
+                "host copies of the step's lengths are needed, and a CUDA graph is being captured: "
+                "build the metadata before capture (pass scheduler_metadata=get_scheduler_metadata(...))")
+        return array.cpu()
+    if name == "cupy":
+        return sys.modules["cupy"].asnumpy(array)
+    raise ValueError("cannot copy a %s array to the host" % type(array).__name__)
+
+
+def order_after_build(device):
+    """Makes PyTorch's current stream wait for the copies a CUDA builder queued on the default stream.
+
+    A builder fills its persistent buffers with cudaMemcpyAsync on the legacy default stream, which
+    PyTorch's side streams (created non-blocking) do not wait for on their own.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None or not device.startswith("cuda"):
+        return
+    index = int(device.split(":")[1])
+    current = torch.cuda.current_stream(index)
+    default = torch.cuda.default_stream(index)
+    if current != default:
+        current.wait_stream(default)
