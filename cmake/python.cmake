@@ -63,3 +63,25 @@ install(TARGETS pagedattn_python LIBRARY DESTINATION ${PAGEDATTN_PYTHON_INSTALL_
 install(FILES ${pagedattn_python_package} DESTINATION ${PAGEDATTN_PYTHON_INSTALL_DIR}/pagedattn COMPONENT python)
 install(FILES $<TARGET_FILE:pagedattn> $<TARGET_SONAME_FILE:pagedattn>
         DESTINATION ${PAGEDATTN_PYTHON_INSTALL_DIR}/pagedattn COMPONENT python)
+
+# tests/python/test_*.py, one CTest entry each, run by the interpreter the module was built for
+# against the build tree's package; the case tests also need the CLI (for the C++ side's dumps).
+if(PAGEDATTN_BUILD_TESTS)
+  set(pagedattn_case_dirs ${PROJECT_SOURCE_DIR}/cases)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/../shared/cases)
+    string(APPEND pagedattn_case_dirs ":${PROJECT_SOURCE_DIR}/../shared/cases")
+  endif()
+  set(pagedattn_cli_path "")
+  if(TARGET pagedattn_cli)
+    set(pagedattn_cli_path $<TARGET_FILE:pagedattn_cli>)
+  endif()
+  file(GLOB pagedattn_python_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/python/test_*.py)
+  foreach(test_file IN LISTS pagedattn_python_tests)
+    get_filename_component(test_name ${test_file} NAME_WE)
+    add_test(NAME python.${test_name}
+             COMMAND ${Python3_EXECUTABLE} -m unittest -v ${test_name}
+             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/python)
+    set_tests_properties(python.${test_name} PROPERTIES LABELS python TIMEOUT 900
+      ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PAGEDATTN_CLI=${pagedattn_cli_path};PAGEDATTN_CASE_DIRS=${pagedattn_case_dirs};PYTHONDONTWRITEBYTECODE=1")
+  endforeach()
+endif()

@@ -31,6 +31,26 @@ def empty(like, shape, float32=False):
     return xp.empty(shape, dtype=xp.float32 if float32 else like.dtype)
 
 
+_no_slots = [None]
+
+
+def no_slots(like, num_tokens):
+    """A host int64 slot_mapping of -1 (write nothing) for `num_tokens` tokens, for metadata built
+    where no cache update happens (one growing buffer, sliced)."""
+    slots = _no_slots[0]
+    if slots is None or len(slots) < num_tokens:
+        size = max(num_tokens, 2 * (0 if slots is None else len(slots)), 1024)
+        if "numpy" not in sys.modules and framework(like) == "torch":
+            torch = sys.modules["torch"]
+            slots = torch.full((size,), -1, dtype=torch.int64)
+        else:
+            import numpy
+
+            slots = numpy.full(size, -1, dtype=numpy.int64)
+        _no_slots[0] = slots
+    return slots[:num_tokens]
+
+
 def to_host(array):
     """A host copy of a small array (lengths, offsets), for metadata that needs host values.
 

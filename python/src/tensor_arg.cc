@@ -54,6 +54,10 @@ bool is_torch_tensor(py::handle obj) {
 
 // PyTorch's FP8 dtypes travel as bytes where its DLPack exporter does not know them.
 py::object torch_capsule(py::handle tensor, const char* name, std::optional<DType>& fp8_as) {
+  // As torch.Tensor.__dlpack__ does: a view would let writes bypass autograd.
+  if (PyObject_IsTrue(tensor.attr("requires_grad").ptr())) {
+    raise_value_error(std::string(name) + ": the tensor requires grad; pass tensor.detach()");
+  }
   PyObject* capsule = PyObject_CallOneArg(torch_hooks().to_dlpack, tensor.ptr());
   if (capsule != nullptr) return py::reinterpret_steal<py::object>(capsule);
   py::error_already_set error;
