@@ -50,14 +50,16 @@ def _selection(head_size, num_heads, num_kv_heads, dtype, kv_cache_dtype, block_
                              kv_cache_dtype=kv_cache_dtype, block_size=block_size, device=device, **features)
 
 
-def _impl(key, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux):
+def _impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux):
+    """The impl for a layer of this configuration on `device` (made once, then reused)."""
+    num_heads, head_size, block_size, num_kv_heads = q.shape[1], q.shape[2], k.shape[1], k.shape[2]
+    key = (device, q.dtype, k.dtype, num_heads, num_kv_heads, head_size, block_size, softmax_scale, causal, window,
+           softcap, id(alibi_slopes), id(s_aux), kv_cache_dtype)
     impl = _impls.get(key)
     if impl is not None:
         return impl[0]
-    num_heads, head_size, block_size, num_kv_heads = q.shape[1], q.shape[2], k.shape[1], k.shape[2]
-    device = device_of(q)
     dtype = _dtype_name(q.dtype)
-    window = (-1, -1) if window is None else (int(window[0]), int(window[1]))
+    window = (int(window[0]), int(window[1]))
     selection = _selection(head_size, num_heads, num_kv_heads, dtype, kv_cache_dtype, block_size, device,
                            has_sinks=s_aux is not None, use_alibi=alibi_slopes is not None,
                            use_sliding_window=window != (-1, -1), use_soft_cap=bool(softcap), causal=causal)
@@ -97,19 +99,25 @@ class SchedulerMetadata:
     the builder refills its persistent buffers at the same addresses.
     """
 
-    __slots__ = ("attn_metadata", "builder", "num_reqs", "_pointers")
+    __slots__ = ("attn_metadata", "builder", "device", "num_reqs", "layers", "_arrays", "_pointers")
 
-    def __init__(self, attn_metadata, builder, num_reqs, arrays):
+    def __init__(self, attn_metadata, builder, device, num_reqs, arrays):
         self.attn_metadata = attn_metadata
         self.builder = builder
+        self.device = device
         self.num_reqs = num_reqs
+        self.layers = {}  # per layer configuration: (impl, whether the cache is FP8)
+        self._arrays = arrays
         self._pointers = tuple(_pointer(a) for a in arrays)
 
     def check_arrays(self, cu_seqlens_q, seqused_k, block_table):
-        """ValueError unless the call passes the arrays this metadata was built over (PyTorch only)."""
-        for name, array, pointer in zip(("cu_seqlens_q", "seqused_k", "block_table"),
-                                        (cu_seqlens_q, seqused_k, block_table), self._pointers):
-            if pointer is not None and array is not None and _pointer(array) != pointer:
+        """ValueError unless the call passes the arrays this metadata was built over (checked by
+        address for PyTorch tensors; the same objects pass at once)."""
+        given = (cu_seqlens_q, seqused_k, block_table)
+        if all(a is b for a, b in zip(given, self._arrays)):
+            return
+        for name, array, pointer in zip(("cu_seqlens_q", "seqused_k", "block_table"), given, self._pointers):
+            if pointer is not None and _pointer(array) != pointer:
                 raise ValueError("%s is not the array scheduler_metadata was built over (data_ptr %#x, built "
                                  "over %#x)" % (name, _pointer(array), pointer))
 
@@ -166,7 +174,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
         num_actual_tokens=num_tokens, max_query_len=max_seqlen_q, max_seq_len=max_seqlen_k, causal=causal)
     attn_metadata = builder.build(common_prefix_len, meta)
     order_after_build(device)
-    return SchedulerMetadata(attn_metadata, builder, batch_size, (cu_seqlens_q, cache_seqlens, block_table))
+    return SchedulerMetadata(attn_metadata, builder, device, batch_size, (cu_seqlens_q, cache_seqlens, block_table))
 
 
 def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu_seqlens_k=None, seqused_k=None,
@@ -199,23 +207,28 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
         raise ValueError("q_v is not supported")
     if cp_world_size != 1:
         raise ValueError("cp_world_size = %r: context parallelism is not supported" % (cp_world_size,))
-    cache_dtype = _cache_dtype(q.dtype, k.dtype, kv_cache_dtype)
     window = None if window_size is None else tuple(window_size)
-    key = (getattr(q, "device", None), q.dtype, k.dtype, q.shape[1], k.shape[2], q.shape[2], k.shape[1],
-           softmax_scale, causal, window, softcap, id(alibi_slopes), id(s_aux), cache_dtype)
-    impl = _impl(key, q, k, cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux)
     if scheduler_metadata is None:
         scheduler_metadata = get_scheduler_metadata(
             seqused_k.shape[0], max_seqlen_q, max_seqlen_k, q.shape[1], k.shape[2], q.shape[2], seqused_k,
             qkv_dtype=q.dtype, cu_seqlens_q=cu_seqlens_q, page_size=k.shape[1], causal=causal,
-            window_size=window, has_softcap=bool(softcap), block_table=block_table, kv_cache_dtype=cache_dtype,
-            num_tokens=q.shape[0], has_alibi=alibi_slopes is not None, has_sinks=s_aux is not None)
+            window_size=window, has_softcap=bool(softcap), block_table=block_table,
+            kv_cache_dtype=_cache_dtype(q.dtype, k.dtype, kv_cache_dtype), num_tokens=q.shape[0],
+            has_alibi=alibi_slopes is not None, has_sinks=s_aux is not None)
     else:
         scheduler_metadata.check_arrays(cu_seqlens_q, seqused_k, block_table)
+    # The step fixes the device, heads, head size and block size; a layer adds the rest.
+    layer = (q.dtype, k.dtype, kv_cache_dtype, softmax_scale, causal, window, softcap, id(alibi_slopes), id(s_aux))
+    entry = scheduler_metadata.layers.get(layer)
+    if entry is None:
+        cache_dtype = _cache_dtype(q.dtype, k.dtype, kv_cache_dtype)
+        impl = _impl(scheduler_metadata.device, q, k, cache_dtype, softmax_scale, causal,
+                     (-1, -1) if window is None else window, softcap, alibi_slopes, s_aux)
+        entry = scheduler_metadata.layers[layer] = (impl, cache_dtype.startswith("fp8"), alibi_slopes, s_aux)
+    impl, fp8 = entry[0], entry[1]
     if out is None:
         out = empty(q, q.shape)
     lse = empty(q, (q.shape[1], q.shape[0]), float32=True) if return_softmax_lse else None
-    fp8 = cache_dtype.startswith("fp8")
     impl.forward_split(q, k, v, scheduler_metadata.attn_metadata, out, lse, k_descale if fp8 else None,
                        v_descale if fp8 else None, stream)
     return (out, lse) if return_softmax_lse else out

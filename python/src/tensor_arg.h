@@ -1,6 +1,7 @@
-// Caller arrays as TensorViews through DLPack, without copies: anything with __dlpack__ (PyTorch,
-// NumPy >= 1.22, CuPy) or a "dltensor" capsule. Each view is checked for a dtype, device and rank
-// the library can read; the operation itself checks shapes and strides, naming the argument.
+// Caller arrays as TensorViews, without copies: anything with __dlpack__ (NumPy >= 1.22, CuPy, ...)
+// or a "dltensor" capsule through our DLPack consumer, and PyTorch tensors through their own
+// attributes (the same view, cheaper). Each view is checked for a dtype, device and rank the library
+// can read; the operation itself checks shapes and strides, naming the argument.
 #pragma once
 
 #include <pybind11/pybind11.h>
