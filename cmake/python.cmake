@@ -75,6 +75,13 @@ if(PAGEDATTN_BUILD_TESTS)
   if(TARGET pagedattn_cli)
     set(pagedattn_cli_path $<TARGET_FILE:pagedattn_cli>)
   endif()
+  set(pagedattn_case_dumps ${PROJECT_BINARY_DIR}/python_case_dumps)
+  set(pagedattn_python_env "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PAGEDATTN_CLI=${pagedattn_cli_path};PAGEDATTN_CASE_DIRS=${pagedattn_case_dirs};PAGEDATTN_CASE_DUMPS=${pagedattn_case_dumps};PYTHONDONTWRITEBYTECODE=1")
+  # The C++ side of every case, dumped once for the tests that compare with it.
+  add_test(NAME python.case_dumps COMMAND ${Python3_EXECUTABLE} case_dumps.py ${pagedattn_case_dumps}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/python)
+  set_tests_properties(python.case_dumps PROPERTIES LABELS python TIMEOUT 900 FIXTURES_SETUP python_case_dumps
+                       ENVIRONMENT "${pagedattn_python_env}")
   file(GLOB pagedattn_python_tests CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tests/python/test_*.py)
   foreach(test_file IN LISTS pagedattn_python_tests)
     get_filename_component(test_name ${test_file} NAME_WE)
@@ -82,6 +89,7 @@ if(PAGEDATTN_BUILD_TESTS)
              COMMAND ${Python3_EXECUTABLE} -m unittest -v ${test_name}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/python)
     set_tests_properties(python.${test_name} PROPERTIES LABELS python TIMEOUT 900
-      ENVIRONMENT "PYTHONPATH=${PROJECT_BINARY_DIR}/python;PAGEDATTN_CLI=${pagedattn_cli_path};PAGEDATTN_CASE_DIRS=${pagedattn_case_dirs};PYTHONDONTWRITEBYTECODE=1")
+                         ENVIRONMENT "${pagedattn_python_env}")
   endforeach()
+  set_tests_properties(python.test_cases python.test_vllm_compat PROPERTIES FIXTURES_REQUIRED python_case_dumps)
 endif()

@@ -208,7 +208,7 @@ void bind_selector(py::module_& m) {
                            std::to_string(s.block_size) + ", " + std::string(kv_cache_layout_name(s.kv_cache_layout));
         for (const BackendRejection& r : s.rejected) {
           text += "; " + r.backend + ":";
-          for (const std::string& reason : r.reasons) text += " " + reason + ";";
+          for (size_t i = 0; i < r.reasons.size(); ++i) text += (i ? ", " : " ") + r.reasons[i];
         }
         return text + ">";
       });

@@ -5,9 +5,12 @@ The dump holds the step's inputs (queries, new keys/values, the cache after the 
 table, lengths, slots, scales, sinks, slopes) and the C++ run's output and LSE, so a Python run that
 starts from the same cache and writes the same new tokens must give the same bytes.
 """
+import concurrent.futures
 import json
 import os
 import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
@@ -34,6 +37,28 @@ def dump_case(case_file, out_dir):
         raise AssertionError("pagedattn check %s failed (%d): %s%s" % (case_file, done.returncode, done.stdout,
                                                                       done.stderr))
     return done.stdout.strip()
+
+
+def write_dumps(folder):
+    """Dumps every case into folder/<case name>/, the C++ runs in parallel; returns the names."""
+    files = case_files()
+    names = [os.path.basename(f)[:-5] for f in files]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        lines = list(pool.map(lambda f, n: dump_case(f, os.path.join(folder, n)), files, names))
+    for line in lines:
+        print(line)
+    return names
+
+
+def dumps():
+    """(name, Dump) for every case: from PAGEDATTN_CASE_DUMPS (written once by the CTest fixture)
+    when set, else dumped now into a temporary folder."""
+    folder = os.environ.get("PAGEDATTN_CASE_DUMPS")
+    if folder and os.path.isdir(folder):
+        names = sorted(n for n in os.listdir(folder) if os.path.exists(os.path.join(folder, n, "meta.json")))
+        return [(n, Dump(os.path.join(folder, n))) for n in names]
+    folder = tempfile.mkdtemp(prefix="pagedattn_dumps_")
+    return [(n, Dump(os.path.join(folder, n))) for n in write_dumps(folder)]
 
 
 class Dump:
@@ -163,3 +188,8 @@ def run_step(frame, dump):
     lse = frame.full((c["num_heads"], tokens), float("nan"), "f32")
     impl.forward(query, key, value, cache, attn_metadata, output, lse, k_scale, v_scale)
     return selection, frame.to_numpy(cache), frame.to_numpy(output), frame.to_numpy(lse)
+
+
+if __name__ == "__main__":
+    os.makedirs(sys.argv[1], exist_ok=True)
+    print("%d case dumps in %s" % (len(write_dumps(sys.argv[1])), sys.argv[1]))
