@@ -88,8 +88,8 @@ if(PAGEDATTN_BUILD_TESTS)
     add_test(NAME python.${test_name}
              COMMAND ${Python3_EXECUTABLE} -m unittest -v ${test_name}
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/python)
+    # After the dumps (several tests read them; none may see a half-written one).
     set_tests_properties(python.${test_name} PROPERTIES LABELS python TIMEOUT 900
-                         ENVIRONMENT "${pagedattn_python_env}")
+                         ENVIRONMENT "${pagedattn_python_env}" FIXTURES_REQUIRED python_case_dumps)
   endforeach()
-  set_tests_properties(python.test_cases python.test_vllm_compat PROPERTIES FIXTURES_REQUIRED python_case_dumps)
 endif()

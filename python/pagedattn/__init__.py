@@ -3,8 +3,9 @@
 The engine-level API is the C++ library's (``select_backend``, the KV-cache geometry,
 ``CommonAttentionMetadata``, a builder's ``build()``, an impl's ``do_kv_cache_update()`` and
 ``forward()``); arrays cross as DLPack views (PyTorch, NumPy, CuPy), never copied.
-``pagedattn.vllm_compat`` has drop-ins with vLLM's signatures; ``pagedattn.torch_ops`` registers the
-ops with ``torch.library`` (imported here when PyTorch already is).
+``pagedattn.vllm_compat`` has drop-ins with vLLM's signatures, ``pagedattn.flashinfer_compat``
+FlashInfer's plan/run wrappers (on the FLASHINFER backend, or another one named); ``pagedattn.torch_ops``
+registers the ops with ``torch.library`` (imported here when PyTorch already is).
 """
 import sys
 
@@ -40,7 +41,7 @@ from ._C import (  # noqa: F401  (the public API)
     set_kv_cache_layout,
     split_decodes_and_prefills,
 )
-from . import vllm_compat  # noqa: F401
+from . import flashinfer_compat, vllm_compat  # noqa: F401
 
 if "torch" in sys.modules:
     from . import torch_ops  # noqa: F401

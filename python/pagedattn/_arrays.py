@@ -85,3 +85,26 @@ def order_after_build(device):
     default = torch.cuda.default_stream(index)
     if current != default:
         current.wait_stream(default)
+
+
+def from_host(like, values):
+    """A copy of the host NumPy array `values` in like's framework, on like's device."""
+    name = framework(like)
+    if name == "torch":
+        return sys.modules["torch"].from_numpy(values).to(like.device)
+    if name == "cupy":
+        return sys.modules["cupy"].asarray(values)
+    return values
+
+
+def permuted(array, order):
+    """A view of `array` with its dims reordered (result dim i is dim order[i])."""
+    return array.permute(*order) if framework(array) == "torch" else array.transpose(order)
+
+
+def store_transposed(dst, src, factor):
+    """dst[...] = src.T * factor, on src's framework and stream."""
+    if framework(src) == "torch":
+        dst.copy_(src.t()).mul_(factor)
+    else:
+        sys.modules["cupy" if framework(src) == "cupy" else "numpy"].multiply(src.T, factor, out=dst)

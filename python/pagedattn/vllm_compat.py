@@ -136,13 +136,16 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
                            causal=False, window_size=(-1, -1), has_softcap=False, num_splits=0, pack_gqa=None,
                            sm_margin=0, *, block_table=None, kv_cache_dtype="auto", cache_seqlens_cpu=None,
                            cu_seqlens_q_cpu=None, num_tokens=None, common_prefix_len=0, has_alibi=False,
-                           has_sinks=False):
+                           has_sinks=False, for_cudagraph_capture=False):
     """Builds one step's metadata ahead of flash_attn_varlen_func (vLLM's FA3 call, plus what a paged
     builder needs: block_table, and optionally the host copies of cu_seqlens_q and cache_seqlens,
     which are otherwise copied here, waiting for the device).
 
     num_tokens: the query rows flash_attn_varlen_func will get (CUDA-graph padding included);
-    default cu_seqlens_q[-1]. pack_gqa, num_splits and sm_margin are FA3 tuning knobs the builder's
+    default cu_seqlens_q[-1]. common_prefix_len > 0 runs that shared prefix as cascade (decide with
+    pagedattn.cascade_attention_pays_off, as vLLM does). for_cudagraph_capture: metadata for calls
+    captured in a CUDA graph (their launches stay valid when the graph replays after later builds:
+    build this way again, over the same arrays, before each replay). pack_gqa, num_splits and sm_margin are FA3 tuning knobs the builder's
     own plan replaces; headdim_v must equal headdim; cu_seqlens_k_new and cache_leftpad are not
     supported.
     """
@@ -172,7 +175,12 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
         query_start_loc=cu_seqlens_q, query_start_loc_cpu=qsl_host, seq_lens=cache_seqlens, seq_lens_cpu=seq_host,
         block_table_tensor=block_table, slot_mapping=no_slots(cu_seqlens_q, num_tokens), num_reqs=batch_size,
         num_actual_tokens=num_tokens, max_query_len=max_seqlen_q, max_seq_len=max_seqlen_k, causal=causal)
-    attn_metadata = builder.build(common_prefix_len, meta)
+    if for_cudagraph_capture:
+        if common_prefix_len:
+            raise ValueError("common_prefix_len = %d: cascade is not captured in CUDA graphs" % common_prefix_len)
+        attn_metadata = builder.build_for_cudagraph_capture(meta)
+    else:
+        attn_metadata = builder.build(common_prefix_len, meta)
     order_after_build(device)
     return SchedulerMetadata(attn_metadata, builder, device, batch_size, (cu_seqlens_q, cache_seqlens, block_table))
 

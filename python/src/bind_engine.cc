@@ -27,12 +27,14 @@ PyImpl make_impl(const AttentionBackend& backend, const AttentionImplParams& par
 
 namespace {
 
-py::object build(py::object self, int common_prefix_len, const PyCommonMetadata& meta) {
+// build(common_prefix_len, meta), or build_for_cudagraph_capture(meta) when `for_capture`.
+py::object build(py::object self, int common_prefix_len, const PyCommonMetadata& meta, bool for_capture) {
   PyBuilder& b = self.cast<PyBuilder&>();
   Borrowed borrowed;
   const CommonAttentionMetadata view = meta.view(borrowed);
   PyAttentionMetadata out;
-  out.metadata = unwrap(b.builder->build(common_prefix_len, view));
+  out.metadata = unwrap(for_capture ? b.builder->build_for_cudagraph_capture(view)
+                                    : b.builder->build(common_prefix_len, view));
   out.builder = std::move(self);
   out.tensors = meta.arrays();
   out.device = b.params.device;
@@ -91,12 +93,19 @@ void bind_engine(py::module_& m) {
            "'NEVER', 'UNIFORM_SINGLE_TOKEN_DECODE', 'UNIFORM_BATCH' or 'ALWAYS'.")
       .def("reorder_batch_threshold", [](const PyBuilder& b) { return b.builder->reorder_batch_threshold(); },
            "Requests with query_len <= threshold must come first; None = any order.")
-      .def("build", &build, "common_prefix_len"_a, "common_attn_metadata"_a,
-           "The step's metadata. It refers to the step's arrays: change them in place (a CUDA graph "
-           "replay), not by rebinding.")
+      .def("build",
+           [](py::object self, int common_prefix_len, const PyCommonMetadata& meta) {
+             return build(std::move(self), common_prefix_len, meta, false);
+           },
+           "common_prefix_len"_a, "common_attn_metadata"_a,
+           "The step's metadata; common_prefix_len > 0 runs that shared prefix as cascade (the engine "
+           "decides, e.g. with use_cascade_attention). It refers to the step's arrays: change them in "
+           "place, not by rebinding.")
       .def("build_for_cudagraph_capture",
-           [](py::object self, const PyCommonMetadata& meta) { return build(std::move(self), 0, meta); },
-           "common_attn_metadata"_a)
+           [](py::object self, const PyCommonMetadata& meta) { return build(std::move(self), 0, meta, true); },
+           "common_attn_metadata"_a,
+           "Metadata for a forward that is captured in a CUDA graph, whose launches stay valid when the "
+           "graph replays after later builds (build again this way before each replay).")
       .def("use_cascade_attention",
            [](const PyBuilder& b, int common_prefix_len, const std::vector<int32_t>& query_lens,
               int num_query_heads, int num_kv_heads, bool use_alibi, bool use_sliding_window,

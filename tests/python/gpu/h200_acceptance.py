@@ -12,165 +12,15 @@ Usage: python3 h200_acceptance.py OUT.json CASE.json ...
 """
 import json
 import math
-import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn.functional as F
 
 import pagedattn as pa
-from pagedattn import vllm_compat
-
-DEV = os.environ.get("PAGEDATTN_TEST_DEVICE", "cuda:0")  # "cpu" previews parts 1 and 4 on the CPU backend
-TOL = {"bf16": (1.5e-2, 1e-2), "f16": (5e-3, 5e-3)}
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
-FP8 = {"fp8_e4m3": getattr(torch, "float8_e4m3fn", None), "fp8_e5m2": getattr(torch, "float8_e5m2", None)}
-
-
-def sync():
-    if DEV.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def alibi_slopes(hq):
-    return torch.tensor([2.0 ** (-8.0 * (h + 1) / hq) for h in range(hq)], dtype=torch.float32, device=DEV)
-
-
-class Batch:
-    """A random paged step: shuffled blocks, NaN in every unused slot, the whole sequence written
-    through reshape_and_cache_flash (a shared prefix once), queries for the new tokens."""
-
-    def __init__(self, case, gen):
-        c = self.case = case
-        self.dtype = DTYPES[c.get("dtype", "bf16")]
-        self.hq, self.hkv, self.d = c.get("num_heads", 32), c.get("num_kv_heads", 8), c.get("head_size", 128)
-        self.bs = c.get("block_size", 16)
-        self.kv = c.get("kv_cache_dtype", "auto")
-        self.seq_lens, self.query_lens = c["seq_lens"], c["query_lens"]
-        self.causal = c.get("causal", True)
-        self.window = tuple(c.get("sliding_window") or (-1, -1))
-        self.softcap = c.get("logits_soft_cap") or 0.0
-        self.cpl = c.get("common_prefix_len", 0)
-        b = len(self.seq_lens)
-        blocks = [math.ceil(s / self.bs) for s in self.seq_lens]
-        shared = self.cpl // self.bs
-        num_blocks = sum(blocks) - shared * (b - 1) + 7
-        perm = torch.randperm(num_blocks, generator=gen).tolist()
-        self.table = torch.zeros((b, max(blocks)), dtype=torch.int32)
-        for r in range(b):
-            for j in range(blocks[r]):
-                self.table[r, j] = perm[j] if j < shared else perm.pop()
-        self.table = self.table.to(DEV)
-        storage = torch.uint8 if self.kv in FP8 else self.dtype
-        if c.get("kv_layout") == "HND":
-            phys = torch.empty((num_blocks, 2, self.hkv, self.bs, self.d), dtype=storage, device=DEV)
-            self.cache = phys.permute(0, 1, 3, 2, 4)
-        else:
-            self.cache = torch.empty((num_blocks, 2, self.bs, self.hkv, self.d), dtype=storage, device=DEV)
-        self.cache.fill_(0x7F if self.kv in FP8 else float("nan"))
-        if self.kv in FP8:
-            self.cache = self.cache.view(FP8[self.kv])  # vLLM's view of an FP8 cache
-        total = sum(self.seq_lens)
-        k_all = torch.randn((total, self.hkv, self.d), generator=gen).to(DEV, self.dtype)
-        v_all = torch.randn((total, self.hkv, self.d), generator=gen).to(DEV, self.dtype)
-        slots = []
-        for r, s in enumerate(self.seq_lens):
-            for p in range(s):
-                shared_token = p < self.cpl and r > 0
-                slots.append(-1 if shared_token else int(self.table[r, p // self.bs]) * self.bs + p % self.bs)
-        self.k_scale = self.v_scale = None
-        if self.kv in FP8:
-            per_head = c.get("kv_scale") == "head"
-            amax = lambda x: (x.float().abs().amax(dim=(0, 2)) if per_head else x.float().abs().amax().reshape(1))
-            self.k_scale, self.v_scale = amax(k_all) / 64, amax(v_all) / 64
-        vllm_compat.reshape_and_cache_flash(k_all, v_all, self.cache[:, 0], self.cache[:, 1],
-                                            torch.tensor(slots, dtype=torch.int64, device=DEV), self.kv,
-                                            self.k_scale, self.v_scale)
-        self.k_all, self.slots = k_all, slots
-        self.q = torch.randn((sum(self.query_lens), self.hq, self.d), generator=gen).to(DEV, self.dtype)
-        qsl = [0]
-        for ql in self.query_lens:
-            qsl.append(qsl[-1] + ql)
-        self.qsl = torch.tensor(qsl, dtype=torch.int32, device=DEV)
-        self.seqused = torch.tensor(self.seq_lens, dtype=torch.int32, device=DEV)
-        self.scale = c.get("scale") or 1.0 / math.sqrt(self.d)
-        self.slopes = alibi_slopes(self.hq) if c.get("alibi") else None
-        self.sinks = torch.randn(self.hq, generator=gen).to(DEV) if c.get("sinks") else None
-
-    def descale(self, s):
-        """As vLLM passes descales: [num_reqs, Hkv], broadcast (stride 0) over requests."""
-        if s is None:
-            return None
-        b = len(self.seq_lens)
-        return s.expand(b, self.hkv) if s.numel() == 1 else s[None].expand(b, -1)
-
-    def call(self, **extra):
-        return vllm_compat.flash_attn_varlen_func(
-            self.q, self.cache[:, 0], self.cache[:, 1], max(self.query_lens), self.qsl, max(self.seq_lens),
-            seqused_k=self.seqused, softmax_scale=self.scale, causal=self.causal, window_size=list(self.window),
-            softcap=self.softcap, alibi_slopes=self.slopes, block_table=self.table, return_softmax_lse=True,
-            k_descale=self.descale(self.k_scale), v_descale=self.descale(self.v_scale), s_aux=self.sinks,
-            kv_cache_dtype=self.kv, **extra)
-
-    def gathered(self, r, plane, scale):
-        s = self.seq_lens[r]
-        x = self.cache[self.table[r, : math.ceil(s / self.bs)].long(), plane].reshape(-1, self.hkv, self.d)[:s]
-        x = x.float()
-        if scale is not None:
-            x = x * scale.reshape(1, -1, 1)
-        return x.repeat_interleave(self.hq // self.hkv, dim=1).transpose(0, 1)  # [Hq, s, D]
-
-    def reference(self, seq_lens=None):
-        """(SDPA out or None, explicit out, explicit LSE) for every token, float32."""
-        if seq_lens is not None:
-            self.seq_lens = seq_lens
-        sdpa_ok = not self.softcap and self.sinks is None
-        outs, exp_outs, lses = [], [], []
-        for r, (s, ql) in enumerate(zip(self.seq_lens, self.query_lens)):
-            q = self.q[int(self.qsl[r]) : int(self.qsl[r]) + ql].float().transpose(0, 1)  # [Hq, ql, D]
-            k, v = self.gathered(r, 0, self.k_scale), self.gathered(r, 1, self.v_scale)
-            p = (s - ql + torch.arange(ql, device=DEV))[:, None]
-            j = torch.arange(s, device=DEV)[None, :]
-            visible = torch.ones((ql, s), dtype=torch.bool, device=DEV)
-            if self.causal:
-                visible &= j <= p
-            if self.window[0] >= 0:
-                visible &= j >= p - self.window[0]
-            if self.window[1] >= 0:
-                visible &= j <= p + self.window[1]
-            bias = torch.zeros((self.hq, ql, s), device=DEV)
-            if self.slopes is not None:
-                bias = bias - self.slopes[:, None, None] * (p - j).abs()[None].float()
-            mask = bias.masked_fill(~visible[None], float("-inf"))
-            scores = self.scale * q @ k.transpose(1, 2)
-            if self.softcap:
-                scores = self.softcap * torch.tanh(scores / self.softcap)
-            scores = scores + mask
-            if self.sinks is not None:
-                scores = torch.cat([scores, self.sinks[:, None, None].expand(-1, ql, 1)], dim=2)
-            lse = torch.logsumexp(scores, dim=2)  # [Hq, ql]
-            prob = torch.exp(scores - lse[..., None]).nan_to_num(0.0)[..., :s]
-            exp_outs.append((prob @ v).transpose(0, 1))
-            lses.append(lse)
-            if sdpa_ok and hasattr(F, "scaled_dot_product_attention"):
-                o = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask[None], scale=self.scale)
-                outs.append(o[0].nan_to_num(0.0).transpose(0, 1))
-        sdpa = torch.cat(outs) if outs else None
-        return sdpa, torch.cat(exp_outs), torch.cat(lses, dim=1)
-
-
-def compare(batch, out, lse, seq_lens=None):
-    sdpa, explicit, ref_lse = batch.reference(seq_lens)
-    want = sdpa if sdpa is not None else explicit
-    atol, rtol = TOL[batch.case.get("dtype", "bf16")]
-    err = (out.float() - want).abs()
-    bound = atol + rtol * want.abs()
-    finite = torch.isfinite(ref_lse)
-    lse_err = (lse - ref_lse).abs()[finite].max().item() if finite.any() else 0.0
-    ok = bool((err <= bound).all()) and lse_err < 1e-2 and bool(torch.isfinite(out).all())
-    return ok, err.max().item(), lse_err, "sdpa" if sdpa is not None else "explicit"
+from pagedattn import flashinfer_compat, vllm_compat
+from paged_batch import DEV, FP8, TOL, Batch, compare, sync
 
 
 def check_cache_write(batch):
@@ -216,6 +66,47 @@ def correctness(cases, report):
     return all_ok
 
 
+def flashinfer_wrappers(cases, report):
+    """BatchPrefillWithPagedKVCacheWrapper (and the decode wrapper on all-decode batches) over the
+    FLASH_ATTN backend (FLASHINFER is not in this build), FlashInfer's page table and cache format,
+    against the same references; the LSE comes back in base 2."""
+    gen = torch.Generator().manual_seed(5)
+    results = []
+    for case in cases:
+        window = case.get("sliding_window") or [-1, -1]
+        if case.get("alibi") or not (window[1] == (0 if case.get("causal", True) else -1) or window == [-1, -1]):
+            continue
+        batch = Batch(case, gen)
+        pages = [math.ceil(s / batch.bs) for s in batch.seq_lens]
+        table = batch.table.cpu()
+        indptr = torch.tensor([0] + pages, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        indices = torch.cat([table[r, :n] for r, n in enumerate(pages)]).to(torch.int32)
+        last = torch.tensor([s - (n - 1) * batch.bs for s, n in zip(batch.seq_lens, pages)], dtype=torch.int32)
+        layout = case.get("kv_layout", "NHD")
+        physical = batch.cache.permute(0, 1, 3, 2, 4) if layout == "HND" else batch.cache
+        common = dict(window_left=window[0], logits_soft_cap=batch.softcap or None, sm_scale=batch.scale,
+                      q_data_type=batch.dtype, kv_data_type=batch.cache.dtype)
+        kinds = ["prefill"] + (["decode"] if set(batch.query_lens) == {1} else [])
+        for kind in kinds:
+            workspace = torch.empty(16, dtype=torch.uint8, device=DEV)
+            if kind == "decode":
+                w = flashinfer_compat.BatchDecodeWithPagedKVCacheWrapper(workspace, layout, backend="flash_attn")
+                w.plan(indptr, indices, last, batch.hq, batch.hkv, batch.d, batch.bs, **common)
+            else:
+                w = flashinfer_compat.BatchPrefillWithPagedKVCacheWrapper(workspace, layout, backend="flash_attn")
+                w.plan(batch.qsl, indptr, indices, last, batch.hq, batch.hkv, batch.d, batch.bs,
+                       causal=batch.causal, **common)
+            out, lse = w.run(batch.q, physical, return_lse=True, sinks=batch.sinks, k_scale=batch.k_scale,
+                             v_scale=batch.v_scale)
+            sync()
+            ok, err, lse_err, ref = compare(batch, out, (lse * math.log(2.0)).t())
+            results.append(dict(case=case["name"], kind=kind, ok=ok, max_abs_err=err, lse_err=lse_err))
+            print("flashinfer-style %-7s %-24s %s max_abs_err %.3g lse_err %.3g vs %s" % (
+                kind, case["name"], "PASS" if ok else "FAIL", err, lse_err, ref), flush=True)
+    report["flashinfer_wrappers"] = results
+    return bool(results) and all(r["ok"] for r in results)
+
+
 def graph_replay(report):
     """Capture a decode step with scheduler metadata, replay it with new lengths."""
     gen = torch.Generator().manual_seed(1)
@@ -230,7 +121,7 @@ def graph_replay(report):
         batch.seqused.copy_(torch.tensor(lengths, dtype=torch.int32))
         return vllm_compat.get_scheduler_metadata(8, 1, max_len, batch.hq, batch.hkv, batch.d, batch.seqused,
                                                   qkv_dtype=batch.dtype, cache_seqlens_cpu=torch.tensor(lengths,
-                                                  dtype=torch.int32), **plan)
+                                                  dtype=torch.int32), for_cudagraph_capture=True, **plan)
 
     def step(md):
         vllm_compat.flash_attn_varlen_func(
@@ -373,7 +264,7 @@ def main():
     verdict = {}
     parts = [("correctness", lambda: correctness(cases, report)), ("graph", lambda: graph_replay(report)),
              ("overhead", lambda: overhead(report)), ("wrong_device", lambda: wrong_device(report)),
-             ("compile", lambda: compiled(report))]
+             ("flashinfer_wrappers", lambda: flashinfer_wrappers(cases, report)), ("compile", lambda: compiled(report))]
     if not DEV.startswith("cuda"):
         parts = [parts[0], parts[2]]
     for name, fn in parts:

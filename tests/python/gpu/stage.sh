@@ -15,7 +15,7 @@ cp -L "$build/src/libpagedattn.so.0" "$dest/lib/"
 cudart=$(ldd "$build/src/libpagedattn.so.0" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$dest/lib/"
 strip --strip-unneeded "$dest/lib/"*.so* "$dest"/pagedattn/_C*.so
-cp "$here/h200_acceptance.py" "$dest/"
+cp "$here/h200_acceptance.py" "$here/paged_batch.py" "$dest/"
 # The module's sources, to rebuild it there if its Python differs from the one it was built for.
 mkdir -p "$dest/fallback/include/pagedattn"
 cp -r "$here/../../../python/src" "$dest/fallback/"
