@@ -71,16 +71,26 @@ def to_host(array):
     raise ValueError("cannot copy a %s array to the host" % type(array).__name__)
 
 
-def order_after_build(device):
-    """Makes PyTorch's current stream wait for the copies a CUDA builder queued on the default stream.
-
-    A builder fills its persistent buffers with cudaMemcpyAsync on the legacy default stream, which
-    PyTorch's side streams (created non-blocking) do not wait for on their own.
-    """
-    torch = sys.modules.get("torch")
-    if torch is None or not device.startswith("cuda"):
+def order_after_build(device, like):
+    """Makes the current stream of like's framework (PyTorch or CuPy) wait for the copies a CUDA
+    builder queued on the legacy default stream, which non-blocking streams (PyTorch's side streams,
+    CuPy's Stream(non_blocking=True)) do not wait for on their own. Queued, not waited for."""
+    if not device.startswith("cuda"):
         return
     index = int(device.split(":")[1])
+    name = framework(like)
+    if name == "cupy":
+        cupy = sys.modules["cupy"]
+        with cupy.cuda.Device(index):
+            current = cupy.cuda.get_current_stream()
+            if current.ptr != 0:
+                event = cupy.cuda.Event(disable_timing=True)
+                event.record(cupy.cuda.Stream.null)
+                current.wait_event(event)
+        return
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
     current = torch.cuda.current_stream(index)
     default = torch.cuda.default_stream(index)
     if current != default:

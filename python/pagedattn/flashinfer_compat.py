@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import _C
-from ._arrays import device_of, empty, from_host, no_slots, permuted, store_transposed, to_host
+from ._arrays import device_of, empty, from_host, no_slots, order_after_build, permuted, store_transposed, to_host
 from .vllm_compat import _cache_dtype, _dtype_name, _host_floats
 
 _LN2 = math.log(2.0)
@@ -79,7 +79,9 @@ class _PagedWrapper:
             seq_lens_cpu=seq_lens, block_table_tensor=from_host(like, table),
             slot_mapping=no_slots(like, int(qsl[-1])), num_reqs=len(pages), num_actual_tokens=int(qsl[-1]),
             max_query_len=int(query_lens.max(initial=0)), max_seq_len=int(seq_lens.max(initial=0)), causal=causal)
-        self._step = dict(metadata=builder.build(0, meta), meta=meta, heads=(num_qo_heads, num_kv_heads, head_dim),
+        metadata = builder.build(0, meta)
+        order_after_build(self._device, like)
+        self._step = dict(metadata=metadata, meta=meta, heads=(num_qo_heads, num_kv_heads, head_dim),
                           kv_dtype=kv_dtype, q_dtype=q_data_type, scale=sm_scale, causal=causal,
                           window=(window_left, 0 if causal else -1) if window_left >= 0 else (-1, -1),
                           softcap=logits_soft_cap, tokens=int(qsl[-1]))

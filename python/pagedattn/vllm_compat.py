@@ -145,9 +145,9 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     default cu_seqlens_q[-1]. common_prefix_len > 0 runs that shared prefix as cascade (decide with
     pagedattn.cascade_attention_pays_off, as vLLM does). for_cudagraph_capture: metadata for calls
     captured in a CUDA graph (their launches stay valid when the graph replays after later builds:
-    build this way again, over the same arrays, before each replay). pack_gqa, num_splits and sm_margin are FA3 tuning knobs the builder's
-    own plan replaces; headdim_v must equal headdim; cu_seqlens_k_new and cache_leftpad are not
-    supported.
+    build this way again, over the same arrays, before each replay). pack_gqa, num_splits and
+    sm_margin are FA3 tuning knobs the builder's own plan replaces; headdim_v must equal headdim;
+    cu_seqlens_k_new and cache_leftpad are not supported.
     """
     if block_table is None:
         raise ValueError("block_table is required: pagedattn's metadata describes the paged KV cache")
@@ -181,7 +181,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
         attn_metadata = builder.build_for_cudagraph_capture(meta)
     else:
         attn_metadata = builder.build(common_prefix_len, meta)
-    order_after_build(device)
+    order_after_build(device, cu_seqlens_q)
     return SchedulerMetadata(attn_metadata, builder, device, batch_size, (cu_seqlens_q, cache_seqlens, block_table))
 
 
