@@ -13,6 +13,11 @@ def framework(array):
     return type(array).__module__.split(".", 1)[0]
 
 
+def device_key(array):
+    """A hashable key of the array's device (PyTorch's torch.device, else the DLPack device)."""
+    return array.device if framework(array) == "torch" else array.__dlpack_device__()
+
+
 def device_of(array):
     """'cpu' or 'cuda:N', from the array's DLPack device."""
     kind, index = array.__dlpack_device__()

@@ -11,7 +11,7 @@ Impls and builders are made once per configuration and reused. ``alibi_slopes`` 
 model constants: they are read once per array and cached (change them and pass a new array).
 """
 from . import _C
-from ._arrays import device_of, empty, framework, no_slots, order_after_build, to_host
+from ._arrays import device_key, device_of, empty, framework, no_slots, order_after_build, to_host
 
 _impls = {}
 _builders = {}
@@ -247,7 +247,7 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv
     """vLLM's reshape_and_cache_flash: writes key/value [num_tokens, Hkv, D] into the paged cache at
     slot_mapping [num_tokens] int64 (-1 skipped), FP8 caches as saturate(x / scale)."""
     cache_dtype = _cache_dtype(key.dtype, key_cache.dtype, kv_cache_dtype)
-    impl_key = ("cache", getattr(key, "device", None), key.dtype, key_cache.dtype, key.shape[1], key.shape[2],
+    impl_key = ("cache", device_key(key), key.dtype, key_cache.dtype, key.shape[1], key.shape[2],
                 key_cache.shape[1], cache_dtype)
     entry = _impls.get(impl_key)
     if entry is None:
