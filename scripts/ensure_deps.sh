@@ -2,7 +2,7 @@
 # Debian 12: g++ 12, CMake 3.25; CUDA (optional) from NVIDIA's toolkit in /usr/local/cuda.
 
 pagedattn_packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
-                    python3-numpy)
+                    python3-numpy pybind11-dev python3-dev python3-torch)
 
 pagedattn_ensure_deps() {
   local missing=()

@@ -1,0 +1,125 @@
+"""Framework-neutral helpers: where an array lives and how to allocate one like it.
+
+The library never allocates the caller's outputs; the drop-ins do, with the caller's framework
+(PyTorch, NumPy or CuPy), found from the array's type without importing any framework.
+"""
+import sys
+
+_DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 1, 2, 3, 13
+
+
+def framework(array):
+    """'torch', 'numpy' or 'cupy': the package the array's type comes from."""
+    return type(array).__module__.split(".", 1)[0]
+
+
+def device_key(array):
+    """A hashable key of the array's device (PyTorch's torch.device, else the DLPack device)."""
+    return array.device if framework(array) == "torch" else array.__dlpack_device__()
+
+
+def device_of(array):
+    """'cpu' or 'cuda:N', from the array's DLPack device."""
+    kind, index = array.__dlpack_device__()
+    if kind in (_DLPACK_CUDA, _DLPACK_CUDA_MANAGED):
+        return "cuda:%d" % index
+    return "cpu"
+
+
+def empty(like, shape, float32=False):
+    """An uninitialised array of `shape` on like's device, of like's dtype (or float32)."""
+    name = framework(like)
+    if name == "torch":
+        torch = sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.float32 if float32 else like.dtype, device=like.device)
+    xp = sys.modules["cupy" if name == "cupy" else "numpy"]
+    return xp.empty(shape, dtype=xp.float32 if float32 else like.dtype)
+
+
+_no_slots = [None]
+
+
+def no_slots(like, num_tokens):
+    """A host int64 slot_mapping of -1 (write nothing) for `num_tokens` tokens, for metadata built
+    where no cache update happens (one growing buffer, sliced)."""
+    slots = _no_slots[0]
+    if slots is None or len(slots) < num_tokens:
+        size = max(num_tokens, 2 * (0 if slots is None else len(slots)), 1024)
+        if "numpy" not in sys.modules and framework(like) == "torch":
+            torch = sys.modules["torch"]
+            slots = torch.full((size,), -1, dtype=torch.int64)
+        else:
+            import numpy
+
+            slots = numpy.full(size, -1, dtype=numpy.int64)
+        _no_slots[0] = slots
+    return slots[:num_tokens]
+
+
+def to_host(array):
+    """A host copy of a small array (lengths, offsets), for metadata that needs host values.
+
+    On CUDA this waits for the copy, so it is not allowed while a CUDA graph is being captured.
+    """
+    if device_of(array) == "cpu":
+        return array
+    name = framework(array)
+    if name == "torch":
+        torch = sys.modules["torch"]
+        if torch.cuda.is_current_stream_capturing():
+            raise ValueError(
+                "host copies of the step's lengths are needed, and a CUDA graph is being captured: "
+                "build the metadata before capture (pass scheduler_metadata=get_scheduler_metadata(...))")
+        return array.cpu()
+    if name == "cupy":
+        return sys.modules["cupy"].asnumpy(array)
+    raise ValueError("cannot copy a %s array to the host" % type(array).__name__)
+
+
+def order_after_build(device, like):
+    """Makes the current stream of like's framework (PyTorch or CuPy) wait for the copies a CUDA
+    builder queued on the legacy default stream, which non-blocking streams (PyTorch's side streams,
+    CuPy's Stream(non_blocking=True)) do not wait for on their own. Queued, not waited for."""
+    if not device.startswith("cuda"):
+        return
+    index = int(device.split(":")[1])
+    name = framework(like)
+    if name == "cupy":
+        cupy = sys.modules["cupy"]
+        with cupy.cuda.Device(index):
+            current = cupy.cuda.get_current_stream()
+            if current.ptr != 0:
+                event = cupy.cuda.Event(disable_timing=True)
+                event.record(cupy.cuda.Stream.null)
+                current.wait_event(event)
+        return
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
+    current = torch.cuda.current_stream(index)
+    default = torch.cuda.default_stream(index)
+    if current != default:
+        current.wait_stream(default)
+
+
+def from_host(like, values):
+    """A copy of the host NumPy array `values` in like's framework, on like's device."""
+    name = framework(like)
+    if name == "torch":
+        return sys.modules["torch"].from_numpy(values).to(like.device)
+    if name == "cupy":
+        return sys.modules["cupy"].asarray(values)
+    return values
+
+
+def permuted(array, order):
+    """A view of `array` with its dims reordered (result dim i is dim order[i])."""
+    return array.permute(*order) if framework(array) == "torch" else array.transpose(order)
+
+
+def store_transposed(dst, src, factor):
+    """dst[...] = src.T * factor, on src's framework and stream."""
+    if framework(src) == "torch":
+        dst.copy_(src.t()).mul_(factor)
+    else:
+        sys.modules["cupy" if framework(src) == "cupy" else "numpy"].multiply(src.T, factor, out=dst)

@@ -1,0 +1,147 @@
+"""Bad arguments raise a ValueError that names the argument (and never crash the process): wrong
+dtype, device, rank, shape, a non-contiguous head dim, a block table too narrow, non-arrays, bad
+names; and the drop-ins refuse what they do not support."""
+import unittest
+
+import numpy as np
+
+import fake_dlpack
+import pagedattn as pa
+from pagedattn import vllm_compat
+
+H, HKV, D, BS, NB = 4, 2, 64, 16, 6
+
+
+def step(seq_lens=(20, 9), query_lens=(2, 1), table_width=2):
+    """A small valid f32 step on the CPU backend: impl, builder, metadata and arrays."""
+    rng = np.random.default_rng(0)
+    backend = pa.select_backend(head_size=D, num_heads=H, num_kv_heads=HKV, dtype="f32", block_size=BS,
+                                device="cpu").backend
+    impl = backend.make_impl(num_heads=H, head_size=D, num_kv_heads=HKV, dtype="f32", device="cpu")
+    builder = backend.make_builder(num_heads=H, num_kv_heads=HKV, head_size=D, block_size=BS, dtype="f32",
+                                   device="cpu")
+    tokens = sum(query_lens)
+    wide = np.arange(len(seq_lens) * NB, dtype=np.int32).reshape(len(seq_lens), NB) % NB
+    slots = []
+    for r, (s, q) in enumerate(zip(seq_lens, query_lens)):
+        slots += [int(wide[r, p // BS]) * BS + p % BS for p in range(s - q, s)]
+    table = np.ascontiguousarray(wide[:, :table_width])
+    arrays = dict(
+        query=rng.standard_normal((tokens, H, D), dtype=np.float32),
+        key=rng.standard_normal((tokens, HKV, D), dtype=np.float32),
+        value=rng.standard_normal((tokens, HKV, D), dtype=np.float32),
+        kv_cache=rng.standard_normal((NB, 2, BS, HKV, D), dtype=np.float32),
+        output=np.zeros((tokens, H, D), np.float32))
+    meta = pa.CommonAttentionMetadata(
+        query_start_loc=np.cumsum([0] + list(query_lens)).astype(np.int32),
+        seq_lens=np.array(seq_lens, np.int32), block_table_tensor=table, slot_mapping=np.array(slots, np.int64),
+        num_reqs=len(seq_lens), num_actual_tokens=tokens, max_query_len=max(query_lens), max_seq_len=max(seq_lens))
+    return impl, builder, meta, arrays
+
+
+class BadArguments(unittest.TestCase):
+    def setUp(self):
+        self.impl, self.builder, self.meta, self.a = step()
+        self.md = self.builder.build(0, self.meta)
+
+    def forward(self, **changes):
+        a = dict(self.a, **changes)
+        self.impl.forward(a["query"], a["key"], a["value"], a["kv_cache"], self.md, a["output"])
+
+    def assert_value_error(self, pattern, fn, *args, **kwargs):
+        with self.assertRaisesRegex(ValueError, pattern):
+            fn(*args, **kwargs)
+
+    def test_valid_step_runs(self):
+        self.forward()
+        self.assertTrue(np.isfinite(self.a["output"]).all())
+
+    def test_wrong_dtype(self):
+        self.assert_value_error("query", self.forward, query=self.a["query"].astype(np.float16))
+        self.assert_value_error("output", self.forward, output=np.zeros(self.a["output"].shape, np.int32))
+
+    def test_unsupported_dtype_names_the_argument(self):
+        self.assert_value_error("query: .*float64.*not supported|query: DLPack dtype", self.forward,
+                                query=self.a["query"].astype(np.float64))
+        self.assert_value_error("key: DLPack dtype", self.forward, key=self.a["key"].astype(np.int16))
+
+    def test_wrong_device(self):
+        on_gpu = fake_dlpack.FakeTensor(self.a["query"], device_type=fake_dlpack.CUDA)
+        self.assert_value_error("query.*cuda:0|cuda:0.*query", self.forward, query=on_gpu)
+        elsewhere = fake_dlpack.FakeTensor(self.a["query"], device_type=fake_dlpack.VULKAN)
+        self.assert_value_error("query: DLPack device type 7", self.forward, query=elsewhere)
+
+    def test_wrong_rank_and_shape(self):
+        self.assert_value_error("query", self.forward, query=self.a["query"].reshape(-1, D))
+        self.assert_value_error("output", self.forward, output=np.zeros((3, H + 1, D), np.float32))
+        self.assert_value_error("kv_cache", self.forward, kv_cache=self.a["kv_cache"][:, :, :, :, : D // 2])
+
+    def test_non_contiguous_head_dim(self):
+        wide = np.zeros((3, H, 2 * D), np.float32)
+        self.assert_value_error("query.*head_size|head_size.*query", self.forward, query=wide[:, :, ::2])
+        cache = np.zeros((NB, 2, BS, HKV, 2 * D), np.float32)[..., ::2]
+        self.assert_value_error("kv_cache.*head_size", self.forward, kv_cache=cache)
+
+    def test_block_table_too_narrow(self):
+        _, builder, meta, _ = step(seq_lens=(40, 9), query_lens=(1, 1), table_width=2)  # 40 tokens need 3 blocks
+        self.assert_value_error("block_table", builder.build, 0, meta)
+
+    def test_not_an_array(self):
+        self.assert_value_error("query: expected an array with __dlpack__", self.forward, query=[[1.0]])
+        self.assert_value_error("query is required", self.forward, query=None)
+
+    def test_used_capsule(self):
+        capsule = self.a["query"].__dlpack__()
+        self.forward(query=capsule)
+        self.assert_value_error("query: expected a fresh", self.forward, query=capsule)
+
+    def test_bad_names(self):
+        self.assert_value_error("dtype", pa.select_backend, head_size=D, num_heads=H, num_kv_heads=HKV, dtype="fp64")
+        self.assert_value_error("device", pa.select_backend, head_size=D, num_heads=H, num_kv_heads=HKV, device="tpu")
+        self.assert_value_error("layout", pa.get_kv_cache_stride_order, "XYZ")
+        self.assert_value_error("sliding_window", pa.find_backend("cpu").make_impl, num_heads=H, head_size=D,
+                                num_kv_heads=HKV, sliding_window=(1, 2, 3), device="cpu")
+
+    def test_library_errors_are_value_errors(self):
+        self.assert_value_error("num_heads", pa.find_backend("cpu").make_impl, num_heads=3, head_size=D,
+                                num_kv_heads=2, dtype="f32", device="cpu")
+        self.assert_value_error("FLASH_ATTN", pa.select_backend, head_size=D, num_heads=H, num_kv_heads=HKV,
+                                device="cpu", backend="flash_attn")
+
+    def test_per_request_scales(self):
+        scales = np.ones((2, HKV), np.float32)
+        self.assert_value_error("k_scale.*per request", self.impl.forward, self.a["query"], self.a["key"],
+                                self.a["value"], self.a["kv_cache"], self.md, self.a["output"], None, scales)
+
+    def test_drop_in_refusals(self):
+        a = self.a
+        k, v = a["kv_cache"][:, 0], a["kv_cache"][:, 1]
+        qsl, seqs, table = self.meta.query_start_loc, self.meta.seq_lens, self.meta.block_table_tensor
+        call = vllm_compat.flash_attn_varlen_func
+        self.assert_value_error("block_table", call, a["query"], k, v, 2, qsl, 20, seqused_k=seqs)
+        self.assert_value_error("dropout_p", call, a["query"], k, v, 2, qsl, 20, seqused_k=seqs, block_table=table,
+                                dropout_p=0.1)
+        self.assert_value_error("value_cache", call, a["query"], k, v[:, :, :1], 2, qsl, 20, seqused_k=seqs,
+                                block_table=table)
+        self.assert_value_error("merge|output|prefix", pa.merge_attn_states, a["output"], a["output"],
+                                np.zeros((H, 2), np.float32), a["output"], np.zeros((H, 3), np.float32))
+
+
+class Torch(unittest.TestCase):
+    def setUp(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        self.torch = torch
+
+    def test_requires_grad(self):
+        impl, builder, meta, a = step()
+        md = builder.build(0, meta)
+        query = self.torch.from_numpy(a["query"]).requires_grad_()
+        with self.assertRaisesRegex(ValueError, "query: the tensor requires grad"):
+            impl.forward(query, a["key"], a["value"], a["kv_cache"], md, a["output"])
+
+
+if __name__ == "__main__":
+    unittest.main()
