@@ -1,8 +1,7 @@
 // FLASHINFER's impl: the cache write and the forward over the GPU layer's checks, per-head
 // parameters and cascade sequence (backends/gpu/). forward runs the step's parts as build()
-// planned them: the prefill part through the paged attention kernel (first: its split combine
-// walks every token of the launch), then the decode part through the decode kernel, which writes
-// the decode tokens. A capture build launches both whatever the mix, so the graph replays any mix
+// planned them: the prefill part through the paged attention kernel (its rows start after the
+// decode rows), then the decode part through the decode kernel, which writes the decode rows. A capture build launches both whatever the mix, so the graph replays any mix
 // of the same request and token counts. forward is CUDA-graph safe by construction: host checks
 // of shapes, then launches.
 #include <cuda_runtime.h>

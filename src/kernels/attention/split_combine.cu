@@ -16,8 +16,10 @@ __global__ void __launch_bounds__(kCombineThreads)
     split_combine_kernel(const __grid_constant__ PagedAttentionParams p) {
   const int token = blockIdx.x;
   const int head = blockIdx.y;
+  // Rows outside [cu_seqlens_q[0], cu_seqlens_q[num_reqs]) are not this launch's (FLASHINFER's
+  // prefill pass starts after the decode rows, which its decode kernel writes).
+  if (token < p.cu_seqlens_q[0] || token >= p.cu_seqlens_q[p.num_reqs]) return;
   // The request holding this token: the last r with cu_seqlens_q[r] <= token.
-  if (token >= p.cu_seqlens_q[p.num_reqs]) return;
   int lo = 0, hi = p.num_reqs - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
