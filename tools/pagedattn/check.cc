@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <new>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,20 @@ struct CaseResult {
   std::string error;
 };
 
+// The case's host buffers are allocated here: a machine with less memory than the case needs
+// (validate() already refuses more than kMaxCaseHostBytes) gets an error with the size, not
+// abort().
+StatusOr<std::unique_ptr<CaseRun>> prepare_case(const testing::CaseSpec& spec,
+                                                const CheckOptions& o) {
+  try {
+    return CaseRun::prepare(spec, o.backend, o.cascade);
+  } catch (const std::bad_alloc&) {
+    const StatusOr<int64_t> bytes = spec.host_bytes();
+    return out_of_range("out of host memory preparing the case (it needs about " +
+                        (bytes.ok() ? std::to_string(*bytes >> 20) : std::string("?")) + " MiB)");
+  }
+}
+
 CaseResult check_one(const std::string& path, const CheckOptions& o) {
   CaseResult result;
   result.name = path;
@@ -44,7 +59,7 @@ CaseResult check_one(const std::string& path, const CheckOptions& o) {
   }
   result.name = spec->name;
   result.tolerance = reference::tolerance_for(spec->dtype);
-  StatusOr<std::unique_ptr<CaseRun>> prepared = CaseRun::prepare(*spec, o.backend, o.cascade);
+  StatusOr<std::unique_ptr<CaseRun>> prepared = prepare_case(*spec, o);
   if (!prepared.ok()) {
     result.exit_code = kExitBadInput;
     result.error = prepared.status().message();
@@ -85,7 +100,7 @@ CaseResult check_one(const std::string& path, const CheckOptions& o) {
   if (!o.dump_dir.empty()) {
     if (Status d = dump_case(o.dump_dir, run, *comparison); !d.ok()) {
       result.exit_code = kExitBadInput;
-      result.error = "--dump: " + d.message();
+      result.error = d.message();
     }
   }
   return result;
@@ -131,6 +146,10 @@ int run_check(const CheckOptions& o) {
     return bad_input("--dump takes one case at a time (got " + std::to_string(o.cases.size()) +
                      ")");
   }
+  // Before the run: a dump that cannot be written is bad input, found before minutes of oracle.
+  if (!o.dump_dir.empty()) {
+    if (Status s = prepare_dump_dir(o.dump_dir); !s.ok()) return bad_input(s);
+  }
   int exit_code = kExitOk;
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& path : o.cases) {
@@ -160,7 +179,8 @@ void add_check_command(CLI::App& app, int& exit_code) {
                   "auto (the selector's choice), cpu, flash_attn, flashinfer")
       ->capture_default_str()
       ->check(backend_validator(true));
-  cmd->add_option("--dump", o->dump_dir, "Write every tensor of the (single) case as .npy here");
+  cmd->add_option("--dump", o->dump_dir, "Write every tensor of the (single) case as .npy here")
+      ->check(non_empty("directory name"));
   cmd->add_flag("--json", o->json, "Print the results as JSON");
   cmd->add_option_function<std::string>(
          "--cascade",
