@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pagedattn/backend.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
@@ -66,6 +67,9 @@ struct CaseSpec {
 StatusOr<CaseSpec> parse_case_json(const std::string& json_text, const std::string& default_name);
 StatusOr<CaseSpec> load_case_file(const std::string& path);
 std::string case_to_json(const CaseSpec& spec);  // the resolved case, every field
+
+// The selector question a case asks, on `device` (a decoder layer).
+AttentionSelectorConfig selector_config_for(const CaseSpec& spec, const Device& device);
 
 // ALiBi slopes: 2^(-8 (h+1) / Hq) for power-of-two Hq, the standard interpolation otherwise.
 std::vector<float> alibi_slopes(int num_heads);

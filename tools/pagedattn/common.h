@@ -36,8 +36,7 @@ CLI::Validator finite_above(double min_value);
 // A non-empty value (for paths: `--dump ''` is an error, not "no dump").
 CLI::Validator non_empty(const std::string& what);
 
-// The selector question a case asks, on `device`.
-AttentionSelectorConfig selector_config_for(const testing::CaseSpec& spec, const Device& device);
+using testing::selector_config_for;  // the selector question a case asks
 // The device a forced backend runs on ("CPU_ATTN" -> cpu, otherwise cuda:0); the machine's best
 // device for "auto".
 Device device_for_backend(const std::string& backend);
