@@ -132,16 +132,18 @@ StatusOr<bool> get_bool(const json& j, const std::string& field) {
 }
 
 StatusOr<std::optional<double>> get_number(const json& j, const std::string& field,
-                                           double min_value, bool inclusive) {
+                                           bool zero_allowed) {
   const json& v = j.at(field);
   if (v.is_null()) return std::optional<double>();
-  const std::string allowed = std::string("a finite number ") + (inclusive ? ">= " : "> ") +
-                              (min_value == 0 ? "0" : std::to_string(min_value)) + ", or null";
+  // Backends take these as float: outside float's normal range a value would become inf, or 0,
+  // which means "default scale" / "no cap", another case than the one written.
+  const double lo = std::numeric_limits<float>::min(), hi = std::numeric_limits<float>::max();
+  const std::string allowed = std::string(zero_allowed ? "0 (off), " : "") +
+                              "a number in [1.1754944e-38, 3.4028235e+38] (float's normal range)" +
+                              ", or null";
   if (!v.is_number()) return field_error(field, v, allowed);
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < min_value || (!inclusive && x == min_value)) {
-    return field_error(field, v, allowed);
-  }
+  if (!(zero_allowed && x == 0.0) && !(x >= lo && x <= hi)) return field_error(field, v, allowed);
   return std::optional<double>(x);
 }
 

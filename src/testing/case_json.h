@@ -34,9 +34,9 @@ bool integer_in(const json& v, int64_t min_value, int64_t max_value);
 StatusOr<int64_t> get_int(const json& j, const std::string& field, int64_t min_value,
                           int64_t max_value, const std::string& why = "");
 StatusOr<bool> get_bool(const json& j, const std::string& field);
-// A finite number above `min_value` (or at it when `inclusive`); null is returned as nullopt.
+// A number in float's normal range, or 0 when `zero_allowed`; null is returned as nullopt.
 StatusOr<std::optional<double>> get_number(const json& j, const std::string& field,
-                                           double min_value, bool inclusive);
+                                           bool zero_allowed);
 StatusOr<std::string> get_choice(const json& j, const std::string& field,
                                  std::initializer_list<const char*> allowed);
 // A non-empty list of at most kMaxCaseRequests integers in [0, kMaxCaseSeqLen].

@@ -89,7 +89,7 @@ Status parse_fields(const json& j, CaseSpec& spec) {
     PAGEDATTN_ASSIGN_OR_RETURN(spec.causal, get_bool(j, "causal"));
   }
   if (has("scale")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(spec.scale, get_number(j, "scale", 0.0, /*inclusive=*/false));
+    PAGEDATTN_ASSIGN_OR_RETURN(spec.scale, get_number(j, "scale", /*zero_allowed=*/false));
   }
   if (has("sliding_window") && !j["sliding_window"].is_null()) {
     const json& v = j["sliding_window"];
@@ -105,7 +105,7 @@ Status parse_fields(const json& j, CaseSpec& spec) {
   }
   if (has("logits_soft_cap")) {
     PAGEDATTN_ASSIGN_OR_RETURN(std::optional<double> cap,
-                               get_number(j, "logits_soft_cap", 0.0, /*inclusive=*/true));
+                               get_number(j, "logits_soft_cap", /*zero_allowed=*/true));
     spec.logits_soft_cap = cap.value_or(0.0);
   }
   if (has("alibi")) {

@@ -31,11 +31,18 @@ TEST(CaseSpecLimits, NumbersPastDoubleRange) {
   expect_refused(R"("logits_soft_cap": -1e400)", "out of range");
   expect_refused(R"("seed": )" + std::string(100000, '9'), "out of range");
   expect_refused(R"("num_heads": )" + std::string(100000, '9'), "characters)");
-  expect_refused(R"("scale": 0)", "'scale' = 0: expected a finite number > 0");
+  expect_refused(R"("scale": 0)",
+                 "'scale' = 0: expected a number in [1.1754944e-38, 3.4028235e+38]");
   expect_refused(R"("scale": -2.5)", "'scale' = -2.5");
   expect_refused(R"("scale": 1e-400)", "'scale'");  // underflows to 0
-  expect_refused(R"("logits_soft_cap": -1)",
-                 "'logits_soft_cap' = -1: expected a finite number >= 0");
+  // Backends take scale and cap as float: 1e300 would be inf, 1e-45 would be 0 (= the default).
+  expect_refused(R"("scale": 1e300)", "float's normal range");
+  expect_refused(R"("scale": 1e-45)", "float's normal range");
+  expect_refused(R"("logits_soft_cap": 1e-45)",
+                 "'logits_soft_cap' = 1e-45: expected 0 (off), a number");
+  expect_refused(R"("logits_soft_cap": 1e39)", "'logits_soft_cap'");
+  expect_refused(R"("logits_soft_cap": -1)", "'logits_soft_cap' = -1: expected 0 (off), a number");
+  EXPECT_TRUE(parse_case_json("{" + kBase + R"(, "logits_soft_cap": 0, "scale": 3e38})", "x").ok());
   expect_refused(R"("scale": NaN)", "not valid JSON");
 }
 
