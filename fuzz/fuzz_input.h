@@ -52,11 +52,16 @@ class EditReader {
   size_t pos_ = 0;
 };
 
+// Every refusal says why: an error without a message is a finding.
+inline void check_message(const Status& s) {
+  if (!s.ok() && s.message().empty()) __builtin_trap();
+}
+
 // A parsed case small enough to run many times a second, or nullopt.
 inline std::optional<testing::CaseSpec> small_case(const std::string& json) {
   StatusOr<testing::CaseSpec> spec = testing::parse_case_json(json, "fuzz");
   if (!spec.ok()) {
-    if (spec.status().message().empty()) __builtin_trap();  // every refusal says why
+    check_message(spec.status());
     return std::nullopt;
   }
   const StatusOr<int64_t> bytes = spec->host_bytes();

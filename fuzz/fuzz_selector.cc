@@ -44,10 +44,6 @@ void override_config(EditReader& r, AttentionSelectorConfig& c) {
   }
 }
 
-void check_message(const Status& s) {
-  if (!s.ok() && s.message().empty()) __builtin_trap();
-}
-
 }  // namespace
 }  // namespace pagedattn::fuzz
 

@@ -17,7 +17,7 @@ namespace {
 // A value near [0, n) most of the time (where the interesting boundaries are), any int32 otherwise.
 int64_t pick(EditReader& r, int64_t n, bool raw) {
   const int32_t v = r.i32();
-  if (raw) return v;
+  if (raw || n + 3 <= 0) return v;
   return static_cast<int64_t>(static_cast<uint32_t>(v) % static_cast<uint64_t>(n + 3)) - 1;
 }
 
@@ -30,6 +30,7 @@ Edits apply_edits(EditReader& r, testing::HostBatch& b, CommonAttentionMetadata&
   Edits e{b.spec.common_prefix_len, b.num_blocks};
   const int64_t bs = b.spec.block_size;
   const int64_t tokens = b.spec.num_tokens();
+  const int num_reqs = b.spec.num_reqs();  // the buffers' sizes (meta.num_reqs may be edited)
   while (!r.done()) {
     const int op = static_cast<int>(r.bits(1));
     const bool raw = op & 1;
@@ -46,11 +47,11 @@ Edits apply_edits(EditReader& r, testing::HostBatch& b, CommonAttentionMetadata&
         break;
       }
       case 2:
-        b.seq_lens.data<int32_t>()[index % meta.num_reqs] =
+        b.seq_lens.data<int32_t>()[index % num_reqs] =
             static_cast<int32_t>(pick(r, meta.max_seq_len + bs, raw));
         break;
       case 3:
-        b.query_start_loc.data<int32_t>()[index % (meta.num_reqs + 1)] =
+        b.query_start_loc.data<int32_t>()[index % (num_reqs + 1)] =
             static_cast<int32_t>(pick(r, tokens, raw));
         break;
       case 4: meta.num_actual_tokens = static_cast<int>(pick(r, tokens + 2, raw)); break;
@@ -94,11 +95,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const Status valid = meta.validate(spec->block_size, e.num_blocks);
   if (!valid.ok()) {
-    if (valid.message().empty()) __builtin_trap();
+    check_message(valid);
     return 0;
   }
   const Status prefix = meta.validate_common_prefix(e.common_prefix_len, spec->block_size);
-  if (!prefix.ok() && prefix.message().empty()) __builtin_trap();
+  check_message(prefix);
   if (e.num_blocks > b.num_blocks) return 0;  // told a larger cache than there is: not our promise
 
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder =
@@ -118,6 +119,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Status forward =
       (*impl)->forward(b.query.view(), b.key.view(), b.value.view(), b.kv_cache.view(), **md,
                        output.view(), lse.view(), b.scales());
-  if (!forward.ok() && forward.message().empty()) __builtin_trap();
+  check_message(forward);
   return 0;
 }

@@ -43,10 +43,11 @@ for target in fuzz_case_parser fuzz_validate fuzz_selector; do
     echo "sanitize: $target failed; the input is in $artifacts/" >&2
     exit 1
   fi
-  grep -E '^(#[0-9]+ +DONE|stat::)' "$log" | sed "s/^/$target: /"
-  if [[ -n "${PAGEDATTN_FUZZ_LOG:-}" ]]; then
-    { echo "== $target ${seconds}s"; grep -E 'DONE|stat::' "$log"; } >> "$PAGEDATTN_FUZZ_LOG"
-  fi
+  # The last status line (coverage, corpus) and the final statistics (executions, speed, memory).
+  summary=$( (grep -E '^#[0-9]+ .*cov:' "$log" | tail -n 1; grep -E '^stat::' "$log") |
+    sed "s/^/$target: /")
+  echo "$summary"
+  [[ -n "${PAGEDATTN_FUZZ_LOG:-}" ]] && echo "$summary" >> "$PAGEDATTN_FUZZ_LOG"
 done
 done_at=$(date +%s)
 echo "sanitize: build $((built - start))s, tests $((tested - built))s, fuzz $((done_at - tested))s: clean"

@@ -62,9 +62,10 @@ StatusOr<json> parse_json_strictly(const std::string& text) {
 StatusOr<std::string> read_case_text(const std::string& path) {
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
-  if (error || !std::filesystem::exists(status)) {
+  if (status.type() == std::filesystem::file_type::not_found) {
     return not_found("cannot read case file '" + path + "': it does not exist");
   }
+  if (error) return not_found("cannot read case file '" + path + "': " + error.message());
   if (std::filesystem::is_directory(status)) {
     return invalid_argument("cannot read case file '" + path + "': it is a directory");
   }

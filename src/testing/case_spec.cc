@@ -257,6 +257,14 @@ StatusOr<CaseSpec> parse_case_json(const std::string& json_text, const std::stri
   CaseSpec spec;
   spec.name = default_name;
   PAGEDATTN_RETURN_IF_ERROR(parse_fields(j, spec));
+  // A file that asks for per-head scales on a cache without scales would silently get another case
+  // (code that builds a CaseSpec may leave the flag set: it only applies to FP8 caches).
+  if (spec.kv_scale_per_head && !is_fp8(spec.kv_cache_dtype)) {
+    return invalid_argument(
+        "case field 'kv_scale' = \"head\": per-head scales need an FP8 "
+        "kv_cache_dtype (fp8_e4m3, fp8_e5m2), got " +
+        std::string(kv_cache_dtype_name(spec.kv_cache_dtype)));
+  }
   PAGEDATTN_RETURN_IF_ERROR(spec.validate());
   return spec;
 }

@@ -120,10 +120,22 @@ TEST(CaseSpecLimits, SizesAreRefusedBeforeAllocating) {
   EXPECT_NE(list.status().message().find("at most 65536 integers"), std::string::npos);
 }
 
+TEST(CaseSpecLimits, FieldsThatWouldBeIgnored) {
+  expect_refused(R"("kv_scale": "head")", "'kv_scale' = \"head\": per-head scales need an FP8");
+  EXPECT_TRUE(
+      parse_case_json("{" + kBase + R"(, "kv_scale": "head", "kv_cache_dtype": "fp8_e5m2"})", "x")
+          .ok());
+}
+
 TEST(CaseSpecLimits, FilesThatAreNotCases) {
   auto message = [](const std::string& path) { return load_case_file(path).status().message(); };
   EXPECT_NE(message("/tmp").find("is a directory"), std::string::npos) << message("/tmp");
   EXPECT_NE(message("/nonexistent/case.json").find("does not exist"), std::string::npos);
+  const std::string loop = ::testing::TempDir() + "/pagedattn_loop.json";
+  std::remove(loop.c_str());
+  ASSERT_EQ(::symlink(loop.c_str(), loop.c_str()), 0);
+  EXPECT_NE(message(loop).find("symbolic links"), std::string::npos) << message(loop);
+  std::remove(loop.c_str());
   EXPECT_NE(message("/dev/zero").find("larger than 1048576 bytes"), std::string::npos)
       << message("/dev/zero");
   const std::string big = ::testing::TempDir() + "/pagedattn_big_case.json";
