@@ -44,7 +44,7 @@ for target in fuzz_case_parser fuzz_validate fuzz_selector; do
     exit 1
   fi
   # The last status line (coverage, corpus) and the final statistics (executions, speed, memory).
-  summary=$( (grep -E '^#[0-9]+ .*cov:' "$log" | tail -n 1; grep -E '^stat::' "$log") |
+  summary=$( (grep -aE '^#[0-9]+[[:space:]].*cov:' "$log" | tail -n 1; grep -aE '^stat::' "$log") |
     sed "s/^/$target: /")
   echo "$summary"
   [[ -n "${PAGEDATTN_FUZZ_LOG:-}" ]] && echo "$summary" >> "$PAGEDATTN_FUZZ_LOG"
