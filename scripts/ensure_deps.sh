@@ -4,9 +4,13 @@
 pagedattn_packages=(cmake g++ make libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
                     python3-numpy pybind11-dev python3-dev python3-torch)
 
+# Only for scripts/sanitize.sh: clang and its libFuzzer / sanitizer runtimes.
+pagedattn_sanitize_packages=(clang-14 libclang-rt-14-dev)
+
+# Installs pagedattn_packages and any extra packages given as arguments.
 pagedattn_ensure_deps() {
   local missing=()
-  for pkg in "${pagedattn_packages[@]}"; do
+  for pkg in "${pagedattn_packages[@]}" "$@"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$pkg")
     fi

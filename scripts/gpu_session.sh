@@ -1,39 +1,102 @@
 #!/usr/bin/env bash
 # One complete GPU session in a single device call (the device time is scarce): GPU tests and
-# `check` over every staged case run side by side (both are bound by the host oracle), then the
-# benchmarks and the PyTorch peers on a quiet GPU. Results: at most 8 files under $OUT.
+# `check` over every staged case run side by side (both are bound by the host oracle), then
+# compute-sanitizer over a subset of both, then the benchmarks and the PyTorch peers on a quiet GPU.
+# Results: at most 8 files under $OUT (summary_tests.txt holds every summary, check's included).
 #   run(command="bash scripts/gpu_session.sh", carry=[".device"]) after scripts/gpu_build.sh here.
+#   PARTS="sanitize" bash scripts/gpu_session.sh    only some parts (default: tests sanitize bench)
+#   STAGE=/abs/path                                 where the staged bin/ lib/ cases/ are (.device)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:=$PWD/out}"
 export OUT
 mkdir -p "$OUT/check"
-STAGE=$PWD/.device
+STAGE=${STAGE:-$PWD/.device}
+PARTS=${PARTS:-"tests sanitize bench"}
+has_part() { [[ " $PARTS " == *" $1 "* ]]; }
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
+: >"$OUT/summary_tests.txt"
 
-OUT=$OUT/check STAGES=check DEADLINE=${CHECK_DEADLINE:-170} CHECK_JOBS=10 bash scripts/gpu_run.sh \
-  >/dev/null 2>&1 &
-STAGES=tests DEADLINE=${TEST_DEADLINE:-170} bash scripts/gpu_run.sh >/dev/null 2>&1
-wait
-rm -f "$OUT/gpu_tests.xml"
-mv "$OUT/summary.txt" "$OUT/summary_tests.txt"
-
-# Benchmarks on a quiet GPU: the CLI suites (with measured ceilings), the kernel bench (ratios).
-# One CLI call per suite (a call for all of them outlasts the timeout: each case's batch is
-# prepared on the host); their JSON reports are gathered into one list, bench.json.
-{
-  for suite in ${BENCH_SUITES:-prefill decode spec-verify mixed cascade fp8}; do
-    timeout "${BENCH_TIMEOUT:-90}" "$STAGE/bin/pagedattn" bench --backend flash_attn \
-      --suite "$suite" --repeats 20 --warmup 3 --json "/tmp/bench_$suite.json"
+# compute-sanitizer (issue 12): memcheck, racecheck, initcheck and synccheck over a subset of the GPU
+# tests that fits (racecheck, the slowest, over fewer) and over `check --backend flash_attn` on a few
+# shared cases. One line per run in summary_tests.txt, the first errors of each in
+# compute_sanitizer.txt. SANITIZE_DEADLINE bounds the whole part (seconds).
+sanitize() {
+  local report=$OUT/compute_sanitizer.txt deadline=$((SECONDS + ${SANITIZE_DEADLINE:-150}))
+  local cs errors=0
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  local tests_filter=${SANITIZE_TESTS:-'CacheWrite*:MergeStates*:DevicePrimitives*:PagedAttentionKernel.*:FlashAttnFeatures.*:FlashAttnSplitKV.*:FlashAttnCascade.*:FlashAttnGraph.*-*LongContext*'}
+  local race_filter=${SANITIZE_RACE_TESTS:-'MergeStates*:PagedAttentionKernel.SplitKv:PagedAttentionKernel.Fp8Caches:FlashAttnCascade.SharedPrefixMatchesPlainAttention'}
+  local cases=${SANITIZE_CASES:-"small_decode mixed_small_softcap mixed_medium_fp8 cascade_shared_prefix"}
+  : >"$report"
+  one() {  # one <tool> <label> <command...>
+    local tool=$1 label=$2 left=$((deadline - SECONDS)) log=/tmp/cs_run.log rc found
+    shift 2
+    if ((left < 5)); then
+      echo "compute-sanitizer $tool $label: skipped (SANITIZE_DEADLINE)" | tee -a "$report" >>"$OUT/summary_tests.txt"
+      return
+    fi
+    local extra=()
+    [[ $tool == memcheck ]] && extra=(--leak-check full)
+    timeout "$left" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$@"       >"$log" 2>&1
+    rc=$?
+    # "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: H hazards displayed (N errors, ...)".
+    found=$(grep -oE '(ERROR SUMMARY: [0-9]+|\([0-9]+ errors)' "$log" | tail -1 | grep -oE '[0-9]+')
+    local line="compute-sanitizer $tool $label: rc $rc, ${found:-?} errors"
+    ((rc == 124)) && line+=" (timed out)"
+    echo "$line" >>"$OUT/summary_tests.txt"
+    { echo "== $line"; grep -E '^========= ' "$log" | head -n 60
+      grep -E '^\[  (PASSED|FAILED) | (PASS|FAIL)$' "$log" | tail -n 5; } >>"$report"
+    # A timed-out run is reported as such; any other non-zero exit or error count is a failure.
+    if ((rc != 124)) && { [[ "${found:-x}" != 0 ]] || ((rc != 0)); }; then errors=$((errors + 1)); fi
+  }
+  for tool in memcheck initcheck synccheck racecheck; do
+    local filter=$tests_filter
+    [[ $tool == racecheck ]] && filter=$race_filter
+    one "$tool" "gpu tests" "$STAGE/bin/pagedattn_gpu_tests" --gtest_filter="$filter"
+    for name in $cases; do
+      [[ -f "$STAGE/cases/$name.json" ]] || continue
+      one "$tool" "check $name" "$STAGE/bin/pagedattn" check --backend flash_attn \
+        "$STAGE/cases/$name.json"
+    done
   done
-  python3 -c 'import json, sys; json.dump([json.load(open(f)) for f in sys.argv[2:]],
-    open(sys.argv[1], "w"), indent=1)' "$OUT/bench.json" /tmp/bench_*.json
-  echo "== kernel bench (bench/kernel_bench.cu)"
-  timeout 60 "$STAGE/bin/pagedattn_kernel_bench"
-} >"$OUT/bench.log" 2>&1
-echo "bench rc $?" >>"$OUT/summary_tests.txt"
-STAGES=peer DEADLINE=${PEER_DEADLINE:-90} PEER_ARGS="--suite quick --no-flex" \
-  bash scripts/gpu_run.sh >/dev/null 2>&1
-cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
-rm -f "$OUT/summary.txt"
-cat "$OUT/summary_tests.txt" "$OUT/check/summary.txt"
+  echo "compute-sanitizer: $errors runs with errors" | tee -a "$report" >>"$OUT/summary_tests.txt"
+}
+
+if has_part tests; then
+  OUT=$OUT/check STAGES=check DEADLINE=${CHECK_DEADLINE:-170} CHECK_JOBS=10 bash scripts/gpu_run.sh \
+    >/dev/null 2>&1 &
+  STAGES=tests DEADLINE=${TEST_DEADLINE:-170} bash scripts/gpu_run.sh >/dev/null 2>&1
+  wait
+  rm -f "$OUT/gpu_tests.xml"
+  cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
+  rm -f "$OUT/summary.txt"
+fi
+has_part sanitize && sanitize
+
+if has_part bench; then
+  # Benchmarks on a quiet GPU: the CLI suites (with measured ceilings), the kernel bench (ratios).
+  # One CLI call per suite (a call for all of them outlasts the timeout: each case's batch is
+  # prepared on the host); their JSON reports are gathered into one list, bench.json.
+  {
+    for suite in ${BENCH_SUITES:-prefill decode spec-verify mixed cascade fp8}; do
+      timeout "${BENCH_TIMEOUT:-90}" "$STAGE/bin/pagedattn" bench --backend flash_attn \
+        --suite "$suite" --repeats 20 --warmup 3 --json "/tmp/bench_$suite.json"
+    done
+    python3 -c 'import json, sys; json.dump([json.load(open(f)) for f in sys.argv[2:]],
+      open(sys.argv[1], "w"), indent=1)' "$OUT/bench.json" /tmp/bench_*.json
+    echo "== kernel bench (bench/kernel_bench.cu)"
+    timeout 60 "$STAGE/bin/pagedattn_kernel_bench"
+  } >"$OUT/bench.log" 2>&1
+  echo "bench rc $?" >>"$OUT/summary_tests.txt"
+  STAGES=peer DEADLINE=${PEER_DEADLINE:-90} PEER_ARGS="--suite quick --no-flex" \
+    bash scripts/gpu_run.sh >/dev/null 2>&1
+  cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
+  rm -f "$OUT/summary.txt"
+fi
+# check's summary joins the others (the sanitizer report takes its file's place among the 8).
+if [[ -f "$OUT/check/summary.txt" ]]; then
+  cat "$OUT/check/summary.txt" >>"$OUT/summary_tests.txt"
+  rm -f "$OUT/check/summary.txt"
+fi
+cat "$OUT/summary_tests.txt"

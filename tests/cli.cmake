@@ -53,7 +53,7 @@ pagedattn_cli_test(bad_compute_capability 2 "select;--compute-capability;nine" "
 set(own ${PROJECT_SOURCE_DIR}/cases)
 pagedattn_cli_test(unknown_backend 2 "check;--backend;nope;${own}/decode_gqa4.json"
                    "unknown backend")
-pagedattn_cli_test(missing_case 2 "check;/nonexistent/case.json" "cannot read")
+pagedattn_cli_test(missing_case 2 "check;/nonexistent/case.json" "cannot read.*does not exist")
 pagedattn_cli_test(dump_needs_one_case 2
   "check;--dump;dump;${own}/decode_gqa4.json;${own}/softcap_50.json"
   "one case")
@@ -70,6 +70,63 @@ pagedattn_cli_test(case_bad_dtype 2 "check;--backend;cpu;${bad_cases}/bad_dtype.
 pagedattn_cli_test(case_too_few_blocks 2 "check;--backend;cpu;${bad_cases}/too_few_blocks.json"
                    "num_blocks = 1 is too small")
 pagedattn_cli_test(info 0 "info" "backends.*CPU_ATTN")
+
+# Hostile inputs (issue 12): every one is exit 2 with one line naming the field, the value and the
+# allowed range; none crashes, none runs a different case.
+set(hostile ${CMAKE_CURRENT_BINARY_DIR}/cli_hostile_cases)
+set(base [=["seq_lens": [4], "query_lens": [1]]=])
+foreach(probe IN ITEMS
+    "scale_1e400|\"scale\": 1e400|out of range"
+    "soft_cap_1e400|\"logits_soft_cap\": 1e400|out of range"
+    "num_blocks_1e12|\"num_blocks\": 1000000000000|'num_blocks' = 1000000000000: expected an integer in .1, 2147483647."
+    "num_heads_2e32|\"num_heads\": 4294967328|'num_heads' = 4294967328: expected an integer in .1, 65536."
+    "window_2e32|\"sliding_window\": [4294967296, 0]|'sliding_window' = .4294967296,0."
+    "duplicate_key|\"num_heads\": 8, \"num_heads\": 16|duplicate key 'num_heads'"
+    "scale_nan|\"scale\": NaN|not valid JSON"
+    "seed_negative|\"seed\": -1|'seed' = -1")
+  string(REPLACE "|" ";" parts "${probe}")
+  list(GET parts 0 name)
+  list(GET parts 1 fields)
+  list(GET parts 2 match)
+  file(WRITE ${hostile}/${name}.json "{${base}, ${fields}}")
+  pagedattn_cli_test(hostile_${name} 2 "check;--backend;cpu;${hostile}/${name}.json" "${match}")
+endforeach()
+string(REPEAT "9" 100000 digits)
+file(WRITE ${hostile}/huge_integer.json "{${base}, \"seed\": ${digits}}")
+pagedattn_cli_test(hostile_huge_integer 2 "check;--backend;cpu;${hostile}/huge_integer.json"
+                   "out of range.*characters")
+string(REPEAT "[" 400000 open)
+string(REPEAT "]" 400000 close)
+file(WRITE ${hostile}/deep_name.json "{${base}, \"name\": ${open}${close}}")
+pagedattn_cli_test(hostile_deep_name 2 "check;--backend;cpu;${hostile}/deep_name.json"
+                   "nested deeper than 8 levels")
+file(WRITE ${hostile}/billion_tokens.json
+     [=[{"seq_lens": [1000000000], "query_lens": [1000000000]}]=])
+pagedattn_cli_test(hostile_billion_tokens 2 "check;--backend;cpu;${hostile}/billion_tokens.json"
+                   "MiB of host memory.*allowed at most 65536 MiB")
+pagedattn_cli_test(hostile_select_case 2 "select;--case;${hostile}/scale_1e400.json" "out of range")
+pagedattn_cli_test(hostile_select_missing_case 2 "select;--case;/nonexistent.json" "does not exist")
+pagedattn_cli_test(check_directory 2 "check;/tmp" "is a directory")
+pagedattn_cli_test(check_dev_zero 2 "check;/dev/zero" "larger than 1048576 bytes")
+pagedattn_cli_test(unknown_command 2 "frobnicate"
+                   "unknown command 'frobnicate'; commands: info, select, check, bench, demo")
+pagedattn_cli_test(select_head_size_0 2 "select;--head-size;0"
+                   "--head-size: '0' is not an integer in .1, 65536.")
+pagedattn_cli_test(select_head_size_2e32 2 "select;--head-size;4294967424" "not an integer in")
+pagedattn_cli_test(select_soft_cap_nan 2 "select;--soft-cap;nan" "'nan' is not a finite number > 0")
+pagedattn_cli_test(select_soft_cap_inf 2 "select;--soft-cap;-inf" "not a finite number")
+pagedattn_cli_test(select_num_blocks_2e32 2 "select;--num-blocks;4294967296" "not an integer in")
+pagedattn_cli_test(dump_not_creatable 2 "check;--dump;/proc/pagedattn_dump;${own}/decode_gqa4.json"
+                   "cannot create '/proc/pagedattn_dump'")
+file(WRITE ${hostile}/a_file "")
+pagedattn_cli_test(dump_onto_a_file 2 "check;--dump;${hostile}/a_file;${own}/decode_gqa4.json"
+                   "--dump: cannot create")
+# An empty argument does not survive a CMake list, so this one goes through the shell.
+add_test(NAME cli.dump_empty
+         COMMAND sh -c "\"$0\" check --backend cpu --dump '' \"$1\" 2>&1; echo exit=$?"
+                 $<TARGET_FILE:pagedattn_cli> ${own}/decode_gqa4.json)
+set_tests_properties(cli.dump_empty PROPERTIES LABELS cli
+                     PASS_REGULAR_EXPRESSION "--dump: an empty directory name is not allowed.*exit=2")
 
 set(select_example --head-size 128 --num-heads 32 --num-kv-heads 8 --dtype bf16
     --kv-cache-dtype fp8_e4m3 --block-size 16)

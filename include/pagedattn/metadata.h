@@ -18,9 +18,9 @@ struct CommonAttentionMetadata {
   int num_reqs = 0;
   int num_actual_tokens = 0;  // may include CUDA-graph padding tokens (slot -1)
   int max_query_len = 0;
-  int max_seq_len = 0;             // may be an upper bound
-  TensorView block_table_tensor;   // [num_reqs, max_blocks] int32, device
-  TensorView slot_mapping;         // [num_tokens] int64, device; -1 = padding, do not write
+  int max_seq_len = 0;            // may be an upper bound
+  TensorView block_table_tensor;  // [num_reqs, max_blocks] int32, device
+  TensorView slot_mapping;        // [num_tokens] int64, device; -1 = padding, do not write
   bool causal = true;
   TensorView is_prefilling;  // optional [num_reqs] u8, host: num_computed < num_prompt
 
@@ -28,10 +28,25 @@ struct CommonAttentionMetadata {
   // query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] for every request (host data).
   std::vector<int32_t> naive_query_lens() const;
 
-  // Checks every field against the others and against the cache geometry. Host copies are always
-  // checked; block_table and slot_mapping contents are checked when they live on the host.
-  // Each error names the field, the value and what is allowed.
+  // Checks every field against the others and against the cache geometry. Each error names the
+  // field, the value and what is allowed.
+  //  - Every view with elements has a non-null pointer; shapes, ranks and dtypes are checked.
+  //  - Host copies (query_start_loc_cpu, seq_lens_cpu) are always read and checked.
+  //  - block_table_tensor and slot_mapping contents are checked when they live on the host: block
+  //    ids in [0, num_blocks), no id twice within a request, each real token's slot >= 0 and where
+  //    the table puts its position, CUDA-graph padding tokens (between query_start_loc_cpu's last
+  //    entry and num_actual_tokens) at -1.
+  // Not checked (the caller's promise): the contents of device-resident views, that a view's
+  // memory really spans its shape and strides, and the host/device copies' agreement when the
+  // device copy is on a device.
   Status validate(int block_size, int64_t num_blocks) const;
+
+  // A cascade's shared prefix: common_prefix_len is a non-negative multiple of block_size, at most
+  // every request's context length (seq_len - query_len), and - when block_table_tensor is on the
+  // host - its first common_prefix_len / block_size blocks are the same ids in every request (the
+  // prefix pass reads them once for all). 0 always passes. Builders call this before using a
+  // prefix; with a device-resident block table the shared-blocks part is the caller's promise.
+  Status validate_common_prefix(int common_prefix_len, int block_size) const;
 };
 
 // vLLM's split_decodes_and_prefills: the batch is assumed reordered decode-first.
@@ -57,9 +72,9 @@ struct BatchReorder {
   std::vector<int> order;  // order[i] = original index of the request now at position i
   bool modified = false;
 };
-// vLLM's reorder_batch_to_split_decodes_and_prefills, including its swap-cycle order inside regions:
-// decodes, short extends, long extends, then new prefills.
-BatchReorder reorder_batch_to_split_decodes_and_prefills(const std::vector<ScheduledRequest>& requests,
-                                                         int decode_threshold = 1);
+// vLLM's reorder_batch_to_split_decodes_and_prefills, including its swap-cycle order inside
+// regions: decodes, short extends, long extends, then new prefills.
+BatchReorder reorder_batch_to_split_decodes_and_prefills(
+    const std::vector<ScheduledRequest>& requests, int decode_threshold = 1);
 
 }  // namespace pagedattn

@@ -1,4 +1,11 @@
 // TensorView: a non-owning view (pointer, dtype, device, shape, int64 strides in elements).
+//
+// What the library can and cannot check about a view: a shape with more than kMaxRank dims, a
+// negative size, or an element count whose bytes overflow int64 leaves the view undefined (rejected
+// by every expect_* check). The extent of the memory behind the pointer is the caller's promise: no
+// check can tell whether `data` really holds the elements the shape and strides address, nor what a
+// device pointer holds. Host views that the library reads (the metadata's host copies, CPU_ATTN's
+// inputs) must have non-null data; their contents are validated, device contents are not.
 #pragma once
 
 #include <array>
@@ -27,7 +34,9 @@ class TensorView {
   bool defined() const { return data_ != nullptr || rank_ > 0; }
   void* data() const { return data_; }
   template <typename T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  T* data_as() const {
+    return static_cast<T*>(data_);
+  }
   DType dtype() const { return dtype_; }
   const Device& device() const { return device_; }
   int rank() const { return rank_; }
@@ -56,8 +65,10 @@ class TensorView {
 
 // Checks used by every backend's argument validation; messages name `what`.
 Status expect_rank(const TensorView& t, std::string_view what, int rank);
-Status expect_dtype(const TensorView& t, std::string_view what, std::initializer_list<DType> allowed);
-Status expect_shape(const TensorView& t, std::string_view what, std::initializer_list<int64_t> shape);
+Status expect_dtype(const TensorView& t, std::string_view what,
+                    std::initializer_list<DType> allowed);
+Status expect_shape(const TensorView& t, std::string_view what,
+                    std::initializer_list<int64_t> shape);
 Status expect_device(const TensorView& t, std::string_view what, const Device& device);
 
 }  // namespace pagedattn

@@ -36,24 +36,31 @@ def empty(like, shape, float32=False):
     return xp.empty(shape, dtype=xp.float32 if float32 else like.dtype)
 
 
-_no_slots = [None]
+def step_slots(query_start_loc, seq_lens, block_table, block_size, num_tokens):
+    """The slot_mapping of a step whose cache writes happened elsewhere (reshape_and_cache_flash):
+    where each new token sits by the block table, -1 for padding tokens, as a host int64 array.
+    The metadata's validation checks real tokens against it, so it is the true mapping, not -1s."""
+    import numpy
+
+    qsl = numpy.asarray(_host_array(query_start_loc), dtype=numpy.int64)
+    seqs = numpy.asarray(_host_array(seq_lens), dtype=numpy.int64)[: len(qsl) - 1]
+    table = numpy.asarray(_host_array(block_table))
+    slots = numpy.full(num_tokens, -1, dtype=numpy.int64)
+    real = int(qsl[-1]) if len(qsl) else 0
+    if real == 0:
+        return slots
+    req = numpy.repeat(numpy.arange(len(seqs)), numpy.diff(qsl))
+    pos = seqs[req] - (qsl[req + 1] - numpy.arange(real))
+    if table.ndim != 2 or (pos < 0).any() or int(pos.max()) // block_size >= table.shape[1]:
+        raise ValueError("block_table %s cannot hold the step's positions (need %d blocks per request "
+                         "of %d tokens)" % (tuple(table.shape), int(pos.max()) // block_size + 1, block_size))
+    slots[:real] = table[req, pos // block_size].astype(numpy.int64) * block_size + pos % block_size
+    return slots
 
 
-def no_slots(like, num_tokens):
-    """A host int64 slot_mapping of -1 (write nothing) for `num_tokens` tokens, for metadata built
-    where no cache update happens (one growing buffer, sliced)."""
-    slots = _no_slots[0]
-    if slots is None or len(slots) < num_tokens:
-        size = max(num_tokens, 2 * (0 if slots is None else len(slots)), 1024)
-        if "numpy" not in sys.modules and framework(like) == "torch":
-            torch = sys.modules["torch"]
-            slots = torch.full((size,), -1, dtype=torch.int64)
-        else:
-            import numpy
-
-            slots = numpy.full(size, -1, dtype=numpy.int64)
-        _no_slots[0] = slots
-    return slots[:num_tokens]
+def _host_array(array):
+    host = to_host(array)
+    return host.numpy() if framework(host) == "torch" else host
 
 
 def to_host(array):

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import _C
-from ._arrays import device_of, empty, from_host, no_slots, order_after_build, permuted, store_transposed, to_host
+from ._arrays import device_of, empty, from_host, order_after_build, permuted, step_slots, store_transposed, to_host
 from .vllm_compat import _cache_dtype, _dtype_name, _host_floats
 
 _LN2 = math.log(2.0)
@@ -77,7 +77,7 @@ class _PagedWrapper:
         meta = _C.CommonAttentionMetadata(
             query_start_loc=from_host(like, qsl), query_start_loc_cpu=qsl, seq_lens=from_host(like, seq_lens),
             seq_lens_cpu=seq_lens, block_table_tensor=from_host(like, table),
-            slot_mapping=no_slots(like, int(qsl[-1])), num_reqs=len(pages), num_actual_tokens=int(qsl[-1]),
+            slot_mapping=step_slots(qsl, seq_lens, table, page_size, int(qsl[-1])), num_reqs=len(pages), num_actual_tokens=int(qsl[-1]),
             max_query_len=int(query_lens.max(initial=0)), max_seq_len=int(seq_lens.max(initial=0)), causal=causal)
         metadata = builder.build(0, meta)
         order_after_build(self._device, like)

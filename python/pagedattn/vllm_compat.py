@@ -11,7 +11,7 @@ Impls and builders are made once per configuration and reused. ``alibi_slopes`` 
 model constants: they are read once per array and cached (change them and pass a new array).
 """
 from . import _C
-from ._arrays import device_key, device_of, empty, framework, no_slots, order_after_build, to_host
+from ._arrays import device_key, device_of, empty, framework, order_after_build, step_slots, to_host
 
 _impls = {}
 _builders = {}
@@ -173,7 +173,8 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
                        device, window, causal, has_alibi, batch_size, num_tokens, max_seqlen_k)
     meta = _C.CommonAttentionMetadata(
         query_start_loc=cu_seqlens_q, query_start_loc_cpu=qsl_host, seq_lens=cache_seqlens, seq_lens_cpu=seq_host,
-        block_table_tensor=block_table, slot_mapping=no_slots(cu_seqlens_q, num_tokens), num_reqs=batch_size,
+        block_table_tensor=block_table,
+        slot_mapping=step_slots(qsl_host, seq_host, block_table, page_size, num_tokens), num_reqs=batch_size,
         num_actual_tokens=num_tokens, max_query_len=max_seqlen_q, max_seq_len=max_seqlen_k, causal=causal)
     if for_cudagraph_capture:
         if common_prefix_len:

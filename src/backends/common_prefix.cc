@@ -11,26 +11,6 @@ std::string str(int64_t v) {
 
 }  // namespace
 
-Status check_common_prefix_len(int cpl, int block_size, std::span<const int32_t> qsl,
-                               std::span<const int32_t> seqs) {
-  if (cpl == 0) return ok_status();
-  if (cpl < 0 || cpl % block_size != 0) {
-    return invalid_argument("common_prefix_len = " + str(cpl) +
-                            " must be a non-negative multiple of block_size = " + str(block_size));
-  }
-  if (seqs.empty())
-    return invalid_argument("common_prefix_len = " + str(cpl) + " with no requests");
-  for (size_t r = 0; r < seqs.size(); ++r) {
-    const int context = seqs[r] - (qsl[r + 1] - qsl[r]);
-    if (cpl > context) {
-      return invalid_argument("common_prefix_len = " + str(cpl) + " exceeds request " + str(r) +
-                              "'s context length " + str(context) +
-                              " (the prefix may hold no query token)");
-    }
-  }
-  return ok_status();
-}
-
 Status check_cascade_features(std::string_view backend, int cpl, bool use_alibi,
                               bool use_sliding_window, CascadeFeatures served) {
   if (cpl <= 0) return ok_status();

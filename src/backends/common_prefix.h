@@ -1,21 +1,15 @@
 // The one contract every backend's build() applies to common_prefix_len (vLLM's cascade input):
 // the caller decided (AttentionMetadataBuilder::use_cascade_attention); build() never decides
-// again. It accepts the prefix or says why not, in the same words in every backend.
+// again. It accepts the prefix or says why not, in the same words in every backend:
+// CommonAttentionMetadata::validate_common_prefix for the prefix itself, and below for features.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string_view>
 
 #include "pagedattn/backend.h"
 
 namespace pagedattn::backends {
-
-// 0 (no cascade), or a multiple of block_size that every request's context holds (so the shared
-// prefix contains no query token), with at least one request.
-Status check_common_prefix_len(int common_prefix_len, int block_size,
-                               std::span<const int32_t> query_start_loc,
-                               std::span<const int32_t> seq_lens);
 
 // The features a backend's cascade passes can express.
 struct CascadeFeatures {

@@ -3,10 +3,13 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <string>
 
-#include "runtime/device_memory.h"
+#include "common/checked_math.h"
 #include "pagedattn/config.h"
+#include "runtime/device_memory.h"
 
 namespace pagedattn {
 namespace {
@@ -33,6 +36,13 @@ StatusOr<KVCacheShape> get_kv_cache_shape(int64_t num_blocks, int block_size, in
   PAGEDATTN_RETURN_IF_ERROR(positive("head_size", head_size));
   // Every supported cache dtype stores one element per value, so the shape does not depend on it.
   (void)cache_dtype;
+  // The element count (and so every view offset into the cache) must fit int64; the byte count is
+  // checked where the storage dtype is known (allocate, kv_cache_bytes_per_block).
+  if (!checked_product({num_blocks, 2, block_size, num_kv_heads, head_size})) {
+    return out_of_range("KV cache of num_blocks = " + std::to_string(num_blocks) + " x 2 x " +
+                        std::to_string(block_size) + " x " + std::to_string(num_kv_heads) + " x " +
+                        std::to_string(head_size) + " elements overflows int64");
+  }
   return KVCacheShape{num_blocks, 2, block_size, num_kv_heads, head_size};
 }
 
@@ -52,9 +62,21 @@ std::array<int64_t, 5> kv_cache_strides(const KVCacheShape& shape, KVCacheLayout
   return strides;
 }
 
-int64_t kv_cache_bytes_per_block(int block_size, int num_kv_heads, int head_size, DType storage) {
-  return int64_t{2} * block_size * num_kv_heads * head_size *
-         static_cast<int64_t>(dtype_size(storage));
+StatusOr<int64_t> kv_cache_bytes_per_block(int block_size, int num_kv_heads, int head_size,
+                                           DType storage) {
+  if (block_size <= 0 || num_kv_heads <= 0 || head_size <= 0) {
+    return invalid_argument("kv_cache_bytes_per_block: block_size = " + std::to_string(block_size) +
+                            ", num_kv_heads = " + std::to_string(num_kv_heads) +
+                            ", head_size = " + std::to_string(head_size) + ": each must be > 0");
+  }
+  const std::optional<int64_t> bytes = checked_product(
+      {2, block_size, num_kv_heads, head_size, static_cast<int64_t>(dtype_size(storage))});
+  if (!bytes) {
+    return out_of_range("bytes of one KV-cache block (2 x " + std::to_string(block_size) + " x " +
+                        std::to_string(num_kv_heads) + " x " + std::to_string(head_size) + " x " +
+                        std::to_string(dtype_size(storage)) + ") overflow int64");
+  }
+  return *bytes;
 }
 
 KVCacheLayout get_kv_cache_layout() {
@@ -66,6 +88,16 @@ void set_kv_cache_layout(KVCacheLayout layout) {
 
 StatusOr<KVCacheAllocation> KVCacheAllocation::allocate(const KVCacheShape& shape, DType storage,
                                                         KVCacheLayout layout, Device device) {
+  // Dims 2..4 are int in the geometry functions: range-check before narrowing (2^32 + 16 is not
+  // 16).
+  static constexpr const char* kDimNames[] = {"num_blocks", "2", "block_size", "num_kv_heads",
+                                              "head_size"};
+  for (int d = 2; d < 5; ++d) {
+    if (shape[d] < 1 || shape[d] > std::numeric_limits<int32_t>::max()) {
+      return invalid_argument("KV-cache shape dim " + std::to_string(d) + " (" + kDimNames[d] +
+                              ") = " + std::to_string(shape[d]) + ": allowed [1, 2147483647]");
+    }
+  }
   PAGEDATTN_ASSIGN_OR_RETURN(
       KVCacheShape checked,
       get_kv_cache_shape(shape[0], static_cast<int>(shape[2]), static_cast<int>(shape[3]),
@@ -78,20 +110,29 @@ StatusOr<KVCacheAllocation> KVCacheAllocation::allocate(const KVCacheShape& shap
     return invalid_argument("KV-cache storage dtype " + std::string(dtype_name(storage)) +
                             " is not allowed; allowed: f32, f16, bf16, fp8_e4m3, fp8_e5m2");
   }
-  const int64_t bytes = checked[0] * kv_cache_bytes_per_block(
-                                         static_cast<int>(checked[2]), static_cast<int>(checked[3]),
-                                         static_cast<int>(checked[4]), storage);
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      const int64_t per_block,
+      kv_cache_bytes_per_block(static_cast<int>(checked[2]), static_cast<int>(checked[3]),
+                               static_cast<int>(checked[4]), storage));
+  // Rounded up to the host alignment, so the rounding too must not overflow.
+  const std::optional<int64_t> bytes = checked_mul(checked[0], per_block);
+  const std::optional<int64_t> rounded =
+      bytes ? checked_add(*bytes, kHostAlignment - 1) : std::nullopt;
+  if (!rounded) {
+    return out_of_range("KV cache of " + std::to_string(checked[0]) + " blocks of " +
+                        std::to_string(per_block) + " bytes overflows int64");
+  }
   KVCacheAllocation alloc;
   if (device.is_cpu()) {
-    const size_t rounded =
-        (static_cast<size_t>(bytes) + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-    alloc.memory_ = std::aligned_alloc(kHostAlignment, rounded);
+    alloc.memory_ = std::aligned_alloc(
+        kHostAlignment, static_cast<size_t>(*rounded / kHostAlignment * kHostAlignment));
     if (alloc.memory_ == nullptr) {
-      return out_of_range("host allocation of " + std::to_string(bytes) + " bytes failed");
+      return out_of_range("host allocation of " + std::to_string(*bytes) +
+                          " bytes failed (the KV cache)");
     }
   } else {
     PAGEDATTN_RETURN_IF_ERROR(
-        runtime::device_malloc(device.index, static_cast<size_t>(bytes), &alloc.memory_));
+        runtime::device_malloc(device.index, static_cast<size_t>(*bytes), &alloc.memory_));
   }
   const std::array<int64_t, 5> strides = kv_cache_strides(checked, layout);
   alloc.view_ = TensorView(alloc.memory_, storage, device, checked, strides);

@@ -1,7 +1,10 @@
-// CommonAttentionMetadata::validate: every field against the others and the cache geometry.
+// CommonAttentionMetadata::validate (every field against the others and the cache geometry) and
+// validate_common_prefix (the blocks a cascade shares).
 #include <algorithm>
 #include <string>
+#include <vector>
 
+#include "common/checked_math.h"
 #include "pagedattn/metadata.h"
 
 namespace pagedattn {
@@ -20,6 +23,16 @@ bool host_readable(const TensorView& t) {
   return t.device().is_cpu() && t.data() != nullptr;
 }
 
+// A view with elements needs a pointer, wherever it lives (a null host view would be read, a null
+// device view would be handed to a kernel).
+Status check_has_data(const TensorView& t, std::string_view what) {
+  if (t.data() == nullptr && t.numel() > 0) {
+    return invalid_argument(std::string(what) + " has no data (null pointer) but " +
+                            str(t.numel()) + " elements: " + t.describe());
+  }
+  return ok_status();
+}
+
 Status check_vector(const TensorView& t, std::string_view what, int64_t length, DType dtype) {
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(t, what, 1));
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
@@ -27,17 +40,14 @@ Status check_vector(const TensorView& t, std::string_view what, int64_t length, 
     return invalid_argument(std::string(what) + " must have " + str(length) + " entries, got " +
                             t.describe());
   }
-  return ok_status();
+  return check_has_data(t, what);
 }
 
 Status check_host(const TensorView& t, std::string_view what) {
   if (!t.device().is_cpu()) {
     return invalid_argument(std::string(what) + " must be on the host (cpu), got " + t.describe());
   }
-  if (t.data() == nullptr && t.numel() > 0) {
-    return invalid_argument(std::string(what) + " has no data");
-  }
-  return ok_status();
+  return check_has_data(t, what);
 }
 
 // A device field whose host copy exists must hold the same values when it too is host-resident.
@@ -71,16 +81,18 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   if (max_seq_len < 0) return invalid_argument("max_seq_len must be >= 0, got " + str(max_seq_len));
 
   // Shapes and dtypes.
+  const int64_t num_reqs_plus_1 = int64_t{num_reqs} + 1;
   PAGEDATTN_RETURN_IF_ERROR(
-      check_vector(query_start_loc, "query_start_loc", num_reqs + 1, DType::kI32));
+      check_vector(query_start_loc, "query_start_loc", num_reqs_plus_1, DType::kI32));
   PAGEDATTN_RETURN_IF_ERROR(
-      check_vector(query_start_loc_cpu, "query_start_loc_cpu", num_reqs + 1, DType::kI32));
+      check_vector(query_start_loc_cpu, "query_start_loc_cpu", num_reqs_plus_1, DType::kI32));
   PAGEDATTN_RETURN_IF_ERROR(check_host(query_start_loc_cpu, "query_start_loc_cpu"));
   PAGEDATTN_RETURN_IF_ERROR(check_vector(seq_lens, "seq_lens", num_reqs, DType::kI32));
   PAGEDATTN_RETURN_IF_ERROR(check_vector(seq_lens_cpu, "seq_lens_cpu", num_reqs, DType::kI32));
   PAGEDATTN_RETURN_IF_ERROR(check_host(seq_lens_cpu, "seq_lens_cpu"));
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(block_table_tensor, "block_table_tensor", 2));
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(block_table_tensor, "block_table_tensor", {DType::kI32}));
+  PAGEDATTN_RETURN_IF_ERROR(check_has_data(block_table_tensor, "block_table_tensor"));
   if (block_table_tensor.size(0) < num_reqs) {
     return invalid_argument("block_table_tensor has " + str(block_table_tensor.size(0)) +
                             " rows; num_reqs is " + str(num_reqs));
@@ -151,15 +163,18 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                             " is smaller than the longest sequence (" + str(longest_seq) + ")");
   }
 
-  // Block ids in use must address the cache.
+  // Block ids in use must address the cache, and no request may hold one block twice (its tokens
+  // would overwrite each other).
   const bool table_on_host = host_readable(block_table_tensor);
   const auto block_id = [&](int64_t r, int64_t c) {
     return int64_t{block_table_tensor.data_as<const int32_t>()[r * block_table_tensor.stride(0) +
                                                                c * block_table_tensor.stride(1)]};
   };
   if (table_on_host) {
+    std::vector<std::pair<int64_t, int64_t>> ids;  // (block id, column) of one request
     for (int r = 0; r < num_reqs; ++r) {
       const int64_t blocks_needed = (read_int(seq_lens_cpu, r) + block_size - 1) / block_size;
+      ids.clear();
       for (int64_t c = 0; c < blocks_needed; ++c) {
         const int64_t id = block_id(r, c);
         if (id < 0 || id >= num_blocks) {
@@ -167,20 +182,41 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                                   "] = " + str(id) + " is outside the cache's blocks [0, " +
                                   str(num_blocks) + ")");
         }
+        ids.emplace_back(id, c);
+      }
+      std::sort(ids.begin(), ids.end());
+      for (size_t i = 1; i < ids.size(); ++i) {
+        if (ids[i].first == ids[i - 1].first) {
+          return invalid_argument("block_table_tensor[" + str(r) + "][" + str(ids[i].second) +
+                                  "] = " + str(ids[i].first) + " repeats column " +
+                                  str(ids[i - 1].second) + ": a request may use each block once");
+        }
       }
     }
   }
 
-  // Slots: -1 (skip) or inside the cache; a real token's slot must be where the block table puts
-  // its position.
+  // Slots: each real token's slot is inside the cache (where the block table puts its position,
+  // when the table is on the host too); CUDA-graph padding tokens (past the real ones, up to
+  // num_actual_tokens) are -1, and entries past num_actual_tokens are -1 or inside the cache.
   if (host_readable(slot_mapping)) {
-    const int64_t num_slots = num_blocks * block_size;
+    const std::optional<int64_t> num_slots = checked_mul(num_blocks, block_size);
+    if (!num_slots) {
+      return invalid_argument("num_blocks = " + str(num_blocks) +
+                              " x block_size = " + str(block_size) + " slots overflows int64");
+    }
     for (int64_t t = 0; t < slot_mapping.size(0); ++t) {
       const int64_t slot = read_int(slot_mapping, t);
-      if (slot != -1 && (slot < 0 || slot >= num_slots)) {
+      const bool real = t < num_real_tokens;
+      const bool padding = !real && t < num_actual_tokens;
+      if (padding && slot != -1) {
         return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
-                                " is outside the cache (allowed: -1 or [0, " + str(num_slots) +
-                                "))");
+                                " is a padding token (past the " + str(num_real_tokens) +
+                                " tokens of query_start_loc_cpu): its slot must be -1");
+      }
+      if ((real || slot != -1) && (slot < 0 || slot >= *num_slots)) {
+        return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
+                                " is outside the cache (allowed: [0, " + str(*num_slots) + ")" +
+                                (real ? " for a real token" : " or -1") + ")");
       }
     }
     if (table_on_host) {
@@ -192,12 +228,63 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
           const int64_t slot = read_int(slot_mapping, start + i);
           const int64_t pos = context_len + i;
           const int64_t expected = block_id(r, pos / block_size) * block_size + pos % block_size;
-          if (slot != -1 && slot != expected) {
+          if (slot != expected) {
             return invalid_argument("slot_mapping[" + str(start + i) + "] = " + str(slot) +
                                     " does not match request " + str(r) + " position " + str(pos) +
                                     " (block_table_tensor gives slot " + str(expected) + ")");
           }
         }
+      }
+    }
+  }
+  return ok_status();
+}
+
+Status CommonAttentionMetadata::validate_common_prefix(int common_prefix_len,
+                                                       int block_size) const {
+  if (common_prefix_len == 0) return ok_status();
+  const std::string what = "common_prefix_len = " + str(common_prefix_len);
+  if (block_size <= 0)
+    return invalid_argument("block_size must be positive, got " + str(block_size));
+  if (common_prefix_len < 0 || common_prefix_len % block_size != 0) {
+    return invalid_argument(what +
+                            ": must be a non-negative multiple of block_size = " + str(block_size));
+  }
+  if (num_reqs <= 0)
+    return invalid_argument(what + " with no requests (num_reqs = " + str(num_reqs) + ")");
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_vector(query_start_loc_cpu, "query_start_loc_cpu", int64_t{num_reqs} + 1, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(check_host(query_start_loc_cpu, "query_start_loc_cpu"));
+  PAGEDATTN_RETURN_IF_ERROR(check_vector(seq_lens_cpu, "seq_lens_cpu", num_reqs, DType::kI32));
+  PAGEDATTN_RETURN_IF_ERROR(check_host(seq_lens_cpu, "seq_lens_cpu"));
+  for (int r = 0; r < num_reqs; ++r) {
+    const int64_t query_len =
+        read_int(query_start_loc_cpu, r + 1) - read_int(query_start_loc_cpu, r);
+    const int64_t context_len = read_int(seq_lens_cpu, r) - query_len;
+    if (common_prefix_len > context_len) {
+      return invalid_argument(what + " exceeds request " + str(r) + "'s context length " +
+                              str(context_len) + " (the shared prefix must be cached context)");
+    }
+  }
+  // The prefix pass reads request 0's blocks for everyone: every request must hold the same ones.
+  if (!host_readable(block_table_tensor)) return ok_status();
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(block_table_tensor, "block_table_tensor", 2));
+  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(block_table_tensor, "block_table_tensor", {DType::kI32}));
+  const int64_t prefix_blocks = common_prefix_len / block_size;
+  if (block_table_tensor.size(0) < num_reqs || block_table_tensor.size(1) < prefix_blocks) {
+    return invalid_argument("block_table_tensor " + block_table_tensor.describe() +
+                            " cannot hold " + str(prefix_blocks) + " prefix blocks for " +
+                            str(num_reqs) + " requests");
+  }
+  const auto* table = block_table_tensor.data_as<const int32_t>();
+  const int64_t row = block_table_tensor.stride(0), col = block_table_tensor.stride(1);
+  for (int r = 1; r < num_reqs; ++r) {
+    for (int64_t c = 0; c < prefix_blocks; ++c) {
+      if (table[r * row + c * col] != table[c * col]) {
+        return invalid_argument(what + " (" + str(prefix_blocks) + " blocks): block_table_tensor[" +
+                                str(r) + "][" + str(c) + "] = " + str(table[r * row + c * col]) +
+                                " differs from request 0's block " + str(table[c * col]) +
+                                " (a shared prefix must be the same blocks in every request)");
       }
     }
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "common/checked_math.h"
+
 namespace pagedattn {
 namespace {
 
@@ -16,6 +18,20 @@ std::string join(std::span<const int64_t> values) {
   return out;
 }
 
+// A shape a view can hold: rank <= kMaxRank, no negative size, and numel * element size fits int64
+// (so numel(), nbytes() and every offset computed from them are exact).
+bool representable(std::span<const int64_t> shape, DType dtype) {
+  if (shape.size() > static_cast<size_t>(TensorView::kMaxRank)) return false;
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t s : shape) {
+    if (s < 0) return false;
+    const std::optional<int64_t> next = checked_mul(bytes, s);
+    if (!next) return false;
+    bytes = *next;
+  }
+  return true;
+}
+
 }  // namespace
 
 TensorView::TensorView(void* data, DType dtype, Device device, std::initializer_list<int64_t> shape)
@@ -23,8 +39,9 @@ TensorView::TensorView(void* data, DType dtype, Device device, std::initializer_
 
 TensorView::TensorView(void* data, DType dtype, Device device, std::span<const int64_t> shape)
     : data_(data), dtype_(dtype), device_(device) {
-  // A rank the view cannot hold leaves it undefined, which every expect_* check rejects.
-  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+  // A shape the view cannot hold (see representable) leaves it undefined, which every expect_*
+  // check rejects.
+  if (!representable(shape, dtype)) {
     data_ = nullptr;
     return;
   }
@@ -40,7 +57,7 @@ TensorView::TensorView(void* data, DType dtype, Device device, std::span<const i
 TensorView::TensorView(void* data, DType dtype, Device device, std::span<const int64_t> shape,
                        std::span<const int64_t> strides)
     : data_(data), dtype_(dtype), device_(device) {
-  if (shape.size() > static_cast<size_t>(kMaxRank) || strides.size() != shape.size()) {
+  if (!representable(shape, dtype) || strides.size() != shape.size()) {
     data_ = nullptr;
     return;
   }
@@ -89,17 +106,21 @@ StatusOr<TensorView> TensorView::permute(std::span<const int> order) const {
 
 StatusOr<TensorView> TensorView::slice0(int64_t start, int64_t length) const {
   if (rank_ < 1) return invalid_argument("slice0 needs a tensor of rank >= 1, got rank 0");
-  if (start < 0 || length < 0 || start + length > shape_[0]) {
-    return out_of_range("slice0 [" + std::to_string(start) + ", " + std::to_string(start + length) +
-                        ") is outside dim 0 of size " + std::to_string(shape_[0]));
+  if (start < 0 || length < 0 || start > shape_[0] || length > shape_[0] - start) {
+    return out_of_range("slice0 start " + std::to_string(start) + ", length " +
+                        std::to_string(length) + " is outside dim 0 of size " +
+                        std::to_string(shape_[0]));
+  }
+  // The strides are the caller's: the byte offset is checked, not assumed to fit.
+  const std::optional<int64_t> offset =
+      checked_product({start, strides_[0], static_cast<int64_t>(dtype_size(dtype_))});
+  if (!offset) {
+    return out_of_range("slice0 start " + std::to_string(start) + " x stride " +
+                        std::to_string(strides_[0]) + " overflows int64");
   }
   TensorView out = *this;
   out.shape_[0] = length;
-  if (data_ != nullptr) {
-    const auto offset =
-        static_cast<ptrdiff_t>(start * strides_[0]) * static_cast<ptrdiff_t>(dtype_size(dtype_));
-    out.data_ = static_cast<std::byte*>(data_) + offset;
-  }
+  if (data_ != nullptr) out.data_ = static_cast<std::byte*>(data_) + *offset;
   return out;
 }
 

@@ -156,8 +156,9 @@ std::string compute_capability_name(ComputeCapability cc) {
 
 StatusOr<ComputeCapability> parse_compute_capability(std::string_view text) {
   const auto bad = [&] {
-    return invalid_argument("compute capability '" + std::string(text) +
-                            "' is malformed; expected MAJOR.MINOR such as 8.0, 8.6 or 9.0");
+    return invalid_argument("compute capability '" + std::string(text.substr(0, 40)) +
+                            "' is malformed; expected MAJOR.MINOR (MAJOR in [1, 99], MINOR in "
+                            "[0, 9]) such as 8.0, 8.6 or 9.0");
   };
   const size_t dot = text.find('.');
   if (dot == std::string_view::npos || dot == 0 || dot + 1 >= text.size()) return bad();
@@ -167,7 +168,8 @@ StatusOr<ComputeCapability> parse_compute_capability(std::string_view text) {
   auto r1 = std::from_chars(major.data(), major.data() + major.size(), cc.major);
   auto r2 = std::from_chars(minor.data(), minor.data() + minor.size(), cc.minor);
   if (r1.ec != std::errc() || r1.ptr != major.data() + major.size() || r2.ec != std::errc() ||
-      r2.ptr != minor.data() + minor.size() || cc.major < 1 || cc.minor < 0 || cc.minor > 9) {
+      r2.ptr != minor.data() + minor.size() || cc.major < 1 || cc.major > 99 || cc.minor < 0 ||
+      cc.minor > 9) {  // as_int() = 10 * major + minor must not overflow
     return bad();
   }
   return cc;

@@ -12,8 +12,6 @@ namespace pagedattn::testing {
 // this step (and the library's defaults when those are larger).
 BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, const Device& device);
 
-// The selector question the case asks on `device` (a decoder layer).
-AttentionSelectorConfig selector_config_for(const CaseSpec& spec, const Device& device);
 
 // The oracle's inputs over the batch, reading `kv_cache` (a host view of the cache after the update).
 reference::ReferenceInputs reference_inputs(const HostBatch& batch, const TensorView& kv_cache);

@@ -3,16 +3,19 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
+
+#include "common/checked_math.h"
+#include "testing/case_json.h"
 
 namespace pagedattn::testing {
 namespace {
 
 using nlohmann::json;
+using namespace case_json;  // NOLINT: the field getters
 
 constexpr std::initializer_list<const char*> kFields = {"name",
                                                         "seed",
@@ -35,80 +38,26 @@ constexpr std::initializer_list<const char*> kFields = {"name",
                                                         "common_prefix_len",
                                                         "num_blocks"};
 
-std::string join(std::initializer_list<const char*> items) {
-  std::string out;
-  for (const char* item : items) {
-    if (!out.empty()) out += ", ";
-    out += item;
-  }
-  return out;
-}
-
-Status field_error(const std::string& field, const json& value, const std::string& allowed) {
-  return invalid_argument("case field '" + field + "' = " + value.dump() + ": expected " + allowed);
-}
-
-StatusOr<int64_t> get_int(const json& j, const std::string& field, int64_t min_value) {
-  const json& v = j.at(field);
-  if (!v.is_number_integer())
-    return field_error(field, v, "an integer >= " + std::to_string(min_value));
-  int64_t x = v.get<int64_t>();
-  if (x < min_value) return field_error(field, v, "an integer >= " + std::to_string(min_value));
-  return x;
-}
-
-StatusOr<bool> get_bool(const json& j, const std::string& field) {
-  const json& v = j.at(field);
-  if (!v.is_boolean()) return field_error(field, v, "true or false");
-  return v.get<bool>();
-}
-
-// A finite number; null allowed when `nullable` (returned as nullopt).
-StatusOr<std::optional<double>> get_number(const json& j, const std::string& field, bool nullable,
-                                           const std::string& allowed) {
-  const json& v = j.at(field);
-  if (nullable && v.is_null()) return std::optional<double>();
-  if (!v.is_number() || !std::isfinite(v.get<double>())) return field_error(field, v, allowed);
-  return std::optional<double>(v.get<double>());
-}
-
-StatusOr<std::string> get_choice(const json& j, const std::string& field,
-                                 std::initializer_list<const char*> allowed) {
-  const json& v = j.at(field);
-  if (v.is_string()) {
-    std::string s = v.get<std::string>();
-    for (const char* a : allowed) {
-      if (s == a) return s;
-    }
-  }
-  return field_error(field, v, "one of " + join(allowed));
-}
-
-StatusOr<std::vector<int>> get_int_list(const json& j, const std::string& field) {
-  const json& v = j.at(field);
-  const std::string allowed = "a non-empty list of integers >= 0";
-  if (!v.is_array() || v.empty()) return field_error(field, v, allowed);
-  std::vector<int> out;
-  for (const json& item : v) {
-    if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() > (1 << 30)) {
-      return field_error(field, v, allowed);
-    }
-    out.push_back(item.get<int>());
-  }
-  return out;
-}
-
 Status parse_fields(const json& j, CaseSpec& spec) {
   auto has = [&](const char* field) { return j.contains(field); };
+  auto int_field = [&](const char* field, int64_t min_value, int64_t max_value,
+                       int& out) -> Status {
+    if (!has(field)) return ok_status();
+    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, field, min_value, max_value));
+    out = static_cast<int>(v);
+    return ok_status();
+  };
   if (has("name")) {
-    if (!j["name"].is_string()) return field_error("name", j["name"], "a string");
-    spec.name = j["name"].get<std::string>();
+    const json& v = j["name"];
+    if (!v.is_string() || v.get_ref<const std::string&>().size() > kMaxCaseNameChars) {
+      return field_error("name", v,
+                         "a string of at most " + std::to_string(kMaxCaseNameChars) + " bytes");
+    }
+    spec.name = v.get<std::string>();
   }
   if (has("seed")) {
     const json& v = j["seed"];
-    if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
-      return field_error("seed", v, "an integer >= 0");
-    }
+    if (!v.is_number_unsigned()) return field_error("seed", v, "an integer in [0, 2^64 - 1]");
     spec.seed = v.get<uint64_t>();
   }
   if (has("dtype")) {
@@ -124,22 +73,10 @@ Status parse_fields(const json& j, CaseSpec& spec) {
     PAGEDATTN_ASSIGN_OR_RETURN(std::string s, get_choice(j, "kv_scale", {"tensor", "head"}));
     spec.kv_scale_per_head = s == "head";
   }
-  if (has("num_heads")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, "num_heads", 1));
-    spec.num_heads = static_cast<int>(v);
-  }
-  if (has("num_kv_heads")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, "num_kv_heads", 1));
-    spec.num_kv_heads = static_cast<int>(v);
-  }
-  if (has("head_size")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, "head_size", 1));
-    spec.head_size = static_cast<int>(v);
-  }
-  if (has("block_size")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, "block_size", 1));
-    spec.block_size = static_cast<int>(v);
-  }
+  PAGEDATTN_RETURN_IF_ERROR(int_field("num_heads", 1, kMaxCaseHeads, spec.num_heads));
+  PAGEDATTN_RETURN_IF_ERROR(int_field("num_kv_heads", 1, kMaxCaseHeads, spec.num_kv_heads));
+  PAGEDATTN_RETURN_IF_ERROR(int_field("head_size", 1, kMaxCaseHeadSize, spec.head_size));
+  PAGEDATTN_RETURN_IF_ERROR(int_field("block_size", 1, kMaxCaseBlockSize, spec.block_size));
   if (has("kv_layout") && !j["kv_layout"].is_null()) {
     PAGEDATTN_ASSIGN_OR_RETURN(std::string s, get_choice(j, "kv_layout", {"NHD", "HND"}));
     PAGEDATTN_ASSIGN_OR_RETURN(spec.kv_layout, parse_kv_cache_layout(s));
@@ -152,20 +89,23 @@ Status parse_fields(const json& j, CaseSpec& spec) {
     PAGEDATTN_ASSIGN_OR_RETURN(spec.causal, get_bool(j, "causal"));
   }
   if (has("scale")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(spec.scale, get_number(j, "scale", true, "a number > 0 or null"));
+    PAGEDATTN_ASSIGN_OR_RETURN(spec.scale, get_number(j, "scale", /*zero_allowed=*/false));
   }
   if (has("sliding_window") && !j["sliding_window"].is_null()) {
     const json& v = j["sliding_window"];
-    const std::string allowed = "[left, right] with integers >= -1 (-1 = unbounded), or null";
-    if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
-        v[0].get<int64_t>() < -1 || v[1].get<int64_t>() < -1) {
-      return field_error("sliding_window", v, allowed);
+    const int64_t max_side = std::numeric_limits<int32_t>::max();
+    if (!v.is_array() || v.size() != 2 || !integer_in(v[0], -1, max_side) ||
+        !integer_in(v[1], -1, max_side)) {
+      return field_error("sliding_window", v,
+                         "[left, right] with integers in " + range_text(-1, max_side) +
+                             " (-1 = unbounded), or null");
     }
-    spec.sliding_window = SlidingWindow{v[0].get<int>(), v[1].get<int>()};
+    spec.sliding_window =
+        SlidingWindow{static_cast<int>(v[0].get<int64_t>()), static_cast<int>(v[1].get<int64_t>())};
   }
   if (has("logits_soft_cap")) {
     PAGEDATTN_ASSIGN_OR_RETURN(std::optional<double> cap,
-                               get_number(j, "logits_soft_cap", true, "a number >= 0 or null"));
+                               get_number(j, "logits_soft_cap", /*zero_allowed=*/true));
     spec.logits_soft_cap = cap.value_or(0.0);
   }
   if (has("alibi")) {
@@ -174,12 +114,12 @@ Status parse_fields(const json& j, CaseSpec& spec) {
   if (has("sinks")) {
     PAGEDATTN_ASSIGN_OR_RETURN(spec.sinks, get_bool(j, "sinks"));
   }
-  if (has("common_prefix_len")) {
-    PAGEDATTN_ASSIGN_OR_RETURN(int64_t v, get_int(j, "common_prefix_len", 0));
-    spec.common_prefix_len = static_cast<int>(v);
-  }
+  PAGEDATTN_RETURN_IF_ERROR(
+      int_field("common_prefix_len", 0, kMaxCaseSeqLen, spec.common_prefix_len));
   if (has("num_blocks") && !j["num_blocks"].is_null()) {
-    PAGEDATTN_ASSIGN_OR_RETURN(spec.num_blocks, get_int(j, "num_blocks", 1));
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        spec.num_blocks,
+        get_int(j, "num_blocks", 1, std::numeric_limits<int32_t>::max(), " (block ids are int32)"));
   }
   return ok_status();
 }
@@ -189,6 +129,39 @@ Status parse_fields(const json& j, CaseSpec& spec) {
 int64_t CaseSpec::num_tokens() const {
   int64_t total = 0;
   for (int q : query_lens) total += q;
+  return total;
+}
+
+int64_t CaseSpec::blocks_needed() const {
+  const int64_t shared = common_prefix_len / block_size;
+  int64_t needed = shared;
+  for (int seq_len : seq_lens) {
+    needed += std::max<int64_t>(0, (int64_t{seq_len} + block_size - 1) / block_size - shared);
+  }
+  return needed;
+}
+
+StatusOr<int64_t> CaseSpec::host_bytes() const {
+  const int64_t tokens = num_tokens();
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t stored = is_fp8(kv_cache_dtype) ? 1 : elem;
+  const int64_t blocks = num_blocks.value_or(blocks_needed() + 3);
+  int64_t max_blocks = 1;
+  for (int seq_len : seq_lens) max_blocks = std::max<int64_t>(max_blocks, seq_len / block_size + 1);
+  const std::optional<int64_t> parts[] = {
+      checked_product({blocks, 2, block_size, num_kv_heads, head_size, stored}),  // cache
+      checked_product({tokens, num_heads, head_size, 2 * elem + 8}),  // query, output, oracle's
+      checked_product({tokens, num_kv_heads, head_size, 2 * elem}),   // key, value
+      checked_product({tokens, num_heads, 8}),                        // lse: ours, the oracle's
+      checked_product({num_reqs(), max_blocks, 4}),                   // block table
+  };
+  int64_t total = 0;
+  for (const std::optional<int64_t>& part : parts) {
+    const std::optional<int64_t> sum = part ? checked_add(total, *part) : std::nullopt;
+    if (!sum)
+      return out_of_range("case '" + clip_for_message(name) + "': its size overflows int64");
+    total = *sum;
+  }
   return total;
 }
 
@@ -242,40 +215,65 @@ Status CaseSpec::validate() const {
                               std::to_string(r) + " (the shared prefix must be cached context)");
     }
   }
-  if (num_blocks && *num_blocks <= 0) return invalid_argument("num_blocks must be > 0 (or null)");
+  if (num_blocks && (*num_blocks <= 0 || *num_blocks > std::numeric_limits<int32_t>::max())) {
+    return invalid_argument("num_blocks = " + std::to_string(*num_blocks) +
+                            ": allowed [1, 2147483647] (block ids are int32), or null");
+  }
+  // Sizes: the metadata's token counts and block ids are int32, and everything is allocated on the
+  // host before it runs.
+  if (num_tokens() > std::numeric_limits<int32_t>::max()) {
+    return invalid_argument("query_lens sum to " + std::to_string(num_tokens()) +
+                            " tokens: allowed at most 2147483647 (token offsets are int32)");
+  }
+  if (blocks_needed() + 3 > std::numeric_limits<int32_t>::max()) {
+    return invalid_argument("the batch needs " + std::to_string(blocks_needed()) + " blocks of " +
+                            std::to_string(block_size) +
+                            " tokens: allowed at most 2147483644 (block ids are int32)");
+  }
+  PAGEDATTN_ASSIGN_OR_RETURN(const int64_t bytes, host_bytes());
+  if (bytes > kMaxCaseHostBytes) {
+    return invalid_argument("the case needs about " + std::to_string(bytes >> 20) +
+                            " MiB of host memory (KV cache, Q/K/V, outputs): allowed at most " +
+                            std::to_string(kMaxCaseHostBytes >> 20) + " MiB");
+  }
   return ok_status();
 }
 
 StatusOr<CaseSpec> parse_case_json(const std::string& json_text, const std::string& default_name) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    return invalid_argument(std::string("not valid JSON: ") + e.what());
+  if (json_text.size() > kMaxCaseFileBytes) {
+    return invalid_argument("case text of " + std::to_string(json_text.size()) +
+                            " bytes is larger than " + std::to_string(kMaxCaseFileBytes) +
+                            " (the limit for a case)");
   }
+  PAGEDATTN_ASSIGN_OR_RETURN(const json j, parse_json_strictly(json_text));
   if (!j.is_object()) return invalid_argument("a case must be a JSON object");
   for (const auto& item : j.items()) {
     if (std::find_if(kFields.begin(), kFields.end(),
                      [&](const char* f) { return item.key() == f; }) == kFields.end()) {
-      return invalid_argument("unknown case field '" + item.key() +
+      return invalid_argument("unknown case field '" + clip_for_message(item.key()) +
                               "'; known fields: " + join(kFields));
     }
   }
   CaseSpec spec;
   spec.name = default_name;
   PAGEDATTN_RETURN_IF_ERROR(parse_fields(j, spec));
+  // A file that asks for per-head scales on a cache without scales would silently get another case
+  // (code that builds a CaseSpec may leave the flag set: it only applies to FP8 caches).
+  if (spec.kv_scale_per_head && !is_fp8(spec.kv_cache_dtype)) {
+    return invalid_argument(
+        "case field 'kv_scale' = \"head\": per-head scales need an FP8 "
+        "kv_cache_dtype (fp8_e4m3, fp8_e5m2), got " +
+        std::string(kv_cache_dtype_name(spec.kv_cache_dtype)));
+  }
   PAGEDATTN_RETURN_IF_ERROR(spec.validate());
   return spec;
 }
 
 StatusOr<CaseSpec> load_case_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("cannot read case file '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
+  PAGEDATTN_ASSIGN_OR_RETURN(const std::string text, read_case_text(path));
   std::string stem = path.substr(path.find_last_of('/') + 1);
   if (stem.size() > 5 && stem.ends_with(".json")) stem.resize(stem.size() - 5);
-  StatusOr<CaseSpec> spec = parse_case_json(text.str(), stem);
+  StatusOr<CaseSpec> spec = parse_case_json(text, stem);
   if (!spec.ok()) return Status(spec.status().code(), path + ": " + spec.status().message());
   return spec;
 }
@@ -306,6 +304,25 @@ std::string case_to_json(const CaseSpec& spec) {
   j["common_prefix_len"] = spec.common_prefix_len;
   j["num_blocks"] = spec.num_blocks ? json(*spec.num_blocks) : json(nullptr);
   return j.dump(1);
+}
+
+AttentionSelectorConfig selector_config_for(const CaseSpec& spec, const Device& device) {
+  AttentionSelectorConfig config;
+  config.head_size = spec.head_size;
+  config.num_heads = spec.num_heads;
+  config.num_kv_heads = spec.num_kv_heads;
+  config.dtype = spec.dtype;
+  config.kv_cache_dtype = spec.kv_cache_dtype;
+  config.block_size = spec.block_size;
+  config.has_sinks = spec.sinks;
+  config.use_alibi = spec.alibi;
+  config.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
+  config.use_soft_cap = spec.logits_soft_cap > 0.0;
+  config.causal = spec.causal;
+  config.attn_type = AttentionType::kDecoder;
+  config.use_per_head_quant_scales = is_fp8(spec.kv_cache_dtype) && spec.kv_scale_per_head;
+  config.device = device;
+  return config;
 }
 
 std::vector<float> alibi_slopes(int num_heads) {

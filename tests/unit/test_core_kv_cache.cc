@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -43,9 +44,9 @@ TEST(KVCacheShape, StridesPerLayout) {
 }
 
 TEST(KVCacheShape, BytesPerBlock) {
-  EXPECT_EQ(kv_cache_bytes_per_block(16, 8, 128, DType::kBF16), 2 * 16 * 8 * 128 * 2);
-  EXPECT_EQ(kv_cache_bytes_per_block(16, 8, 128, DType::kFP8E4M3), 2 * 16 * 8 * 128);
-  EXPECT_EQ(kv_cache_bytes_per_block(1, 1, 32, DType::kF32), 256);
+  EXPECT_EQ(*kv_cache_bytes_per_block(16, 8, 128, DType::kBF16), 2 * 16 * 8 * 128 * 2);
+  EXPECT_EQ(*kv_cache_bytes_per_block(16, 8, 128, DType::kFP8E4M3), 2 * 16 * 8 * 128);
+  EXPECT_EQ(*kv_cache_bytes_per_block(1, 1, 32, DType::kF32), 256);
 }
 
 TEST(KVCacheLayoutSetting, DefaultAndOverride) {
@@ -129,6 +130,36 @@ TEST(KVCacheAllocation, MoveAndErrors) {
   EXPECT_NE(huge.status().message().find("host allocation of 9007199254740992 bytes failed"),
             std::string::npos)
       << huge.status().message();
+}
+
+TEST(KVCacheAllocation, SizesAreCheckedBeforeAllocating) {
+  // 2^51 + 1 blocks of 4 KiB: the byte count overflows int64 (it used to wrap to 4 KiB).
+  auto wrapped = KVCacheAllocation::allocate({(int64_t{1} << 51) + 1, 2, 16, 1, 64}, DType::kF16,
+                                             KVCacheLayout::kNHD, Device::cpu());
+  ASSERT_FALSE(wrapped.ok());
+  EXPECT_EQ(wrapped.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(wrapped.status().message().find("overflows int64"), std::string::npos)
+      << wrapped.status().message();
+  // A dim past int is refused, not narrowed (2^32 + 16 is not 16).
+  auto narrowed = KVCacheAllocation::allocate({1, 2, (int64_t{1} << 32) + 16, 1, 64}, DType::kF16,
+                                              KVCacheLayout::kNHD, Device::cpu());
+  ASSERT_FALSE(narrowed.ok());
+  EXPECT_NE(narrowed.status().message().find("dim 2 (block_size) = 4294967312"), std::string::npos)
+      << narrowed.status().message();
+  auto heads = KVCacheAllocation::allocate({1, 2, 16, -1, 64}, DType::kF16, KVCacheLayout::kNHD,
+                                           Device::cpu());
+  EXPECT_NE(heads.status().message().find("num_kv_heads"), std::string::npos);
+}
+
+TEST(KVCacheShape, OverflowIsAnError) {
+  auto shape = get_kv_cache_shape(int64_t{1} << 62, 16, 8, 128);
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("overflows int64"), std::string::npos);
+  const int big = std::numeric_limits<int>::max();
+  auto bytes = kv_cache_bytes_per_block(big, big, big, DType::kF32);
+  ASSERT_FALSE(bytes.ok());
+  EXPECT_NE(bytes.status().message().find("overflow int64"), std::string::npos);
+  EXPECT_FALSE(kv_cache_bytes_per_block(0, 8, 128, DType::kF16).ok());
 }
 
 TEST(KVCacheAllocation, Device) {

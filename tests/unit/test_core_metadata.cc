@@ -2,6 +2,7 @@
 // message naming the field.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -135,8 +136,8 @@ TEST(MetadataValidate, SlotMapping) {
   std::swap(b.slot_mapping[1], b.slot_mapping[2]);
   expect_error(b, "does not match request 1");
   b = good_batch();
-  b.slot_mapping[4] = -1;  // a real token may skip its write
-  EXPECT_TRUE(b.meta.validate(b.block_size, b.num_blocks).ok());
+  b.slot_mapping[4] = -1;  // a real token must be written: its keys are read by later steps
+  expect_error(b, "slot_mapping[4] = -1 is outside the cache (allowed: [0, ");
   b = good_batch();
   b.meta.slot_mapping = TensorView(b.slot_mapping.data(), DType::kI64, Device::cpu(), {5});
   expect_error(b, "slot_mapping has 5 entries");
@@ -192,6 +193,87 @@ TEST(MetadataValidate, DeviceResidentContentsAreNotRead) {
   b.meta.query_start_loc = TensorView(bogus, DType::kI32, Device::cuda(0), {5});
   b.meta.seq_lens = TensorView(bogus, DType::kI32, Device::cuda(0), {4});
   EXPECT_TRUE(b.meta.validate(b.block_size, b.num_blocks).ok());
+}
+
+TEST(MetadataValidate, PaddingTokensHaveNoSlot) {
+  TestBatch b = make_test_batch({1, 1, 0}, {5, 17, 3}, 16, /*padded_tokens=*/8);
+  b.slot_mapping[5] = b.slot_mapping[0] + 1;  // a live slot on a CUDA-graph padding token
+  expect_error(
+      b, "slot_mapping[5] = " + std::to_string(b.slot_mapping[0] + 1) + " is a padding token");
+  // Entries past num_actual_tokens (a persistent buffer's tail) are -1 or inside the cache.
+  b = make_test_batch({1, 1, 0}, {5, 17, 3}, 16, /*padded_tokens=*/8);
+  b.meta.num_actual_tokens = 4;
+  b.slot_mapping[6] = 3;
+  EXPECT_TRUE(b.meta.validate(b.block_size, b.num_blocks).ok());
+}
+
+TEST(MetadataValidate, HostViewsNeedData) {
+  TestBatch b = good_batch();
+  b.meta.block_table_tensor = TensorView(nullptr, DType::kI32, Device::cpu(), {4, b.width});
+  expect_error(b, "block_table_tensor has no data");
+  b = good_batch();
+  b.meta.slot_mapping = TensorView(nullptr, DType::kI64, Device::cpu(),
+                                   {static_cast<int64_t>(b.slot_mapping.size())});
+  expect_error(b, "slot_mapping has no data");
+  b = good_batch();
+  b.meta.seq_lens = TensorView(nullptr, DType::kI32, Device::cuda(0), {4});
+  expect_error(b, "seq_lens has no data");
+  b = good_batch();
+  b.meta.query_start_loc = TensorView(nullptr, DType::kI32, Device::cpu(), {5});
+  expect_error(b, "query_start_loc has no data");
+}
+
+TEST(MetadataValidate, BlockIdTwiceInOneRequest) {
+  TestBatch b = good_batch();  // request 2: 21 tokens in 2 blocks
+  b.block_table[2 * b.width + 1] = b.block_table[2 * b.width];
+  b.refresh();
+  expect_error(b, "block_table_tensor[2][1] = " + std::to_string(b.block_table[2 * b.width]) +
+                      " repeats column 0");
+  // Columns past a request's blocks are not read, so a repeat there is fine.
+  b = good_batch();
+  b.block_table[3 * b.width + 2] = b.block_table[3 * b.width];
+  EXPECT_TRUE(b.meta.validate(b.block_size, b.num_blocks).ok());
+}
+
+TEST(MetadataValidate, SizesDoNotOverflow) {
+  TestBatch b = good_batch();
+  const Status s = b.meta.validate(b.block_size, std::numeric_limits<int64_t>::max());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("overflows int64"), std::string::npos) << s.message();
+  b = good_batch();
+  b.meta.num_reqs = std::numeric_limits<int>::max();
+  expect_error(b, "must have 2147483648 entries");
+}
+
+// Three requests whose first two blocks (32 tokens) are the same physical blocks.
+TestBatch prefix_batch() {
+  TestBatch b = make_test_batch({1, 3, 1}, {40, 45, 37}, 16);
+  for (int r = 1; r < 3; ++r) {
+    for (int c = 0; c < 2; ++c) b.block_table[r * b.width + c] = b.block_table[c];
+  }
+  b.refresh();
+  return b;
+}
+
+TEST(MetadataValidate, CommonPrefix) {
+  TestBatch b = prefix_batch();
+  ASSERT_TRUE(b.meta.validate(b.block_size, b.num_blocks).ok());
+  EXPECT_TRUE(b.meta.validate_common_prefix(0, 16).ok());
+  EXPECT_TRUE(b.meta.validate_common_prefix(16, 16).ok());
+  EXPECT_TRUE(b.meta.validate_common_prefix(32, 16).ok());
+  const auto message = [&](int len) { return b.meta.validate_common_prefix(len, 16).message(); };
+  EXPECT_NE(message(24).find("multiple of block_size = 16"), std::string::npos);
+  EXPECT_NE(message(-16).find("non-negative"), std::string::npos);
+  b.block_table[2 * b.width + 1] ^= 1;  // request 2 now holds another block at column 1
+  EXPECT_NE(message(32).find("block_table_tensor[2][1]"), std::string::npos) << message(32);
+  EXPECT_NE(message(32).find("differs from request 0's block"), std::string::npos);
+  // Longer than a request's cached context (request 0: 40 tokens, 1 new).
+  b = prefix_batch();
+  EXPECT_NE(message(48).find("exceeds request 0's context length 39"), std::string::npos)
+      << message(48);
+  TestBatch empty = make_test_batch({}, {}, 16);
+  EXPECT_NE(empty.meta.validate_common_prefix(16, 16).message().find("no requests"),
+            std::string::npos);
 }
 
 }  // namespace

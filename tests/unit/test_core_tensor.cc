@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,37 @@ TEST(TensorView, ExpectChecks) {
   EXPECT_TRUE(expect_device(t, "query", Device::cpu()).ok());
   EXPECT_EQ(expect_device(t, "query", Device::cuda(0)).message(),
             "query is on cpu; expected cuda:0");
+}
+
+TEST(TensorView, ShapesItCannotHoldAreUndefined) {
+  int x = 0;
+  const std::array<int64_t, 2> negative{4, -1};
+  EXPECT_FALSE(TensorView(&x, DType::kI32, Device::cpu(), negative).defined());
+  // 2^62 x 4 f32 elements: the element count fits int64, the bytes do not.
+  const std::array<int64_t, 2> huge{int64_t{1} << 62, 4};
+  TensorView too_big(&x, DType::kF32, Device::cpu(), huge);
+  EXPECT_FALSE(too_big.defined());
+  EXPECT_EQ(too_big.numel(), 0);
+  const std::array<int64_t, 2> strides{4, 1};
+  EXPECT_FALSE(TensorView(&x, DType::kF32, Device::cpu(), huge, strides).defined());
+  EXPECT_FALSE(expect_rank(too_big, "too_big", 2).ok());
+}
+
+TEST(TensorView, Slice0RangeDoesNotOverflow) {
+  std::vector<float> data(8);
+  TensorView t(data.data(), DType::kF32, Device::cpu(), {8});
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  EXPECT_FALSE(t.slice0(max, max).ok());
+  EXPECT_FALSE(t.slice0(1, max).ok());
+  EXPECT_FALSE(t.slice0(9, 0).ok());
+  EXPECT_TRUE(t.slice0(8, 0).ok());
+  // A caller's stride so large that start * stride overflows is an error, not a wild pointer.
+  const std::array<int64_t, 1> shape{4};
+  const std::array<int64_t, 1> stride{int64_t{1} << 61};
+  TensorView strided(data.data(), DType::kF32, Device::cpu(), shape, stride);
+  auto slice = strided.slice0(3, 1);
+  ASSERT_FALSE(slice.ok());
+  EXPECT_NE(slice.status().message().find("overflows int64"), std::string::npos);
 }
 
 }  // namespace

@@ -119,7 +119,9 @@ TEST(ComputeCapability, ParseCompareName) {
   EXPECT_EQ(parse_compute_capability("12.1")->as_int(), 121);
   EXPECT_LT((ComputeCapability{8, 6}), (ComputeCapability{9, 0}));
   EXPECT_GT((ComputeCapability{8, 0}), (ComputeCapability{7, 5}));
-  for (const char* bad : {"9", "9.", ".0", "x.y", "9.0.1", "-1.0", "9.10", ""}) {
+  // 2147483647.9 would overflow as_int() = 10 * major + minor; 100.0 is past any real device.
+  for (const char* bad : {"9", "9.", ".0", "x.y", "9.0.1", "-1.0", "9.10", "", "2147483647.9",
+                          "100.0", "99999999999.0", "+9.0"}) {
     auto r = parse_compute_capability(bad);
     EXPECT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.status().message().find("MAJOR.MINOR"), std::string::npos);

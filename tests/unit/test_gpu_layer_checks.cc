@@ -165,18 +165,7 @@ TEST_F(GpuStepChecks, ForwardChecksTheLayerAgainstTheMetadata) {
   expect_error(forward(query_, out, lse, wrong), "k_scale has 3 elements");
 }
 
-TEST(CommonPrefixContract, SameWordsForEveryBackend) {
-  const std::vector<int32_t> qsl = {0, 3, 8, 9}, seqs = {70, 5, 300};
-  EXPECT_TRUE(backends::check_common_prefix_len(0, 32, qsl, seqs).ok());
-  // Request 1 is a fresh prefill: no context, so no shared prefix can exist.
-  expect_error(backends::check_common_prefix_len(32, 32, qsl, seqs),
-               "exceeds request 1's context length 0");
-  const std::vector<int32_t> qsl2 = {0, 3, 4}, seqs2 = {70, 40};
-  EXPECT_TRUE(backends::check_common_prefix_len(32, 32, qsl2, seqs2).ok());
-  expect_error(backends::check_common_prefix_len(48, 32, qsl2, seqs2), "multiple of block_size");
-  expect_error(backends::check_common_prefix_len(-32, 32, qsl2, seqs2), "non-negative");
-  expect_error(backends::check_common_prefix_len(32, 32, std::vector<int32_t>{0}, {}),
-               "with no requests");
+TEST(CommonPrefixContract, CascadeFeaturesInTheSameWordsForEveryBackend) {
   const backends::CascadeFeatures none;
   EXPECT_TRUE(backends::check_cascade_features("X", 0, true, true, none).ok());
   expect_error(backends::check_cascade_features("X", 32, true, false, none),

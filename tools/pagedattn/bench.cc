@@ -25,6 +25,7 @@ struct BenchOptions {
   int repeats = 5;
   int warmup = 1;
   bool quick = false;
+  int kernel_generation = 0;
 };
 
 struct Row {
@@ -104,7 +105,9 @@ int run_bench(const BenchOptions& o) {
     const testing::CaseSpec& spec = cases[i];
     std::cerr << "bench: [" << i + 1 << "/" << cases.size() << "] " << spec.name
               << ": preparing the batch...\n";
-    StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(spec, o.backend);
+    testing::StepOptions options;
+    options.kernel_generation = o.kernel_generation;
+    StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(spec, o.backend, options);
     if (!prepared.ok()) return bad_input(spec.name + ": " + prepared.status().message());
     StepRunner& run = **prepared;
     if (Status s = run.run_step(); !s.ok()) {
@@ -164,10 +167,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--json", o->json_file, "Also write the results as JSON to this file");
   cmd->add_option("--repeats", o->repeats, "Timed runs per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in_range(1, 100000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_in_range(0, 100000));
+  add_generation_option(*cmd, o->kernel_generation);
   cmd->add_flag("--quick", o->quick, "Smaller cases and shorter probes (CI)");
   cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
 }

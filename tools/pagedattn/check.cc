@@ -21,6 +21,7 @@ struct CheckOptions {
   std::string dump_dir;
   bool json = false;
   CascadeMode cascade = CascadeMode::kAuto;
+  int kernel_generation = 0;
 };
 
 struct CaseResult {
@@ -44,7 +45,10 @@ CaseResult check_one(const std::string& path, const CheckOptions& o) {
   }
   result.name = spec->name;
   result.tolerance = reference::tolerance_for(spec->dtype);
-  StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(*spec, o.backend, o.cascade);
+  testing::StepOptions options;
+  options.cascade = o.cascade;
+  options.kernel_generation = o.kernel_generation;
+  StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(*spec, o.backend, options);
   if (!prepared.ok()) {
     result.exit_code = kExitBadInput;
     result.error = prepared.status().message();
@@ -85,7 +89,7 @@ CaseResult check_one(const std::string& path, const CheckOptions& o) {
   if (!o.dump_dir.empty()) {
     if (Status d = dump_case(o.dump_dir, run, *comparison); !d.ok()) {
       result.exit_code = kExitBadInput;
-      result.error = "--dump: " + d.message();
+      result.error = d.message();
     }
   }
   return result;
@@ -131,6 +135,10 @@ int run_check(const CheckOptions& o) {
     return bad_input("--dump takes one case at a time (got " + std::to_string(o.cases.size()) +
                      ")");
   }
+  // Before the run: a dump that cannot be written is bad input, found before minutes of oracle.
+  if (!o.dump_dir.empty()) {
+    if (Status s = prepare_dump_dir(o.dump_dir); !s.ok()) return bad_input(s);
+  }
   int exit_code = kExitOk;
   nlohmann::json all = nlohmann::json::array();
   for (const std::string& path : o.cases) {
@@ -160,7 +168,8 @@ void add_check_command(CLI::App& app, int& exit_code) {
                   "auto (the selector's choice), cpu, flash_attn, flashinfer")
       ->capture_default_str()
       ->check(backend_validator(true));
-  cmd->add_option("--dump", o->dump_dir, "Write every tensor of the (single) case as .npy here");
+  cmd->add_option("--dump", o->dump_dir, "Write every tensor of the (single) case as .npy here")
+      ->check(non_empty("directory name"));
   cmd->add_flag("--json", o->json, "Print the results as JSON");
   cmd->add_option_function<std::string>(
          "--cascade",
@@ -173,6 +182,7 @@ void add_check_command(CLI::App& app, int& exit_code) {
          "(pass common_prefix_len to build), never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
+  add_generation_option(*cmd, o->kernel_generation);
   cmd->callback([o, &exit_code] { exit_code = run_check(*o); });
 }
 

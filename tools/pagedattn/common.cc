@@ -1,7 +1,10 @@
 // Shared helpers of the command-line tool.
 #include "common.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "pagedattn/backend.h"
@@ -71,6 +74,43 @@ CLI::Validator backend_validator(bool allow_auto) {
       "", "BACKEND");
 }
 
+CLI::Validator integer_in_range(int64_t min_value, int64_t max_value) {
+  const std::string range =
+      "[" + std::to_string(min_value) + ", " + std::to_string(max_value) + "]";
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        int64_t x = 0;
+        const char* end = value.data() + value.size();
+        const auto [ptr, error] = std::from_chars(value.data(), end, x);
+        if (error == std::errc() && ptr == end && x >= min_value && x <= max_value) return {};
+        return "'" + testing::clip_for_message(value, 40) + "' is not an integer in " + range;
+      },
+      "INT in " + range, "INT");
+}
+
+CLI::Validator finite_above(double min_value) {
+  const std::string allowed = "a finite number > " + CLI::detail::to_string(min_value);
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(value.c_str(), &end);
+        if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(x) &&
+            x > min_value) {
+          return {};
+        }
+        return "'" + testing::clip_for_message(value, 40) + "' is not " + allowed;
+      },
+      "NUMBER > " + CLI::detail::to_string(min_value), "NUMBER");
+}
+
+CLI::Validator non_empty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& value) -> std::string {
+        return value.empty() ? "an empty " + what + " is not allowed" : std::string();
+      },
+      "", "NON_EMPTY");
+}
+
 Device device_for_backend(const std::string& backend) {
   if (backend == "auto") return default_device();
   const AttentionBackend* found = find_backend(backend);
@@ -105,6 +145,18 @@ std::string format_bytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
   return text;
+}
+
+void add_generation_option(CLI::App& cmd, int& kernel_generation) {
+  cmd.add_option_function<std::string>(
+         "--generation",
+         [&kernel_generation](const std::string& g) {
+           kernel_generation = g == "v2" ? 2 : g == "v3" ? 3 : 0;
+         },
+         "GPU kernel generation: auto (the backend's choice per launch), v2 (mma.sync) or v3 "
+         "(Hopper wgmma + TMA; an error where it cannot run)")
+      ->check(CLI::IsMember({"auto", "v2", "v3"}))
+      ->default_str("auto");
 }
 
 }  // namespace pagedattn::cli

@@ -29,6 +29,16 @@ CLI::Validator attn_type_validator();
 CLI::Validator compute_capability_validator();
 // "auto", or a registered backend's name or alias.
 CLI::Validator backend_validator(bool allow_auto);
+// An integer in [min_value, max_value], checked on the text before CLI11 converts it (its own
+// range validators print doubles: "0.000000 to 1797693...").
+CLI::Validator integer_in_range(int64_t min_value, int64_t max_value);
+// A finite number > min_value (NaN and infinities refused).
+CLI::Validator finite_above(double min_value);
+// `--generation auto|v2|v3`: the GPU kernel generation (AttentionImplParams::kernel_generation;
+// auto = the backend's choice), for comparisons.
+void add_generation_option(CLI::App& cmd, int& kernel_generation);
+// A non-empty value (for paths: `--dump ''` is an error, not "no dump").
+CLI::Validator non_empty(const std::string& what);
 
 using testing::selector_config_for;  // the selector question a case asks
 // The device a forced backend runs on ("CPU_ATTN" -> cpu, otherwise cuda:0); the machine's best

@@ -134,7 +134,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
       ->check(backend_validator(true));
   cmd->add_option("--repeats", o->repeats, "Timed runs per step (median reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in_range(1, 100000));
   cmd->callback([o, &exit_code] { exit_code = run_demo(*o); });
 }
 

@@ -1,6 +1,10 @@
 // Dump of one case run (cases.md "Dump files").
 #include "dump.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -61,10 +65,24 @@ Status dump_cache(const std::string& dir, const testing::HostBatch& batch) {
 
 }  // namespace
 
-Status dump_case(const std::string& dir, const StepRunner& run, const reference::Comparison& result) {
+Status prepare_dump_dir(const std::string& dir) {
+  if (dir.empty()) return invalid_argument("--dump: the directory name is empty");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return not_found("--dump: cannot create '" + dir + "': " + error.message());
+  if (!std::filesystem::is_directory(dir, error)) {
+    return invalid_argument("--dump: '" + dir + "' exists and is not a directory");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return invalid_argument("--dump: cannot write to '" + dir + "': " + std::strerror(errno));
+  }
+  return ok_status();
+}
+
+Status dump_case(const std::string& dir, const StepRunner& run,
+                 const reference::Comparison& result) {
+  PAGEDATTN_RETURN_IF_ERROR(prepare_dump_dir(dir));
+  std::error_code error;
   // Files another case may have left that this one does not write (a stale sinks.npy would change
   // what the checker computes).
   for (const char* name : {"kv_cache_raw.npy", "k_scale.npy", "v_scale.npy", "sinks.npy",
@@ -87,7 +105,11 @@ Status dump_case(const std::string& dir, const StepRunner& run, const reference:
   meta["max_abs_error"] = result.max_abs_error;
   meta["rel_frobenius"] = result.rel_frobenius;
   meta["pass"] = result.pass;
-  std::ofstream(dir + "/meta.json") << meta.dump(1) << "\n";
+  {
+    std::ofstream out(dir + "/meta.json", std::ios::trunc);
+    out << meta.dump(1) << "\n";
+    if (!out.flush()) return not_found("--dump: cannot write '" + dir + "/meta.json'");
+  }
 
   auto f32 = [&](const std::string& name, const TensorView& view) {
     return testing::write_npy_f32(dir + "/" + name, shape_of(view), to_f32(view));

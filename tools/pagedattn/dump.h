@@ -10,6 +10,8 @@
 
 namespace pagedattn::cli {
 
+// Creates `dir` if needed and checks that it is a directory this process can write to.
+Status prepare_dump_dir(const std::string& dir);
 Status dump_case(const std::string& dir, const StepRunner& run, const reference::Comparison& result);
 
 }  // namespace pagedattn::cli

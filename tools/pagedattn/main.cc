@@ -20,6 +20,20 @@ int main(int argc, char** argv) {
   pagedattn::cli::add_bench_command(app, exit_code);
   pagedattn::cli::add_demo_command(app, exit_code);
   pagedattn::cli::add_serve_command(app, exit_code);
+  // CLI11 calls an unknown first word "not expected" or asks for a subcommand; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+      found = found || sub->check_name(argv[1]);
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      return pagedattn::cli::bad_input("unknown command '" +
+                                       pagedattn::testing::clip_for_message(argv[1], 40) +
+                                       "'; commands: " + known + " (see pagedattn --help)");
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,7 @@
 #include "runner.h"
 
+#include <new>
+
 #include "common.h"
 #include "pagedattn/selector.h"
 
@@ -7,7 +9,7 @@ namespace pagedattn::cli {
 
 StatusOr<std::unique_ptr<StepRunner>> prepare_case(const testing::CaseSpec& spec,
                                                    const std::string& backend_name,
-                                                   CascadeMode cascade) {
+                                                   const testing::StepOptions& options) {
   PAGEDATTN_RETURN_IF_ERROR(spec.validate());
   const Device device = device_for_backend(backend_name);
   PAGEDATTN_ASSIGN_OR_RETURN(
@@ -20,9 +22,13 @@ StatusOr<std::unique_ptr<StepRunner>> prepare_case(const testing::CaseSpec& spec
                             std::string(backend.name()) + " requires " +
                             std::string(kv_cache_layout_name(*required)));
   }
-  testing::StepOptions options;
-  options.cascade = cascade;
-  return StepRunner::prepare(spec, backend, device, layout, options);
+  try {
+    return StepRunner::prepare(spec, backend, device, layout, options);
+  } catch (const std::bad_alloc&) {  // validate() caps the size; the machine may still have less
+    const StatusOr<int64_t> bytes = spec.host_bytes();
+    return out_of_range("out of host memory preparing the case (it needs about " +
+                        (bytes.ok() ? std::to_string(*bytes >> 20) : std::string("?")) + " MiB)");
+  }
 }
 
 }  // namespace pagedattn::cli

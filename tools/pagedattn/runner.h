@@ -13,9 +13,10 @@ namespace pagedattn::cli {
 using testing::CascadeMode;
 using testing::StepRunner;
 
-// Selects the backend ("auto" or a name) and prepares the case on it. Errors here are bad input.
+// Selects the backend ("auto" or a name) and prepares the case on it. Errors here are bad input;
+// a machine with less host memory than the case needs gets one naming the size, not abort().
 StatusOr<std::unique_ptr<StepRunner>> prepare_case(const testing::CaseSpec& spec,
                                                    const std::string& backend,
-                                                   CascadeMode cascade = CascadeMode::kAuto);
+                                                   const testing::StepOptions& options = {});
 
 }  // namespace pagedattn::cli

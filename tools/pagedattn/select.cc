@@ -1,6 +1,7 @@
 // `pagedattn select`: which backend serves a model on a device, why each other one cannot, and the
 // KV-cache geometry to allocate for the choice.
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "commands.h"
@@ -11,6 +12,12 @@
 
 namespace pagedattn::cli {
 namespace {
+
+// The case-file limits, so that a model `select` takes is one a case file could describe.
+constexpr int64_t kMaxHeads = testing::kMaxCaseHeads;
+constexpr int64_t kMaxHeadSize = testing::kMaxCaseHeadSize;
+constexpr int64_t kMaxBlockSize = testing::kMaxCaseBlockSize;
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();  // block ids, window sizes
 
 struct SelectOptions {
   std::string case_file;
@@ -136,8 +143,10 @@ int run_select(const SelectOptions& o) {
   const KVCacheStrideOrder order = s.backend->get_kv_cache_stride_order(s.kv_cache_layout);
   std::string shape_text = format_shape(*shape);
   if (!o.num_blocks) shape_text = "(num_blocks" + shape_text.substr(shape_text.find(','));
-  const int64_t per_block =
+  StatusOr<int64_t> bytes_per_block =
       kv_cache_bytes_per_block(s.block_size, config.num_kv_heads, config.head_size, storage);
+  if (!bytes_per_block.ok()) return bad_input(bytes_per_block.status());
+  const int64_t per_block = *bytes_per_block;
   std::cout << "kv cache (one layer):\n"
             << "  logical shape: " << shape_text << " = (num_blocks, 2, block_size, num_kv_heads, "
             << "head_size)\n"
@@ -164,17 +173,17 @@ void add_select_command(CLI::App& app, int& exit_code) {
       "and show the KV-cache shape, stride order, layout and bytes per block");
   CLI::Option* case_opt =
       cmd->add_option("--case", o->case_file, "Take the model from a case file (cases.md)")
-          ->check(CLI::ExistingFile);
+          ->check(non_empty("file name"));
   std::vector<CLI::Option*> model = {
       cmd->add_option("--head-size", o->head_size, "Head size")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber),
+          ->check(integer_in_range(1, kMaxHeadSize)),
       cmd->add_option("--num-heads", o->num_heads, "Query heads")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber),
+          ->check(integer_in_range(1, kMaxHeads)),
       cmd->add_option("--num-kv-heads", o->num_kv_heads, "KV heads")
           ->capture_default_str()
-          ->check(CLI::PositiveNumber),
+          ->check(integer_in_range(1, kMaxHeads)),
       cmd->add_option("--dtype", o->dtype, "Model dtype: f32, f16, bf16")
           ->capture_default_str()
           ->check(dtype_validator()),
@@ -183,12 +192,12 @@ void add_select_command(CLI::App& app, int& exit_code) {
           ->capture_default_str()
           ->check(kv_cache_dtype_validator()),
       cmd->add_option("--block-size", o->block_size, "Tokens per KV block (default: backend's)")
-          ->check(CLI::PositiveNumber),
+          ->check(integer_in_range(1, kMaxBlockSize)),
       cmd->add_flag("--sinks", o->sinks, "Attention sinks (gpt-oss)"),
       cmd->add_flag("--alibi", o->alibi, "ALiBi position bias"),
       cmd->add_option("--sliding-window", o->sliding_window, "Sliding window size in tokens")
-          ->check(CLI::PositiveNumber),
-      cmd->add_option("--soft-cap", o->soft_cap, "Logits soft cap")->check(CLI::PositiveNumber),
+          ->check(integer_in_range(1, kMaxInt32)),
+      cmd->add_option("--soft-cap", o->soft_cap, "Logits soft cap")->check(finite_above(0.0)),
       cmd->add_flag("--non-causal", o->non_causal, "Bidirectional attention"),
       cmd->add_option("--attn-type", o->attn_type,
                       "decoder, encoder, encoder_only, encoder_decoder")
@@ -205,7 +214,7 @@ void add_select_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(backend_validator(true));
   cmd->add_option("--num-blocks", o->num_blocks, "Also show the size of a cache of N blocks")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in_range(1, kMaxInt32));
   cmd->callback([o, &exit_code] { exit_code = run_select(*o); });
 }
 

@@ -48,8 +48,7 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
 
     // The caller decided (use_cascade_attention); the prefix runs as cascade whenever it is given,
     // with every feature: the passes keep absolute positions (ALiBi distances, windows).
-    PAGEDATTN_RETURN_IF_ERROR(backends::check_common_prefix_len(
-        common_prefix_len, params_.block_size, md->query_start_loc, md->seq_lens));
+    PAGEDATTN_RETURN_IF_ERROR(meta.validate_common_prefix(common_prefix_len, params_.block_size));
     md->common_prefix_len = common_prefix_len;
     return std::unique_ptr<AttentionMetadata>(std::move(md));
   }

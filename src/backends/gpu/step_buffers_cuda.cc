@@ -46,7 +46,7 @@ StatusOr<CascadeBuilder> CascadeBuilder::create(std::string backend, const Build
 StatusOr<CascadeMetadata> CascadeBuilder::plan(int cpl, const CommonAttentionMetadata& meta,
                                                std::span<const int32_t> qsl,
                                                std::span<const int32_t> seqs) {
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_common_prefix_len(cpl, params_.block_size, qsl, seqs));
+  PAGEDATTN_RETURN_IF_ERROR(meta.validate_common_prefix(cpl, params_.block_size));
   PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_features(
       backend_, cpl, params_.use_alibi, params_.use_sliding_window(), served_));
   CascadeMetadata c;
