@@ -132,8 +132,8 @@ class AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   const AttentionImplParams& params() const { return params_; }
-  // The kernel generation this impl runs ("cpu", "v2", "v3"; for a GPU backend choosing per launch,
-  // the one its latest forward used), for reports.
+  // The kernel generation this impl runs ("cpu", "v2", "v3"; "v3/v2" for a GPU backend whose
+  // launches used both, or that prefers v3 and has not launched yet), for reports.
   virtual std::string_view kernel_generation() const = 0;
 
   // Writes key/value [num_tokens, Hkv, D] into the paged cache at slot_mapping [num_tokens] int64

@@ -34,14 +34,17 @@ class FlashAttnImpl final : public AttentionImpl {
       : AttentionImpl(params),
         generation_(generation),
         forced_(params.kernel_generation != 0),
-        last_generation_(generation),
         cache_dtype_(kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype)),
         heads_(std::move(heads)) {}
 
+  // The generations this impl's launches used: "v2", "v3", or "v3/v2" when both (or, before any
+  // launch, when v3 is preferred: it runs where it serves and v2 elsewhere).
   std::string_view kernel_generation() const override {
-    return last_generation_.load(std::memory_order_relaxed) == kernels::KernelGeneration::kV3
-               ? "v3"
-               : "v2";
+    const int used = used_generations_.load(std::memory_order_relaxed);
+    if (used == kUsedV2) return "v2";
+    if (used == kUsedV3) return "v3";
+    if (used == 0 && generation_ == kernels::KernelGeneration::kV2) return "v2";
+    return "v3/v2";
   }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
@@ -80,7 +83,8 @@ class FlashAttnImpl final : public AttentionImpl {
           !kernels::paged_attention_serves(p).ok()) {
         p.generation = kernels::KernelGeneration::kV2;
       }
-      last_generation_.store(p.generation, std::memory_order_relaxed);
+      used_generations_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,
+                                 std::memory_order_relaxed);
       return kernels::launch_paged_attention(p, stream);
     };
     if (!md->cascade.enabled) return launch(md->main, gpu::caller_output(output, output_lse));
@@ -160,7 +164,8 @@ class FlashAttnImpl final : public AttentionImpl {
 
   kernels::KernelGeneration generation_;  // preferred, chosen once in make_impl
   bool forced_;                           // params.kernel_generation named it: no fallback
-  std::atomic<kernels::KernelGeneration> last_generation_;  // what the latest launch ran
+  static constexpr int kUsedV2 = 1, kUsedV3 = 2;
+  std::atomic<int> used_generations_{0};  // kUsedV2 | kUsedV3 of the launches so far
   DType cache_dtype_;
   gpu::HeadParams heads_;
 };
