@@ -5,10 +5,7 @@
 
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
-
-#if PAGEDATTN_WITH_CUDA
-#include "kernels/attention/paged_attention.h"
-#endif
+#include "backends/gpu/head_sizes.h"
 
 namespace pagedattn {
 namespace {
@@ -26,49 +23,20 @@ class FlashAttnBackend final : public AttentionBackend {
   std::vector<MultipleOf> supported_kernel_block_sizes() const override {
     return {MultipleOf{kBlockSizeBase}};
   }
-  bool supports_head_size(int head_size) const override {
-    const bool in_range =
-        head_size % 8 == 0 && ((head_size >= 32 && head_size <= 256) || head_size == 512);
-    if (!in_range) return false;
-#if PAGEDATTN_WITH_CUDA
-    // PAGEDATTN_HEAD_SIZES may leave out kernels; a size with no kernel to serve it is rejected
-    // here.
-    return kernels::paged_attention_kernel_head_size(head_size) != 0;
-#else
-    return true;
-#endif
-  }
-  std::string supported_head_sizes_text() const override {
-    std::string text = "multiples of 8 from 32 to 256, and 512";
-    if (PAGEDATTN_WITH_CUDA) text += std::string(" (kernels built: ") + PAGEDATTN_HEAD_SIZES + ")";
-    return text;
-  }
-  bool supports_sink() const override {
-    return true;
-  }
-  bool supports_alibi() const override {
-    return true;
-  }
-  bool supports_sliding_window() const override {
-    return true;
-  }
-  bool supports_soft_cap() const override {
-    return true;
-  }
-  bool supports_non_causal() const override {
-    return true;
-  }
-  bool supports_per_head_quant_scales() const override {
-    return true;
-  }
+  bool supports_head_size(int head_size) const override { return gpu::serves_head_size(head_size); }
+  std::string supported_head_sizes_text() const override { return gpu::served_head_sizes_text(); }
+  bool supports_sink() const override { return true; }
+  bool supports_alibi() const override { return true; }
+  bool supports_sliding_window() const override { return true; }
+  bool supports_soft_cap() const override { return true; }
+  bool supports_non_causal() const override { return true; }
+  bool supports_per_head_quant_scales() const override { return true; }
   bool supports_attn_type(AttentionType type) const override {
     // Cross-attention needs encoder sequence lengths, which CommonAttentionMetadata does not carry.
     return type == AttentionType::kDecoder || type == AttentionType::kEncoder ||
            type == AttentionType::kEncoderOnly;
   }
-  bool supports_device(DeviceKind kind) const override {
-    return kind == DeviceKind::kCUDA;
-  }
+  bool supports_device(DeviceKind kind) const override { return kind == DeviceKind::kCUDA; }
   bool supports_compute_capability(ComputeCapability cc) const override {
     return cc >= ComputeCapability{8, 0};
   }

@@ -16,6 +16,7 @@
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/head_params.h"
+#include "backends/gpu/impl_base.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/cache_write.h"
 #include "runtime/check.h"
@@ -27,15 +28,13 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
-class FlashAttnImpl final : public AttentionImpl {
+class FlashAttnImpl final : public gpu::GpuImpl {
  public:
   FlashAttnImpl(const AttentionImplParams& params, kernels::KernelGeneration generation,
                 gpu::HeadParams heads)
-      : AttentionImpl(params),
+      : GpuImpl(params, std::move(heads)),
         generation_(generation),
-        forced_(params.kernel_generation != 0),
-        cache_dtype_(kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype)),
-        heads_(std::move(heads)) {}
+        forced_(params.kernel_generation != 0) {}
 
   // The generations this impl's launches used: "v2", "v3", or "v3/v2" when both (or, before any
   // launch, when v3 is preferred: it runs where it serves and v2 elsewhere).
@@ -47,24 +46,14 @@ class FlashAttnImpl final : public AttentionImpl {
     return "v3/v2";
   }
 
-  Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                            const TensorView& kv_cache, const TensorView& slot_mapping,
-                            const KVScales& scales, StreamHandle stream) override {
-    PAGEDATTN_RETURN_IF_ERROR(gpu::check_cache_update(params_, cache_dtype_, key, value, kv_cache));
-    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
-                                       scales.v_scale, stream);
-  }
-
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
                  const TensorView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
-    const auto* md = dynamic_cast<const FlashAttnMetadata*>(&metadata);
-    if (md == nullptr) {
-      return invalid_argument("FLASH_ATTN forward needs metadata from a FLASH_ATTN builder");
-    }
-    PAGEDATTN_RETURN_IF_ERROR(gpu::check_forward(params_, cache_dtype_, md->step, query, kv_cache,
-                                                 output, output_lse, scales));
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        const FlashAttnMetadata* md,
+        forward_metadata<FlashAttnMetadata>("FLASH_ATTN", metadata, query, kv_cache, output,
+                                            output_lse, scales));
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
@@ -106,28 +95,8 @@ class FlashAttnImpl final : public AttentionImpl {
                                             const gpu::SplitWorkspaceView& split) const {
     kernels::PagedAttentionParams p;
     p.generation = generation_;
-    p.q = query.data();
-    p.q_token_stride = query.stride(0);
-    p.q_head_stride = query.stride(1);
-    p.q_dtype = params_.dtype;
-    p.kv_cache = kv_cache.data();
-    p.cache_dtype = cache_dtype_;
-    p.cache_block_stride = kv_cache.stride(0);
-    p.cache_kv_stride = kv_cache.stride(1);
-    p.cache_token_stride = kv_cache.stride(2);
-    p.cache_head_stride = kv_cache.stride(3);
-    p.k_scale = heads_.scale_or_unit(scales.k_scale);
-    p.v_scale = heads_.scale_or_unit(scales.v_scale);
-    p.per_head_scales = scales.k_scale.defined() && scales.k_scale.numel() > 1;
+    fill_layer(p, query, kv_cache, scales);
     p.num_tokens = num_tokens;
-    p.num_heads = params_.num_heads;
-    p.num_kv_heads = params_.num_kv_heads;
-    p.head_size = params_.head_size;
-    p.block_size = static_cast<int>(kv_cache.size(2));
-    p.scale = params_.resolved_scale();
-    p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
-    p.alibi_slopes = heads_.alibi_slopes();
-    p.window_left = params_.sliding_window.left;
     p.window_right = params_.sliding_window.right;
     p.split_out = split.out;
     p.split_lse = split.lse;
@@ -153,21 +122,10 @@ class FlashAttnImpl final : public AttentionImpl {
     return ok_status();
   }
 
-  void set_output(kernels::PagedAttentionParams& p, const gpu::PassOutput& out) const {
-    p.out = out.out;
-    p.out_token_stride = out.token_stride;
-    p.out_head_stride = out.head_stride;
-    p.lse = out.lse;
-    p.lse_head_stride = out.lse_head_stride;
-    p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
-  }
-
   kernels::KernelGeneration generation_;  // preferred, chosen once in make_impl
   bool forced_;                           // params.kernel_generation named it: no fallback
   static constexpr int kUsedV2 = 1, kUsedV3 = 2;
   std::atomic<int> used_generations_{0};  // kUsedV2 | kUsedV3 of the launches so far
-  DType cache_dtype_;
-  gpu::HeadParams heads_;
 };
 
 }  // namespace
@@ -194,8 +152,8 @@ StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& pa
       (chosen == 3 && major != 9)) {
     return invalid_argument("FLASH_ATTN impl: kernel_generation = " + str(chosen) +
                             " cannot run here (allowed: 0 = choose, 2, or 3 on compute capability "
-                            "9.x in a build with sm_90a; this device is " + str(major) + "." +
-                            str(minor) + ")");
+                            "9.x in a build with sm_90a; this device is " +
+                            str(major) + "." + str(minor) + ")");
   }
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));
   return std::unique_ptr<AttentionImpl>(

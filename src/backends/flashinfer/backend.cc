@@ -6,10 +6,7 @@
 
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
-
-#if PAGEDATTN_WITH_CUDA
-#include "kernels/attention/paged_attention.h"
-#endif
+#include "backends/gpu/head_sizes.h"
 
 namespace pagedattn {
 namespace {
@@ -24,25 +21,9 @@ class FlashInferBackend final : public AttentionBackend {
   }
   // vLLM lists 16, 32 and 64, each meaning "a multiple of"; our kernels take any multiple of 16
   // (tested with pages 16 to 1024), which covers those.
-  std::vector<MultipleOf> supported_kernel_block_sizes() const override {
-    return {MultipleOf{16}};
-  }
-  bool supports_head_size(int head_size) const override {
-    const bool in_range =
-        head_size % 8 == 0 && ((head_size >= 32 && head_size <= 256) || head_size == 512);
-    if (!in_range) return false;
-#if PAGEDATTN_WITH_CUDA
-    // Prefills (and decodes without a decode kernel) need a paged attention kernel.
-    return kernels::paged_attention_kernel_head_size(head_size) != 0;
-#else
-    return true;
-#endif
-  }
-  std::string supported_head_sizes_text() const override {
-    std::string text = "multiples of 8 from 32 to 256, and 512";
-    if (PAGEDATTN_WITH_CUDA) text += std::string(" (kernels built: ") + PAGEDATTN_HEAD_SIZES + ")";
-    return text;
-  }
+  std::vector<MultipleOf> supported_kernel_block_sizes() const override { return {MultipleOf{16}}; }
+  bool supports_head_size(int head_size) const override { return gpu::serves_head_size(head_size); }
+  std::string supported_head_sizes_text() const override { return gpu::served_head_sizes_text(); }
   bool supports_sink() const override { return true; }
   bool supports_alibi() const override { return true; }
   bool supports_sliding_window() const override { return true; }

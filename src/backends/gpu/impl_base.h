@@ -1,0 +1,91 @@
+// What every GPU backend's impl shares: the cache update, the forward preamble (the backend's own
+// metadata type, the forward checks) and the per-layer fields of a kernel's parameter block, which
+// the paged attention and decode kernels name alike. Include from *_cuda.cc files only.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "backends/gpu/cascade_forward.h"
+#include "backends/gpu/checks.h"
+#include "backends/gpu/head_params.h"
+#include "kernels/cache_write.h"
+#include "pagedattn/backend.h"
+
+namespace pagedattn::gpu {
+
+class GpuImpl : public AttentionImpl {
+ public:
+  GpuImpl(const AttentionImplParams& params, HeadParams heads)
+      : AttentionImpl(params),
+        cache_dtype_(kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype)),
+        heads_(std::move(heads)) {}
+
+  Status do_kv_cache_update(const TensorView& key, const TensorView& value,
+                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVScales& scales, StreamHandle stream) override {
+    PAGEDATTN_RETURN_IF_ERROR(check_cache_update(params_, cache_dtype_, key, value, kv_cache));
+    return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
+                                       scales.v_scale, stream);
+  }
+
+ protected:
+  // The step's metadata as the backend's own type M (which holds a StepInfo `step`), after the
+  // forward checks of this layer's tensors against it.
+  template <typename M>
+  StatusOr<const M*> forward_metadata(std::string_view backend, const AttentionMetadata& metadata,
+                                      const TensorView& query, const TensorView& kv_cache,
+                                      const TensorView& output, const TensorView& output_lse,
+                                      const KVScales& scales) const {
+    const auto* md = dynamic_cast<const M*>(&metadata);
+    if (md == nullptr) {
+      return invalid_argument(std::string(backend) + " forward needs metadata from a " +
+                              std::string(backend) + " builder");
+    }
+    PAGEDATTN_RETURN_IF_ERROR(check_forward(params_, cache_dtype_, md->step, query, kv_cache,
+                                            output, output_lse, scales));
+    return md;
+  }
+
+  template <typename P>
+  void fill_layer(P& p, const TensorView& query, const TensorView& kv_cache,
+                  const KVScales& scales) const {
+    p.q = query.data();
+    p.q_token_stride = query.stride(0);
+    p.q_head_stride = query.stride(1);
+    p.q_dtype = params_.dtype;
+    p.kv_cache = kv_cache.data();
+    p.cache_dtype = cache_dtype_;
+    p.cache_block_stride = kv_cache.stride(0);
+    p.cache_kv_stride = kv_cache.stride(1);
+    p.cache_token_stride = kv_cache.stride(2);
+    p.cache_head_stride = kv_cache.stride(3);
+    p.k_scale = heads_.scale_or_unit(scales.k_scale);
+    p.v_scale = heads_.scale_or_unit(scales.v_scale);
+    p.per_head_scales = scales.k_scale.defined() && scales.k_scale.numel() > 1;
+    p.num_heads = params_.num_heads;
+    p.num_kv_heads = params_.num_kv_heads;
+    p.head_size = params_.head_size;
+    p.block_size = static_cast<int>(kv_cache.size(2));
+    p.scale = params_.resolved_scale();
+    p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
+    p.alibi_slopes = heads_.alibi_slopes();
+    p.window_left = params_.sliding_window.left;
+  }
+
+  template <typename P>
+  void set_output(P& p, const PassOutput& out) const {
+    p.out = out.out;
+    p.out_token_stride = out.token_stride;
+    p.out_head_stride = out.head_stride;
+    p.lse = out.lse;
+    p.lse_head_stride = out.lse_head_stride;
+    p.sinks = out.with_sinks ? heads_.sinks() : nullptr;
+  }
+
+  DType cache_dtype_;  // what the cache stores (FP8 caches: the FP8 dtype)
+  HeadParams heads_;
+};
+
+}  // namespace pagedattn::gpu
