@@ -9,6 +9,7 @@
 #include "pagedattn/config.h"
 
 #include "kernels/attention/head_sizes.h"
+#include "kernels/operand_checks.h"
 
 #if PAGEDATTN_WITH_CUDA
 #include "kernels/attention/v2/launch.h"
@@ -20,81 +21,30 @@
 namespace pagedattn::kernels {
 namespace {
 
-bool aligned(const void* ptr, int bytes) {
-  return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
+std::string str(int64_t v) {
+  return std::to_string(v);
 }
 
-std::string str(int64_t v) { return std::to_string(v); }
-
 Status validate(const PagedAttentionParams& p) {
-  if (p.q_dtype != DType::kF16 && p.q_dtype != DType::kBF16) {
-    return invalid_argument("paged attention: q_dtype " + std::string(dtype_name(p.q_dtype)) +
-                            " is not supported (allowed: f16, bf16; f32 runs on the CPU backend)");
-  }
-  const bool fp8 = p.cache_dtype == DType::kFP8E4M3 || p.cache_dtype == DType::kFP8E5M2;
-  if (!fp8 && p.cache_dtype != p.q_dtype) {
-    return invalid_argument("paged attention: cache_dtype " +
-                            std::string(dtype_name(p.cache_dtype)) + " must equal q_dtype " +
-                            std::string(dtype_name(p.q_dtype)) + " or be fp8_e4m3/fp8_e5m2");
-  }
-  if (fp8 && (p.k_scale == nullptr || p.v_scale == nullptr)) {
-    return invalid_argument("paged attention: an FP8 cache needs k_scale and v_scale");
-  }
-  if (p.num_kv_heads <= 0 || p.num_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
-    return invalid_argument("paged attention: num_heads " + str(p.num_heads) +
-                            " must be a positive multiple of num_kv_heads " + str(p.num_kv_heads));
-  }
-  if (p.block_size <= 0 || p.block_size % 16 != 0) {
-    return invalid_argument("paged attention: block_size " + str(p.block_size) +
-                            " must be a positive multiple of 16");
-  }
+  PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p));
   if (p.max_num_splits < 1) {
     return invalid_argument("paged attention: max_num_splits " + str(p.max_num_splits) +
                             " must be >= 1");
   }
-  if (p.max_num_splits > 1 && (p.split_out == nullptr || p.split_lse == nullptr ||
-                               !aligned(p.split_out, 16))) {
+  if (p.max_num_splits > 1 &&
+      (p.split_out == nullptr || p.split_lse == nullptr || !aligned(p.split_out, 16))) {
     return invalid_argument(
         "paged attention: max_num_splits > 1 needs split_out (16-byte aligned) and split_lse");
   }
   if (p.max_query_len < 0 || p.num_reqs < 0 || p.num_tokens < 0) {
     return invalid_argument("paged attention: negative max_query_len, num_reqs or num_tokens");
   }
-  // 16-byte cp.async of Q and of 16-bit K/V rows; 8-byte stores of out; 8-byte FP8 rows.
-  const int64_t cache_strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
-                                   p.cache_head_stride};
-  bool cache_ok = aligned(p.kv_cache, fp8 ? 8 : 16);
-  for (int64_t s : cache_strides) cache_ok = cache_ok && s % 8 == 0;
-  if (!cache_ok) {
-    return invalid_argument(
-        "paged attention: kv_cache must be 16-byte aligned (8 for FP8) with strides that are "
-        "multiples of 8 elements");
-  }
-  // The kernel addresses a block's rows with 32-bit offsets (only block * stride is 64-bit).
-  const int64_t max_in_block = (p.block_size - 1) * p.cache_token_stride +
-                               (p.num_kv_heads - 1) * p.cache_head_stride + p.cache_kv_stride +
-                               p.head_size;
-  for (int64_t s : cache_strides) cache_ok = cache_ok && s >= 0 && s <= INT32_MAX;
-  if (!cache_ok || max_in_block > INT32_MAX) {
-    return invalid_argument("paged attention: kv_cache strides (block " +
-                            str(p.cache_block_stride) + ", kv " + str(p.cache_kv_stride) +
-                            ", token " + str(p.cache_token_stride) + ", head " +
-                            str(p.cache_head_stride) +
-                            ") must be non-negative and below 2^31 elements, as must the largest "
-                            "offset inside a block (" + str(max_in_block) + ")");
-  }
-  if (!aligned(p.q, 16) || p.q_token_stride % 8 != 0 || p.q_head_stride % 8 != 0) {
-    return invalid_argument(
-        "paged attention: q must be 16-byte aligned with strides that are multiples of 8");
-  }
-  if (!aligned(p.out, 8) || p.out_token_stride % 4 != 0 || p.out_head_stride % 4 != 0) {
-    return invalid_argument(
-        "paged attention: out must be 8-byte aligned with strides that are multiples of 4");
-  }
+  PAGEDATTN_RETURN_IF_ERROR(check_operand_layout("paged attention", p));
   if (p.num_tokens > 0 && (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
                            p.block_table == nullptr || p.out == nullptr || p.q == nullptr)) {
-    return invalid_argument("paged attention: q, out, cu_seqlens_q, seqused_k and block_table "
-                            "are required");
+    return invalid_argument(
+        "paged attention: q, out, cu_seqlens_q, seqused_k and block_table "
+        "are required");
   }
   return ok_status();
 }
