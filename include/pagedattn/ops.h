@@ -22,7 +22,7 @@ Status merge_attn_states(const TensorView& output, const TensorView& prefix_outp
                          std::optional<int64_t> prefill_tokens_with_context = std::nullopt,
                          StreamHandle stream = nullptr);
 
-// FlashAttention's use_cascade_attention rule (research/vllm_backends.md 4.1).
+// FlashAttention's use_cascade_attention rule (vLLM's vllm/v1/attention/backends/flash_attn.py).
 bool cascade_attention_pays_off(int common_prefix_len, std::span<const int32_t> query_lens,
                                 int num_query_heads, int num_kv_heads, bool use_alibi,
                                 bool use_sliding_window, bool use_local_attention, int num_sms,

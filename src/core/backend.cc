@@ -1,5 +1,5 @@
 // AttentionBackend's shared behaviour: the capability predicates and validate_configuration,
-// which follows vLLM's order and wording (research/vllm_backends.md 1.2) and adds our own checks.
+// which follows vLLM's order and wording (vLLM's AttentionBackend.validate_configuration) and adds our own checks.
 #include "pagedattn/backend.h"
 
 #include <algorithm>

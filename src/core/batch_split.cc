@@ -1,4 +1,4 @@
-// vLLM's decode/prefill split and batch reorder (research/vllm_backends.md 1.7), result for result.
+// vLLM's decode/prefill split and batch reorder (vllm/v1/attention/backends/utils.py), result for result.
 #include <algorithm>
 #include <array>
 

@@ -1,4 +1,4 @@
-// Backend selection (vLLM's CudaPlatform.get_attn_backend_cls, research/vllm_backends.md 1.8).
+// Backend selection (vLLM's CudaPlatform.get_attn_backend_cls in vllm/platforms/cuda.py).
 #include "pagedattn/selector.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// merge_attn_states on the GPU (vLLM's CUDA kernel semantics, research/vllm_backends.md 5): one
+// merge_attn_states on the GPU (the semantics of vLLM's csrc/attention/merge_attn_states.cu): one
 // thread per 16-byte pack of one (token, head) row. +inf and -inf LSEs both mean "no keys"; two
 // empty sides give the prefix output and -inf; tokens at or past prefix_num_tokens copy the suffix.
 // A side with weight 0 is not read into the sum (0 * inf would be NaN), as in the CPU version. A NaN

@@ -1,5 +1,4 @@
-// FlashAttention's use_cascade_attention heuristic (vLLM flash_attn.py;
-// research/vllm_backends.md 4.1).
+// FlashAttention's use_cascade_attention heuristic (vLLM's vllm/v1/attention/backends/flash_attn.py).
 #include <algorithm>
 #include <cstdint>
 #include <span>

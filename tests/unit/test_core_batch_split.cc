@@ -1,5 +1,5 @@
 // vLLM's split_decodes_and_prefills and reorder_batch_to_split_decodes_and_prefills, checked
-// against both tables of research/vllm_backends.md 7.6 (test_batch_reordering.py and
+// against the expected results of vLLM's own tests (test_batch_reordering.py and
 // test_attention_splitting.py).
 #include <gtest/gtest.h>
 

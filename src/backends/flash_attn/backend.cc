@@ -1,4 +1,4 @@
-// FLASH_ATTN's description, after vLLM's FlashAttentionBackend (research/vllm_backends.md 2.1),
+// FLASH_ATTN's description, after vLLM's FlashAttentionBackend (vllm/v1/attention/backends/flash_attn.py),
 // adjusted to what our kernels do: the v2 kernel dequantizes FP8 in registers (both formats) and
 // handles sinks and per-head scales on sm_80+, which vLLM only offers with FA3.
 #include "pagedattn/config.h"  // first: flash_attn_backend.h tests PAGEDATTN_WITH_CUDA
