@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON THE GPU MACHINE, from the repo root, with .device/ carried (staged by scripts/gpu_build.sh):
 #   1. tests: the GPU tests (gtest XML + log), then the host unit tests;
-#   2. check: `pagedattn check --backend flash_attn --dump` on every staged case, and check_case.py
-#      on each dump;
+#   2. check: `pagedattn check --backend B --dump` on every staged case for each GPU backend B
+#      (CHECK_BACKENDS, default flash_attn flashinfer), and check_case.py on each dump;
 #   3. bench: `pagedattn bench --backend flash_attn --suite all` (JSON + table);
 #   4. peer:  peer_sdpa.py (PyTorch SDPA flash / cuDNN / FlexAttention) in the same run.
 # Everything lands in $OUT as at most 8 files: summary.txt, gpu_tests.log, gpu_tests.xml,
@@ -54,27 +54,30 @@ fi
 
 if has_stage check; then
   # One case per job: the float64 oracle on the host dominates, and the GPU machine has many cores.
-  check_one() {
-    local case_file=$1 name dump
+  check_one() {  # check_one <backend> <case file>
+    local backend=$1 case_file=$2 name dump
     name=$(basename "$case_file" .json)
-    dump=/tmp/pagedattn_dumps/$name
+    dump=/tmp/pagedattn_dumps/$backend/$name
     rm -rf "$dump" && mkdir -p "$dump"
-    if timeout "$CHECK_TIMEOUT" "$CLI" check "$case_file" --backend flash_attn --dump "$dump" &&
+    if timeout "$CHECK_TIMEOUT" "$CLI" check "$case_file" --backend "$backend" --dump "$dump" &&
       timeout 60 "$PY" "$STAGE/tools/check_case.py" "$dump"; then
-      echo "RESULT PASS $name"
+      echo "RESULT PASS $backend $name"
     else
-      echo "RESULT FAIL $name"
+      echo "RESULT FAIL $backend $name"
     fi
   }
   export -f check_one
   export CLI STAGE PY
   export CHECK_TIMEOUT=$(limit 200)
-  ls "$STAGE"/cases/*.json | xargs -P "${CHECK_JOBS:-8}" -I{} bash -c 'check_one "$1" 2>&1' _ {} \
-    >"$OUT/check.log" 2>&1
-  pass=$(grep -c '^RESULT PASS' "$OUT/check.log")
-  fail=$(grep -c '^RESULT FAIL' "$OUT/check.log")
+  for backend in ${CHECK_BACKENDS:-flash_attn flashinfer}; do
+    for case_file in "$STAGE"/cases/*.json; do echo "$backend $case_file"; done
+  done | xargs -P "${CHECK_JOBS:-8}" -L 1 bash -c 'check_one "$1" "$2" 2>&1' _ >"$OUT/check.log" 2>&1
   grep '^RESULT FAIL' "$OUT/check.log" | tee -a "$SUMMARY"
-  note "check + check_case.py: $pass passed, $fail failed"
+  for backend in ${CHECK_BACKENDS:-flash_attn flashinfer}; do
+    pass=$(grep -c "^RESULT PASS $backend " "$OUT/check.log")
+    fail=$(grep -c "^RESULT FAIL $backend " "$OUT/check.log")
+    note "check --backend $backend + check_case.py: $pass passed, $fail failed"
+  done
 fi
 
 if has_stage bench; then

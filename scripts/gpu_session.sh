@@ -4,7 +4,7 @@
 # compute-sanitizer over a subset of both, then the benchmarks and the PyTorch peers on a quiet GPU.
 # Results: at most 8 files under $OUT (summary_tests.txt holds every summary, check's included).
 #   run(command="bash scripts/gpu_session.sh", carry=[".device"]) after scripts/gpu_build.sh here.
-#   PARTS="sanitize" bash scripts/gpu_session.sh    only some parts (default: tests sanitize bench)
+#   PARTS="sanitize" bash scripts/gpu_session.sh    only some parts (default: tests sanitize serve bench)
 #   STAGE=/abs/path                                 where the staged bin/ lib/ cases/ are (.device)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,55 +12,91 @@ cd "$(dirname "$0")/.."
 export OUT
 mkdir -p "$OUT/check"
 STAGE=${STAGE:-$PWD/.device}
-PARTS=${PARTS:-"tests sanitize bench"}
+PARTS=${PARTS:-"tests sanitize serve bench"}
 has_part() { [[ " $PARTS " == *" $1 "* ]]; }
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
 : >"$OUT/summary_tests.txt"
 
-# compute-sanitizer (issue 12): memcheck, racecheck, initcheck and synccheck over a subset of the GPU
-# tests that fits (racecheck, the slowest, over fewer) and over `check --backend flash_attn` on a few
-# shared cases. One line per run in summary_tests.txt, the first errors of each in
-# compute_sanitizer.txt. SANITIZE_DEADLINE bounds the whole part (seconds).
+# compute-sanitizer (issue 12): memcheck, racecheck, initcheck and synccheck, the four tools side by
+# side (one GPU, many host cores), each over a subset of the GPU tests that fits (racecheck, the
+# slowest, over fewer) and over `check` through both GPU backends on a few shared cases. One line per
+# run in summary_tests.txt, the first errors of each in compute_sanitizer.txt. SANITIZE_DEADLINE
+# bounds the whole part (seconds).
 sanitize() {
-  local report=$OUT/compute_sanitizer.txt deadline=$((SECONDS + ${SANITIZE_DEADLINE:-150}))
-  local cs errors=0
+  local report=$OUT/compute_sanitizer.txt deadline=$((SECONDS + ${SANITIZE_DEADLINE:-200}))
+  local cs
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  local tests_filter=${SANITIZE_TESTS:-'CacheWrite*:MergeStates*:DevicePrimitives*:PagedAttentionKernel.*:FlashAttnFeatures.*:FlashAttnSplitKV.*:FlashAttnCascade.*:FlashAttnGraph.*-*LongContext*'}
-  local race_filter=${SANITIZE_RACE_TESTS:-'MergeStates*:PagedAttentionKernel.SplitKv:PagedAttentionKernel.Fp8Caches:FlashAttnCascade.SharedPrefixMatchesPlainAttention'}
+  local tests_filter=${SANITIZE_TESTS:-'*CacheWrite*:*MergeStates*:DevicePrimitives*:PagedAttentionKernel.*:*FlashAttnFeatures.*:FlashAttnSplitKV.*:FlashAttnCascade.*:FlashAttnGraph.*:*FlashInferFeatures.*:FlashInferCascade.*:FlashInferGraph.*:FlashInferDeterminism.*:DecodeKernel.*:PagedAttentionV3.*-*LongContext*'}
+  local race_filter=${SANITIZE_RACE_TESTS:-'*MergeStates*:PagedAttentionKernel.SplitKv:PagedAttentionKernel.Fp8Caches:FlashAttnCascade.SharedPrefixMatchesPlainAttention:DecodeKernel.*:PagedAttentionV3.*'}
   local cases=${SANITIZE_CASES:-"small_decode mixed_small_softcap mixed_medium_fp8 cascade_shared_prefix"}
-  : >"$report"
-  one() {  # one <tool> <label> <command...>
-    local tool=$1 label=$2 left=$((deadline - SECONDS)) log=/tmp/cs_run.log rc found
+  local backends=${SANITIZE_BACKENDS:-"flash_attn flashinfer"}
+  one() {  # one <tool> <label> <command...>: appends a line to $lines and the details to $details
+    local tool=$1 label=$2 left=$((deadline - SECONDS)) log rc found
     shift 2
+    log=$(mktemp)
     if ((left < 5)); then
-      echo "compute-sanitizer $tool $label: skipped (SANITIZE_DEADLINE)" | tee -a "$report" >>"$OUT/summary_tests.txt"
+      echo "compute-sanitizer $tool $label: skipped (SANITIZE_DEADLINE)" >>"$lines"
       return
     fi
     local extra=()
     [[ $tool == memcheck ]] && extra=(--leak-check full)
-    timeout "$left" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$@"       >"$log" 2>&1
+    timeout "$left" "$cs" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$@" \
+      >"$log" 2>&1
     rc=$?
     # "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: H hazards displayed (N errors, ...)".
     found=$(grep -oE '(ERROR SUMMARY: [0-9]+|\([0-9]+ errors)' "$log" | tail -1 | grep -oE '[0-9]+')
     local line="compute-sanitizer $tool $label: rc $rc, ${found:-?} errors"
     ((rc == 124)) && line+=" (timed out)"
-    echo "$line" >>"$OUT/summary_tests.txt"
-    { echo "== $line"; grep -E '^========= ' "$log" | head -n 60
-      grep -E '^\[  (PASSED|FAILED) | (PASS|FAIL)$' "$log" | tail -n 5; } >>"$report"
     # A timed-out run is reported as such; any other non-zero exit or error count is a failure.
-    if ((rc != 124)) && { [[ "${found:-x}" != 0 ]] || ((rc != 0)); }; then errors=$((errors + 1)); fi
+    if ((rc != 124)) && { [[ "${found:-x}" != 0 ]] || ((rc != 0)); }; then line+=" FAILED"; fi
+    echo "$line" >>"$lines"
+    { echo "== $line"; grep -E '^========= ' "$log" | head -n 60
+      grep -E '^\[  (PASSED|FAILED) | (PASS|FAIL)$' "$log" | tail -n 5; } >>"$details"
+    rm -f "$log"
   }
+  local tool
   for tool in memcheck initcheck synccheck racecheck; do
-    local filter=$tests_filter
-    [[ $tool == racecheck ]] && filter=$race_filter
-    one "$tool" "gpu tests" "$STAGE/bin/pagedattn_gpu_tests" --gtest_filter="$filter"
-    for name in $cases; do
-      [[ -f "$STAGE/cases/$name.json" ]] || continue
-      one "$tool" "check $name" "$STAGE/bin/pagedattn" check --backend flash_attn \
-        "$STAGE/cases/$name.json"
-    done
+    (
+      lines=/tmp/cs_$tool.lines details=/tmp/cs_$tool.details
+      : >"$lines"; : >"$details"
+      filter=$tests_filter
+      [[ $tool == racecheck ]] && filter=$race_filter
+      one "$tool" "gpu tests" "$STAGE/bin/pagedattn_gpu_tests" --gtest_filter="$filter"
+      for backend in $backends; do
+        for name in $cases; do
+          [[ -f "$STAGE/cases/$name.json" ]] || continue
+          one "$tool" "check --backend $backend $name" "$STAGE/bin/pagedattn" check \
+            --backend "$backend" "$STAGE/cases/$name.json"
+        done
+      done
+    ) &
   done
-  echo "compute-sanitizer: $errors runs with errors" | tee -a "$report" >>"$OUT/summary_tests.txt"
+  wait
+  : >"$report"
+  for tool in memcheck initcheck synccheck racecheck; do
+    cat "/tmp/cs_$tool.lines" >>"$OUT/summary_tests.txt"
+    cat "/tmp/cs_$tool.details" >>"$report"
+  done
+  local failed
+  failed=$(cat /tmp/cs_*.lines | grep -c 'FAILED')
+  echo "compute-sanitizer: $failed runs with errors" | tee -a "$report" >>"$OUT/summary_tests.txt"
+}
+
+# `pagedattn serve` side by side: every available backend (CPU_ATTN too) on the small preset, then
+# the two GPU backends on llama3-8b's attention shape (docs/performance.md's workload).
+serve() {
+  timeout "${SERVE_TIMEOUT:-150}" "$STAGE/bin/pagedattn" serve --backend all --preset tiny \
+    --json "$OUT/serve_tiny.json" --plot "$OUT/serve_tiny.png" >"$OUT/serve.txt" 2>&1
+  echo "serve --backend all --preset tiny: rc $?" >>"$OUT/summary_tests.txt"
+  if [[ -z "${SERVE_TINY_ONLY:-}" ]]; then
+    timeout "${SERVE_TIMEOUT:-150}" "$STAGE/bin/pagedattn" serve --backend flash_attn,flashinfer \
+      --preset llama3-8b --num-blocks 16384 --max-num-seqs 128 --max-num-batched-tokens 4096 \
+      --requests 160 --rate 16 --prompt-lens uniform:128:2048 --output-lens uniform:32:128 \
+      --shared-prefix-share 0.5 --check-every 32 --json "$OUT/serve_llama.json" \
+      --plot "$OUT/serve_llama.png" >>"$OUT/serve.txt" 2>&1
+    echo "serve --backend flash_attn,flashinfer --preset llama3-8b: rc $?" >>"$OUT/summary_tests.txt"
+  fi
+  grep -E '^\|' "$OUT/serve.txt" >>"$OUT/summary_tests.txt"
 }
 
 if has_part tests; then
@@ -73,6 +109,7 @@ if has_part tests; then
   rm -f "$OUT/summary.txt"
 fi
 has_part sanitize && sanitize
+has_part serve && serve
 
 if has_part bench; then
   # Benchmarks on a quiet GPU: the CLI suites (with measured ceilings), the kernel bench (ratios).

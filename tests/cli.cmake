@@ -83,7 +83,8 @@ foreach(probe IN ITEMS
     "window_2e32|\"sliding_window\": [4294967296, 0]|'sliding_window' = .4294967296,0."
     "duplicate_key|\"num_heads\": 8, \"num_heads\": 16|duplicate key 'num_heads'"
     "scale_nan|\"scale\": NaN|not valid JSON"
-    "seed_negative|\"seed\": -1|'seed' = -1")
+    "seed_negative|\"seed\": -1|'seed' = -1"
+    "scale_3e38|\"scale\": 3e38|scale = 3e.38 is not allowed .allowed: finite, at most 1e.06")
   string(REPLACE "|" ";" parts "${probe}")
   list(GET parts 0 name)
   list(GET parts 1 fields)

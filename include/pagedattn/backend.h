@@ -63,7 +63,14 @@ struct AttentionImplParams {
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
   int kernel_generation = 0;
 
+  // The scores scale · q·k are float32 in every backend, so a scale above this would overflow
+  // them for ordinary inputs.
+  static constexpr float kMaxScale = 1e6f;
+
   float resolved_scale() const;
+  // The checks every backend shares (heads, scale, soft cap, ALiBi, sinks, window, generation);
+  // backends add their own (device, head sizes, dtypes) on top.
+  Status validate() const;
 };
 
 // What a builder needs to know once (the KV-cache spec and the limits its persistent buffers cover).

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <type_traits>
 
 #include "pagedattn/device_info.h"
 
@@ -58,6 +61,50 @@ std::string_view cg_support_name(AttentionCGSupport support) {
 float AttentionImplParams::resolved_scale() const {
   if (scale > 0.0f) return scale;
   return head_size > 0 ? 1.0f / std::sqrt(static_cast<float>(head_size)) : 0.0f;
+}
+
+Status AttentionImplParams::validate() const {
+  const auto str = [](auto v) {
+    if constexpr (std::is_floating_point_v<decltype(v)>) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", static_cast<double>(v));
+      return std::string(text);
+    } else {
+      return std::to_string(v);
+    }
+  };
+  if (num_heads <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
+    return invalid_argument("num_heads = " + str(num_heads) + ", num_kv_heads = " +
+                            str(num_kv_heads) +
+                            ": both must be positive and num_heads a multiple of num_kv_heads");
+  }
+  if (!std::isfinite(scale) || scale > kMaxScale) {
+    return invalid_argument("scale = " + str(scale) + " is not allowed (allowed: finite, at most " +
+                            str(kMaxScale) + "; <= 0 means 1/sqrt(head_size))");
+  }
+  if (!std::isfinite(logits_soft_cap)) {
+    return invalid_argument("logits_soft_cap = " + str(logits_soft_cap) +
+                            " must be finite (<= 0 disables it)");
+  }
+  for (const auto& [values, what] :
+       {std::pair{&alibi_slopes, "alibi_slopes"}, std::pair{&sinks, "sinks"}}) {
+    if (!values->empty() && static_cast<int>(values->size()) != num_heads) {
+      return invalid_argument(std::string(what) + " has " + str(values->size()) +
+                              " entries (allowed: none or num_heads = " + str(num_heads) + ")");
+    }
+    for (float v : *values) {
+      if (!std::isfinite(v)) return invalid_argument(std::string(what) + " must be finite");
+    }
+  }
+  if (sliding_window.left < -1 || sliding_window.right < -1) {
+    return invalid_argument("sliding_window = (" + str(sliding_window.left) + ", " +
+                            str(sliding_window.right) + "): each side must be >= -1");
+  }
+  if (kernel_generation != 0 && kernel_generation != 2 && kernel_generation != 3) {
+    return invalid_argument("kernel_generation = " + str(kernel_generation) +
+                            " (allowed: 0 = the backend's choice, 2, 3)");
+  }
+  return ok_status();
 }
 
 bool AttentionBackend::supports_kv_cache_dtype(KVCacheDType kv,

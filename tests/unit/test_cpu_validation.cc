@@ -39,6 +39,9 @@ TEST(CpuImplParamsTest, AcceptsTheSupportedRange) {
     p.head_size = head_size;
     EXPECT_TRUE(make_impl(p).ok()) << head_size;
   }
+  AttentionImplParams largest_scale = good_params();
+  largest_scale.scale = AttentionImplParams::kMaxScale;
+  EXPECT_TRUE(make_impl(largest_scale).ok());
   AttentionImplParams p = good_params();
   p.attn_type = AttentionType::kEncoderOnly;
   p.kv_cache_dtype = KVCacheDType::kFP8E5M2;
@@ -68,6 +71,9 @@ TEST(CpuImplParamsTest, RejectsEachBadParameter) {
   expect_rejected(with([](auto& p) { p.sinks.assign(8, NAN); }), "sinks");
   expect_rejected(with([](auto& p) { p.sliding_window = {-2, 0}; }), "sliding_window");
   expect_rejected(with([](auto& p) { p.scale = NAN; }), "scale");
+  // Scores are float32: a scale that overflows them for ordinary inputs is refused, not NaN.
+  expect_rejected(with([](auto& p) { p.scale = 3e38f; }), "scale = 3e+38 is not allowed");
+  expect_rejected(with([](auto& p) { p.kernel_generation = 5; }), "kernel_generation = 5");
   expect_rejected(with([](auto& p) { p.logits_soft_cap = INFINITY; }), "logits_soft_cap");
   expect_rejected(with([](auto& p) { p.device = Device::cuda(0); }), "device");
   expect_rejected(with([](auto& p) { p.attn_type = AttentionType::kEncoderDecoder; }), "attn_type",

@@ -1,13 +1,14 @@
 // The serve loop end to end on the CPU backend: a seeded run is reproducible bit for bit (the same
 // schedule and the same output bytes at every step), another seed is not, the oracle checks run
 // and pass, and preemption, prefix hits and cascade steps all happen in the workload below. Also
-// the workload parsers and the PNG writer's container.
+// the workload parsers, the PNG writer's container and the plot's axis choice.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "serve/engine.h"
+#include "serve/plot.h"
 #include "serve/png.h"
 #include "serve/workload.h"
 
@@ -132,6 +133,35 @@ TEST(ServePng, ContainerIsWellFormed) {
   // IEND's CRC is the well-known AE 42 60 82.
   const std::vector<uint8_t> iend_crc = {0xAE, 0x42, 0x60, 0x82};
   EXPECT_TRUE(std::equal(iend_crc.begin(), iend_crc.end(), png.end() - 4));
+}
+
+EngineRun run_of(const std::string& backend, std::vector<double> step_ms) {
+  EngineRun run;
+  run.backend = backend;
+  for (size_t i = 0; i < step_ms.size(); ++i) {
+    StepRecord r;
+    r.step = static_cast<int>(i);
+    r.result.attention_ms = step_ms[i];
+    run.steps.push_back(r);
+  }
+  return run;
+}
+
+TEST(ServePlot, LogAxisOnlyWhenBackendsAreFarApart) {
+  const EngineRun gpu = run_of("gpu", {0.08, 0.09, 0.1, 0.4, 0.09});
+  const EngineRun gpu2 = run_of("gpu2", {0.09, 0.1, 0.11, 0.5, 0.1});
+  const EngineRun cpu = run_of("cpu", {3.8, 4.0, 99.0, 3.9, 4.1});
+  EXPECT_TRUE(step_time_axis_is_log({gpu, gpu2, cpu}));
+  EXPECT_FALSE(step_time_axis_is_log({gpu, gpu2}));
+  // One backend with spiky prefill steps stays linear: the spikes are the story.
+  EXPECT_FALSE(step_time_axis_is_log({run_of("one", {0.05, 0.06, 17.0, 0.05, 0.06})}));
+  const std::string path = ::testing::TempDir() + "serve_plot_test.png";
+  ASSERT_TRUE(write_step_time_plot(path, {gpu, gpu2, cpu}, "test").ok());
+  std::ifstream png(path, std::ios::binary);
+  char signature[4] = {};
+  png.read(signature, 4);
+  EXPECT_EQ(std::string(signature + 1, 3), "PNG");
+  std::remove(path.c_str());
 }
 
 }  // namespace

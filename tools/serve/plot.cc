@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "serve/canvas.h"
 #include "serve/png.h"
@@ -17,7 +18,7 @@ constexpr Color kSeries[] = {
 
 std::string tick_label(double v) {
   char text[32];
-  std::snprintf(text, sizeof(text), v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : "%.2f", v);
+  std::snprintf(text, sizeof(text), v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 0.01 ? "%.2f" : "%.0e", v);
   return text;
 }
 
@@ -32,27 +33,64 @@ double nice_step(double max, int n) {
 
 }  // namespace
 
+bool step_time_axis_is_log(const std::vector<EngineRun>& runs) {
+  double y_max = 0.0, y_min = 0.0;          // y_min: the smallest positive step time
+  double median_lo = 0.0, median_hi = 0.0;  // the fastest and slowest backend's median step
+  for (const EngineRun& run : runs) {
+    if (run.steps.empty()) continue;
+    std::vector<double> times;
+    for (const StepRecord& r : run.steps) {
+      const double ms = r.result.attention_ms;
+      times.push_back(ms);
+      y_max = std::max(y_max, ms);
+      if (ms > 0 && (y_min == 0 || ms < y_min)) y_min = ms;
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    const double median = times[times.size() / 2];
+    median_lo = median_lo == 0 ? median : std::min(median_lo, median);
+    median_hi = std::max(median_hi, median);
+  }
+  return median_lo > 0 && median_hi / median_lo > 10 && y_max / y_min > 100;
+}
+
 Status write_step_time_plot(const std::string& path, const std::vector<EngineRun>& runs,
                             const std::string& title) {
   const int width = 1000, height = 480, left = 70, right = 20, top = 50, bottom = 50;
   const int pw = width - left - right, ph = height - top - bottom;
   Canvas c(width, height, kWhite);
-  double y_max = 0.0;
+  double y_max = 0.0, y_min = 0.0;  // y_min: the smallest positive step time
   int x_max = 1;
   for (const EngineRun& run : runs) {
-    for (const StepRecord& r : run.steps) y_max = std::max(y_max, r.result.attention_ms);
+    for (const StepRecord& r : run.steps) {
+      y_max = std::max(y_max, r.result.attention_ms);
+      if (r.result.attention_ms > 0 && (y_min == 0 || r.result.attention_ms < y_min)) {
+        y_min = r.result.attention_ms;
+      }
+    }
     if (!run.steps.empty()) x_max = std::max(x_max, run.steps.back().step);
   }
-  if (y_max <= 0) y_max = 1;
-  const double y_step = nice_step(y_max, 5), x_step = nice_step(x_max, 8);
-  y_max = std::ceil(y_max / y_step) * y_step;
+  if (y_max <= 0) y_max = y_min = 1;
+  const bool log_y = step_time_axis_is_log(runs);
+  const double x_step = nice_step(x_max, 8);
+  double y_lo = 0, y_step = nice_step(y_max, 5);
+  if (log_y) {
+    y_lo = std::floor(std::log10(y_min));
+    y_max = std::ceil(std::log10(y_max));
+    y_step = 1;
+  } else {
+    y_max = std::ceil(y_max / y_step) * y_step;
+  }
   auto px = [&](double step) { return left + static_cast<int>(std::lround(step / x_max * pw)); };
-  auto py = [&](double ms) { return top + ph - static_cast<int>(std::lround(ms / y_max * ph)); };
+  auto py = [&](double ms) {
+    const double y = log_y ? std::log10(std::max(ms, std::pow(10.0, y_lo))) : ms;
+    return top + ph - static_cast<int>(std::lround((y - y_lo) / (y_max - y_lo) * ph));
+  };
 
-  for (double v = 0; v <= y_max + 1e-9; v += y_step) {
-    c.line(left, py(v), left + pw, py(v), kGrid);
-    const std::string label = tick_label(v);
-    c.text(left - 8 - Canvas::text_width(label), py(v) - 3, label, kInk);
+  for (double v = y_lo; v <= y_max + 1e-9; v += y_step) {
+    const double ms = log_y ? std::pow(10.0, v) : v;
+    c.line(left, py(ms), left + pw, py(ms), kGrid);
+    const std::string label = tick_label(ms);
+    c.text(left - 8 - Canvas::text_width(label), py(ms) - 3, label, kInk);
   }
   for (double s = 0; s <= x_max + 1e-9; s += x_step) {
     c.line(px(s), top + ph, px(s), top + ph + 4, kInk);
@@ -63,7 +101,7 @@ Status write_step_time_plot(const std::string& path, const std::vector<EngineRun
   c.line(left, top + ph, left + pw, top + ph, kInk);
   c.text(left, 14, title, kInk, 2);
   c.text(left + pw / 2 - Canvas::text_width("step") / 2, height - 18, "step", kInk);
-  c.text(8, top - 14, "attention ms", kInk);
+  c.text(8, top - 14, log_y ? "attention ms (log scale)" : "attention ms", kInk);
 
   for (size_t i = 0; i < runs.size(); ++i) {
     const Color color = kSeries[i % std::size(kSeries)];

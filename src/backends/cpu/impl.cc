@@ -42,11 +42,7 @@ Status validate_params(const AttentionImplParams& p) {
   if (!p.device.is_cpu()) {
     return invalid_argument("device = " + device_name(p.device) + ": CPU_ATTN runs on cpu only");
   }
-  if (p.num_heads <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
-    return invalid_argument("num_heads = " + str(p.num_heads) +
-                            ", num_kv_heads = " + str(p.num_kv_heads) +
-                            ": both must be positive and num_heads a multiple of num_kv_heads");
-  }
+  PAGEDATTN_RETURN_IF_ERROR(p.validate());
   if (p.head_size < 32 || p.head_size > 512 || p.head_size % 8 != 0) {
     return invalid_argument(
         "head_size = " + str(p.head_size) +
@@ -55,31 +51,6 @@ Status validate_params(const AttentionImplParams& p) {
   if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
     return invalid_argument("dtype = " + std::string(dtype_name(p.dtype)) +
                             " is not supported by CPU_ATTN (allowed: f32, f16, bf16)");
-  }
-  if (!std::isfinite(p.scale)) {
-    return invalid_argument("scale = " + std::to_string(p.scale) + " must be finite");
-  }
-  if (!std::isfinite(p.logits_soft_cap)) {
-    return invalid_argument("logits_soft_cap = " + std::to_string(p.logits_soft_cap) +
-                            " must be finite (<= 0 disables it)");
-  }
-  if (!p.alibi_slopes.empty() && static_cast<int>(p.alibi_slopes.size()) != p.num_heads) {
-    return invalid_argument("alibi_slopes has " + str(p.alibi_slopes.size()) +
-                            " entries (allowed: none or num_heads = " + str(p.num_heads) + ")");
-  }
-  if (!p.sinks.empty() && static_cast<int>(p.sinks.size()) != p.num_heads) {
-    return invalid_argument("sinks has " + str(p.sinks.size()) +
-                            " entries (allowed: none or num_heads = " + str(p.num_heads) + ")");
-  }
-  for (float v : p.alibi_slopes) {
-    if (!std::isfinite(v)) return invalid_argument("alibi_slopes must be finite");
-  }
-  for (float v : p.sinks) {
-    if (!std::isfinite(v)) return invalid_argument("sinks must be finite");
-  }
-  if (p.sliding_window.left < -1 || p.sliding_window.right < -1) {
-    return invalid_argument("sliding_window = (" + str(p.sliding_window.left) + ", " +
-                            str(p.sliding_window.right) + "): each side must be >= -1");
   }
   if (p.attn_type != AttentionType::kDecoder && p.attn_type != AttentionType::kEncoder &&
       p.attn_type != AttentionType::kEncoderOnly) {

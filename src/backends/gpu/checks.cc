@@ -139,12 +139,7 @@ Status check_step(const BuilderParams& params, const CommonAttentionMetadata& me
 Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(
       check_layer(backend, "impl", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
-  for (const auto& [values, what] :
-       {std::pair{&p.alibi_slopes, "alibi_slopes"}, std::pair{&p.sinks, "sinks"}}) {
-    if (values->empty() || static_cast<int>(values->size()) == p.num_heads) continue;
-    return invalid_argument(prefix(backend, "impl") + what + " has " + str(values->size()) +
-                            " entries; expected num_heads = " + str(p.num_heads) + " or none");
-  }
+  if (Status s = p.validate(); !s.ok()) return invalid_argument(prefix(backend, "impl") + s.message());
   return ok_status();
 }
 
