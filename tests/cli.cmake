@@ -231,6 +231,18 @@ pagedattn_cli_test(serve_unknown_preset 2 "serve;--preset;gpt5" "unknown model p
 pagedattn_cli_test(serve_bad_lengths 2 "serve;--prompt-lens;normal:3" "prompt_lens = 'normal:3'")
 pagedattn_cli_test(serve_unknown_backend 2 "serve;--backend;nope" "unknown backend 'nope'")
 pagedattn_cli_test(serve_missing_trace 2 "serve;--trace;/nonexistent/trace.json" "cannot read")
+pagedattn_cli_test(serve_trace_directory 2 "serve;--trace;/tmp" "cannot read trace '/tmp': it is a directory")
+pagedattn_cli_test(serve_trace_dev_zero 2 "serve;--trace;/dev/zero" "larger than 67108864 bytes")
+file(WRITE ${hostile}/trace_2e32.json [=[{"requests": [{"prompt_len": 4294967312, "output_len": 4}]}]=])
+pagedattn_cli_test(serve_trace_2e32 2 "serve;--trace;${hostile}/trace_2e32.json"
+                   "request 0: 'prompt_len' must be an integer in .1, 2.31 - 1.")
+file(WRITE ${hostile}/trace_duplicate.json
+     [=[{"requests": [{"prompt_len": 40, "output_len": 4, "prompt_len": 50}]}]=])
+pagedattn_cli_test(serve_trace_duplicate 2 "serve;--trace;${hostile}/trace_duplicate.json"
+                   "duplicate key 'prompt_len'")
+# The caches of every layer are counted before any is allocated (the kernel would kill the process).
+pagedattn_cli_test(serve_too_many_layers 2 "serve;--backend;cpu;--num-layers;100000000"
+                   "100000000 layers need .* MiB .* available; use fewer --num-blocks or --num-layers")
 set(serve_short --requests 10 --num-layers 2 --prompt-lens uniform:16:200 --output-lens 8
     --check-every 3 --no-ceiling)
 pagedattn_cli_test(serve_cpu 0

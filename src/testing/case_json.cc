@@ -50,7 +50,7 @@ StatusOr<json> parse_json_strictly(const std::string& text) {
   try {
     return json::parse(text, callback);
   } catch (const ParseRefusal& refusal) {
-    return invalid_argument("case file refused: " + refusal.message);
+    return invalid_argument("refused: " + refusal.message);
   } catch (const json::out_of_range& e) {  // a number past double's range (1e400)
     return invalid_argument(std::string("a number in the case is out of range (") +
                             clip_for_message(e.what()) + "); numbers must be finite doubles");
@@ -59,29 +59,31 @@ StatusOr<json> parse_json_strictly(const std::string& text) {
   }
 }
 
-StatusOr<std::string> read_case_text(const std::string& path) {
+StatusOr<std::string> read_text_file(const std::string& path, const std::string& what,
+                                     size_t max_bytes) {
+  const std::string cannot = "cannot read " + what + " '" + path + "': ";
   std::error_code error;
   const std::filesystem::file_status status = std::filesystem::status(path, error);
   if (status.type() == std::filesystem::file_type::not_found) {
-    return not_found("cannot read case file '" + path + "': it does not exist");
+    return not_found(cannot + "it does not exist");
   }
-  if (error) return not_found("cannot read case file '" + path + "': " + error.message());
-  if (std::filesystem::is_directory(status)) {
-    return invalid_argument("cannot read case file '" + path + "': it is a directory");
-  }
+  if (error) return not_found(cannot + error.message());
+  if (std::filesystem::is_directory(status)) return invalid_argument(cannot + "it is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return not_found("cannot read case file '" + path + "': " + std::strerror(errno));
-  }
-  std::string text(kMaxCaseFileBytes + 1, '\0');
+  if (!in) return not_found(cannot + std::strerror(errno));
+  std::string text(max_bytes + 1, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) return not_found("cannot read case file '" + path + "': read error");
+  if (in.bad()) return not_found(cannot + "read error");
   text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxCaseFileBytes) {
-    return invalid_argument("case file '" + path + "' is larger than " +
-                            std::to_string(kMaxCaseFileBytes) + " bytes (the limit for a case)");
+  if (text.size() > max_bytes) {
+    return invalid_argument(what + " '" + path + "' is larger than " + std::to_string(max_bytes) +
+                            " bytes (the limit for a " + what + ")");
   }
   return text;
+}
+
+StatusOr<std::string> read_case_text(const std::string& path) {
+  return read_text_file(path, "case file", kMaxCaseFileBytes);
 }
 
 std::string join(std::initializer_list<const char*> items) {

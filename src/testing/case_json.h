@@ -1,7 +1,7 @@
 // Strict JSON for case files: reading a file with each failure named (missing, a directory, not
 // readable, too large), parsing with a depth limit and duplicate keys refused, and typed field
 // getters whose errors name the field, the value (clipped) and the allowed range. Used by
-// case_spec.cc only.
+// case_spec.cc (and by serve's trace reader for the reading and the parsing).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,10 @@ namespace pagedattn::testing::case_json {
 using nlohmann::json;
 
 // The whole file as text; refuses a path that is missing, a directory, unreadable or larger than
-// kMaxCaseFileBytes (read at most that much, so /dev/zero is refused too).
-StatusOr<std::string> read_case_text(const std::string& path);
+// max_bytes (read at most that much, so /dev/zero is refused too). `what` names it in messages.
+StatusOr<std::string> read_text_file(const std::string& path, const std::string& what,
+                                     size_t max_bytes);
+StatusOr<std::string> read_case_text(const std::string& path);  // a case file: kMaxCaseFileBytes
 // Parses JSON text; refuses nesting deeper than kMaxCaseJsonDepth, a key twice in one object, and
 // numbers past double's range. Never throws.
 StatusOr<json> parse_json_strictly(const std::string& text);

@@ -4,7 +4,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "pagedattn/config.h"
 
@@ -18,6 +22,17 @@ class HostOps final : public DeviceOps {
   }
   Device device() const override { return Device::cpu(); }
   StreamHandle stream() const override { return nullptr; }
+  StatusOr<uint64_t> available_bytes() const override {
+    std::ifstream meminfo("/proc/meminfo");
+    std::string key;
+    uint64_t kib = 0;
+    while (meminfo >> key >> kib) {
+      if (key == "MemAvailable:") return kib * 1024;
+      meminfo.ignore(64, '\n');
+    }
+    return uint64_t{static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES))} *
+           static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  }
   StatusOr<void*> allocate(size_t bytes) override {
     const size_t rounded = (bytes + 255) / 256 * 256;
     void* p = std::aligned_alloc(256, rounded == 0 ? 256 : rounded);

@@ -18,6 +18,8 @@ class DeviceOps {
   virtual ~DeviceOps() = default;
   virtual Device device() const = 0;
   virtual StreamHandle stream() const = 0;
+  // Bytes that can still be allocated there (MemAvailable on the host, cudaMemGetInfo's free).
+  virtual StatusOr<uint64_t> available_bytes() const = 0;
   // Zeroed memory owned by this object until it is destroyed.
   virtual StatusOr<void*> allocate(size_t bytes) = 0;
   virtual Status upload(void* dst, const void* host_src,

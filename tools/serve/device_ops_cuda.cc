@@ -35,6 +35,13 @@ class CudaOps final : public DeviceOps {
   Device device() const override { return Device::cuda(index_); }
   StreamHandle stream() const override { return stream_; }
 
+  StatusOr<uint64_t> available_bytes() const override {
+    runtime::ScopedDevice guard(index_);
+    PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    size_t free = 0, total = 0;
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return uint64_t{free};
+  }
   StatusOr<void*> allocate(size_t bytes) override {
     runtime::ScopedDevice guard(index_);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());

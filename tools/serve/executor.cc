@@ -6,6 +6,7 @@
 #include <cmath>
 #include <thread>
 
+#include "common/checked_math.h"
 #include "common/numeric.h"
 #include "pagedattn/device_info.h"
 #include "pagedattn/selector.h"
@@ -59,6 +60,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const ExecutorConfig& confi
       e->backend_->get_kv_cache_shape(config.num_blocks, m.block_size, m.num_kv_heads, m.head_size,
                                       m.kv_cache_dtype));
   const KVCacheLayout layout = selection.kv_cache_layout;
+  PAGEDATTN_RETURN_IF_ERROR(e->check_memory(config, shape));
   for (int l = 0; l < m.num_layers; ++l) {
     PAGEDATTN_ASSIGN_OR_RETURN(KVCacheAllocation cache,
                                KVCacheAllocation::allocate(shape, e->storage_, layout, e->device_));
@@ -114,6 +116,29 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const ExecutorConfig& confi
   }
   PAGEDATTN_RETURN_IF_ERROR(e->allocate(config));
   return e;
+}
+
+// Every layer's cache and output, counted before anything is allocated: on the host the kernel
+// would kill the process for touching more than there is instead of failing an allocation.
+Status Executor::check_memory(const ExecutorConfig& config, const KVCacheShape& shape) const {
+  const ModelShape& m = model_;
+  const auto cache = checked_product({shape[0], shape[1], shape[2], shape[3], shape[4],
+                                      static_cast<int64_t>(dtype_size(storage_))});
+  const auto output = checked_product({config.max_num_batched_tokens, m.num_heads, m.head_size,
+                                       static_cast<int64_t>(dtype_size(m.dtype))});
+  const auto layer = cache && output ? checked_add(*cache, *output) : std::nullopt;
+  const auto needed = layer ? checked_mul(*layer, m.num_layers) : std::nullopt;
+  PAGEDATTN_ASSIGN_OR_RETURN(const uint64_t available, ops_->available_bytes());
+  if (!needed || static_cast<uint64_t>(*needed) > available) {
+    const auto mib = [](int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; };
+    return invalid_argument(
+        "the KV caches and outputs of " + std::to_string(m.num_layers) + " layers need " +
+        (needed ? mib(*needed) : std::string("more than 2^63 bytes")) + " (" +
+        (layer ? mib(*layer) : std::string("too much")) + " per layer with " +
+        std::to_string(config.num_blocks) + " blocks) but " + device_name(device_) + " has " +
+        mib(static_cast<int64_t>(available)) + " available; use fewer --num-blocks or --num-layers");
+  }
+  return ok_status();
 }
 
 Status Executor::allocate(const ExecutorConfig& config) {

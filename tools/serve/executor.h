@@ -73,6 +73,7 @@ class Executor {
   };
 
   Executor() = default;
+  Status check_memory(const ExecutorConfig& config, const KVCacheShape& shape) const;
   Status allocate(const ExecutorConfig& config);
   StepBatch pad_for_graph(const StepBatch& batch, int num_reqs) const;
   Status upload(const StepBatch& batch);

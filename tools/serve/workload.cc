@@ -3,14 +3,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "testing/case_json.h"
 
 namespace pagedattn::serve {
 namespace {
 
 constexpr int kVocabSize = 128000;
+constexpr size_t kMaxTraceBytes = size_t{64} << 20;  // a million requests' worth
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x += 0x9E3779B97F4A7C15ull;
@@ -121,12 +125,15 @@ StatusOr<Workload> generate_workload(const WorkloadConfig& c, int max_model_len)
 }
 
 StatusOr<Workload> load_trace(const std::string& path, int max_model_len) {
-  std::ifstream file(path);
-  if (!file) return invalid_argument("trace '" + path + "': cannot read the file");
-  nlohmann::json j = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object())
-    return invalid_argument("trace '" + path + "': not a JSON object");
+  namespace cj = testing::case_json;
+  PAGEDATTN_ASSIGN_OR_RETURN(const std::string text,
+                             cj::read_text_file(path, "trace", kMaxTraceBytes));
   const std::string where = "trace '" + path + "': ";
+  StatusOr<nlohmann::json> parsed = cj::parse_json_strictly(text);
+  if (!parsed.ok()) return invalid_argument(where + parsed.status().message());
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object()) return invalid_argument(where + "not a JSON object");
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   for (const auto& [key, value] : j.items()) {
     if (key != "shared_prefix_len" && key != "requests")
       return invalid_argument(where + "unknown field '" + key +
@@ -134,8 +141,8 @@ StatusOr<Workload> load_trace(const std::string& path, int max_model_len) {
   }
   Workload w;
   if (j.contains("shared_prefix_len")) {
-    if (!j["shared_prefix_len"].is_number_integer() || j["shared_prefix_len"].get<int>() < 0)
-      return invalid_argument(where + "'shared_prefix_len' must be an integer >= 0");
+    if (!cj::integer_in(j["shared_prefix_len"], 0, kIntMax))
+      return invalid_argument(where + "'shared_prefix_len' must be an integer in [0, 2^31 - 1]");
     w.shared_prefix_len = j["shared_prefix_len"].get<int>();
   }
   if (!j.contains("requests") || !j["requests"].is_array() || j["requests"].empty())
@@ -160,9 +167,9 @@ StatusOr<Workload> load_trace(const std::string& path, int max_model_len) {
         return invalid_argument(at + "unknown field '" + key +
                                 "'; allowed: arrival, prompt_len, output_len, shared_prefix");
       }
-      if (!value.is_number_integer() || value.get<int>() < (key == "arrival" ? 0 : 1))
-        return invalid_argument(at + "'" + key +
-                                "' must be an integer >= " + (key == "arrival" ? "0" : "1"));
+      if (!cj::integer_in(value, key == "arrival" ? 0 : 1, kIntMax))
+        return invalid_argument(at + "'" + key + "' must be an integer in [" +
+                                (key == "arrival" ? "0" : "1") + ", 2^31 - 1]");
       *field = value.get<int>();
     }
     if (r.shared_prefix && w.shared_prefix_len == 0)
