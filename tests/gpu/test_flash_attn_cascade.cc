@@ -1,9 +1,10 @@
-// Cascade attention on the GPU: prefix pass + suffix pass + merge must equal plain attention over
-// the whole sequence (the oracle), with sinks counted once, FP8 caches, HND, and split passes.
+// FLASH_ATTN's cascade on the GPU: the GPU backends' cascade cases (backend_grid.h: equal to plain
+// attention, sinks counted once, FP8 + HND, split passes), vLLM's rule, and what build() refuses.
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend_grid.h"
 #include "cuda_test_support.h"
 #include "pagedattn/ops.h"
 #include "test_flash_attn_support.h"
@@ -12,56 +13,9 @@ namespace pagedattn::test {
 namespace {
 
 using testing::CaseSpec;
+using grid::shared_prefix;
 
-// The shared case file's batch: 8 requests over a 256-token shared prefix.
-CaseSpec shared_prefix(std::string name) {
-  CaseSpec s;
-  s.name = std::move(name);
-  s.seed = 11;
-  s.seq_lens = {871, 280, 988, 2304, 257, 300, 512, 1000};
-  s.query_lens = {129, 18, 37, 1, 1, 1, 1, 7};
-  s.common_prefix_len = 256;
-  return s;
-}
-
-TEST(FlashAttnCascade, SharedPrefixMatchesPlainAttention) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_matches_oracle(shared_prefix("cascade"));
-}
-
-TEST(FlashAttnCascade, SinksCountOnce) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s = shared_prefix("cascade_sinks");
-  s.sinks = true;
-  expect_matches_oracle(s);
-}
-
-TEST(FlashAttnCascade, Fp8HndSoftcapF16) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s = shared_prefix("cascade_fp8_hnd");
-  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
-  s.kv_scale_per_head = true;
-  s.logits_soft_cap = 30.0;
-  s.dtype = DType::kF16;
-  expect_matches_oracle(s, KVCacheLayout::kHND);
-}
-
-// All decodes over a long shared prefix: the passes split (prefix: one request of 16 tokens over
-// 4096 keys; suffix: 16 short decodes), and a request whose suffix is a single key.
-TEST(FlashAttnCascade, DecodeBatchOverLongPrefix) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s;
-  s.name = "cascade_decode";
-  s.num_heads = 16;
-  s.num_kv_heads = 2;
-  s.block_size = 32;
-  s.common_prefix_len = 4096;
-  for (int r = 0; r < 16; ++r) {
-    s.seq_lens.push_back(4097 + 61 * r);
-    s.query_lens.push_back(1);
-  }
-  expect_matches_oracle(s);
-}
+PAGEDATTN_GPU_CASCADE_GRID(FlashAttn, expect_matches_oracle);
 
 TEST(FlashAttnCascade, BuilderFollowsVllmsRule) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

@@ -1,14 +1,12 @@
-// FLASHINFER end to end on the GPU (cache write, build, forward) against the float64 oracle, over
-// FLASH_ATTN's grid: head sizes, GQA groups, pages 16 to 1024 in both layouts, f16/bf16 with
-// auto/FP8 caches and per-tensor/per-head scales, every feature, plan reuse across layers,
-// deterministic mode, and vLLM's page arrays.
-#include <optional>
+// FLASHINFER end to end on the GPU (cache write, build, forward) against the float64 oracle: the
+// GPU backends' grid (backend_grid.h: pages 16 to 1024 in both layouts, every feature), split
+// decode plans, plan reuse across layers, deterministic mode, and vLLM's page arrays.
 #include <string>
 #include <vector>
 
-#include "cuda_test_support.h"
-#include "kernels/attention/paged_attention.h"
+#include "backend_grid.h"
 #include "backends/flashinfer/metadata.h"
+#include "cuda_test_support.h"
 #include "test_flashinfer_support.h"
 
 namespace pagedattn::test {
@@ -16,172 +14,11 @@ namespace {
 
 using testing::CaseSpec;
 
-// Decodes (one of a 1-token sequence, one long enough for the decode plan to cut), speculative
-// verification (4: a prefill under threshold 1), a whole prefill, a chunked prefill and a padding
-// request (query_len 0), in batch order: the runner reorders them decode-first.
-CaseSpec mixed(std::string name, uint64_t seed = 1) {
-  CaseSpec s;
-  s.name = std::move(name);
-  s.seed = seed;
-  s.seq_lens = {37, 300, 1, 5000, 64, 1100, 250, 40};
-  s.query_lens = {1, 4, 1, 1, 64, 1, 50, 0};
-  return s;
+void expect_flashinfer(const CaseSpec& spec, KVCacheLayout layout) {
+  expect_flashinfer_matches_oracle(spec, layout);
 }
 
-CaseSpec small_heads(CaseSpec s) {
-  s.num_heads = 8;
-  s.num_kv_heads = 2;
-  return s;
-}
-
-class FlashInferHeadSize : public ::testing::TestWithParam<int> {};
-
-TEST_P(FlashInferHeadSize, MixedBatch) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const int d = GetParam();
-  if (kernels::paged_attention_kernel_head_size(d) == 0) {
-    GTEST_SKIP() << "head size " << d << " has no kernel in this build";
-  }
-  CaseSpec s = mixed("head_size_" + std::to_string(d), 10 + d);
-  s.head_size = d;
-  expect_flashinfer_matches_oracle(s);
-  s.kv_cache_dtype = KVCacheDType::kFP8E5M2;
-  s.name += "_fp8";
-  expect_flashinfer_matches_oracle(small_heads(s), KVCacheLayout::kHND);
-}
-
-INSTANTIATE_TEST_SUITE_P(Grid, FlashInferHeadSize,
-                         ::testing::Values(32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 200, 256,
-                                           512));
-
-struct Heads {
-  int hq, hkv;
-};
-class FlashInferGqa : public ::testing::TestWithParam<Heads> {};
-
-TEST_P(FlashInferGqa, MixedBatch) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const Heads h = GetParam();
-  CaseSpec s = mixed("gqa_" + std::to_string(h.hq) + "_" + std::to_string(h.hkv), 3);
-  s.num_heads = h.hq;
-  s.num_kv_heads = h.hkv;
-  expect_flashinfer_matches_oracle(s);
-  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
-  s.kv_scale_per_head = true;
-  s.name += "_fp8_head";
-  expect_flashinfer_matches_oracle(s, KVCacheLayout::kHND);
-}
-
-// Groups 1, 4, 7, 8, 16 and 64 (four 16-row tiles per decode).
-INSTANTIATE_TEST_SUITE_P(Grid, FlashInferGqa,
-                         ::testing::Values(Heads{8, 8}, Heads{32, 8}, Heads{28, 4}, Heads{64, 8},
-                                           Heads{32, 2}, Heads{64, 1}));
-
-struct BlockLayout {
-  int block_size;
-  KVCacheLayout layout;
-};
-class FlashInferBlocks : public ::testing::TestWithParam<BlockLayout> {};
-
-TEST_P(FlashInferBlocks, MixedBatch) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const BlockLayout p = GetParam();
-  CaseSpec s = small_heads(mixed("block_" + std::to_string(p.block_size), 20 + p.block_size));
-  s.block_size = p.block_size;
-  expect_flashinfer_matches_oracle(s, p.layout);
-  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
-  s.name += "_fp8";
-  expect_flashinfer_matches_oracle(s, p.layout);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Grid, FlashInferBlocks,
-    ::testing::Values(BlockLayout{16, KVCacheLayout::kNHD}, BlockLayout{16, KVCacheLayout::kHND},
-                      BlockLayout{32, KVCacheLayout::kHND}, BlockLayout{64, KVCacheLayout::kNHD},
-                      BlockLayout{128, KVCacheLayout::kHND}, BlockLayout{256, KVCacheLayout::kNHD},
-                      BlockLayout{512, KVCacheLayout::kHND}, BlockLayout{1024, KVCacheLayout::kNHD},
-                      BlockLayout{1024, KVCacheLayout::kHND}));
-
-struct Dtypes {
-  DType dtype;
-  KVCacheDType kv;
-  bool per_head;
-};
-class FlashInferDtypes : public ::testing::TestWithParam<Dtypes> {};
-
-TEST_P(FlashInferDtypes, MixedBatchBothLayouts) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const Dtypes p = GetParam();
-  CaseSpec s = small_heads(mixed(std::string(dtype_name(p.dtype)) + "_" +
-                                     std::string(kv_cache_dtype_name(p.kv)) +
-                                     (p.per_head ? "_head" : ""),
-                                 5));
-  s.dtype = p.dtype;
-  s.kv_cache_dtype = p.kv;
-  s.kv_scale_per_head = p.per_head;
-  expect_flashinfer_matches_oracle(s, KVCacheLayout::kNHD);
-  expect_flashinfer_matches_oracle(s, KVCacheLayout::kHND);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Grid, FlashInferDtypes,
-    ::testing::Values(Dtypes{DType::kF16, KVCacheDType::kAuto, false},
-                      Dtypes{DType::kBF16, KVCacheDType::kAuto, false},
-                      Dtypes{DType::kF16, KVCacheDType::kFP8E4M3, false},
-                      Dtypes{DType::kF16, KVCacheDType::kFP8E4M3, true},
-                      Dtypes{DType::kF16, KVCacheDType::kFP8E5M2, true},
-                      Dtypes{DType::kF16, KVCacheDType::kFP8E5M2, false},
-                      Dtypes{DType::kBF16, KVCacheDType::kFP8E4M3, true},
-                      Dtypes{DType::kBF16, KVCacheDType::kFP8E4M3, false},
-                      Dtypes{DType::kBF16, KVCacheDType::kFP8E5M2, false},
-                      Dtypes{DType::kBF16, KVCacheDType::kFP8E5M2, true}));
-
-struct Feature {
-  std::string name;
-  bool causal = true;
-  std::optional<SlidingWindow> window = std::nullopt;
-  double softcap = 0.0;
-  bool alibi = false;
-  bool sinks = false;
-  KVCacheDType kv = KVCacheDType::kAuto;
-  DType dtype = DType::kBF16;
-};
-class FlashInferFeatures : public ::testing::TestWithParam<Feature> {};
-
-TEST_P(FlashInferFeatures, MixedBatch) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const Feature& f = GetParam();
-  CaseSpec s = mixed(f.name, 7);
-  s.causal = f.causal;
-  s.sliding_window = f.window;
-  s.logits_soft_cap = f.softcap;
-  s.alibi = f.alibi;
-  s.sinks = f.sinks;
-  s.kv_cache_dtype = f.kv;
-  s.dtype = f.dtype;
-  expect_flashinfer_matches_oracle(s, KVCacheLayout::kNHD);
-  expect_flashinfer_matches_oracle(small_heads(s), KVCacheLayout::kHND);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Grid, FlashInferFeatures,
-    ::testing::Values(
-        Feature{.name = "non_causal", .causal = false},
-        Feature{.name = "decoder_window", .window = SlidingWindow{63, 0}},
-        Feature{.name = "long_window", .window = SlidingWindow{2000, 0}},
-        Feature{.name = "encoder_window", .causal = false, .window = SlidingWindow{31, 31}},
-        Feature{.name = "softcap", .softcap = 30.0},
-        Feature{.name = "alibi", .alibi = true},
-        Feature{.name = "sinks", .sinks = true},
-        Feature{.name = "alibi_window_softcap", .window = SlidingWindow{127, 0}, .softcap = 20.0,
-                .alibi = true},
-        Feature{.name = "sinks_window_fp8", .window = SlidingWindow{63, 0}, .sinks = true,
-                .kv = KVCacheDType::kFP8E4M3},
-        Feature{.name = "sinks_softcap_f16_e5m2", .softcap = 15.0, .sinks = true,
-                .kv = KVCacheDType::kFP8E5M2, .dtype = DType::kF16},
-        Feature{.name = "alibi_noncausal_fp8_e5m2", .causal = false, .alibi = true,
-                .kv = KVCacheDType::kFP8E5M2}),
-    [](const ::testing::TestParamInfo<Feature>& info) { return info.param.name; });
+PAGEDATTN_GPU_BACKEND_GRID(FlashInfer, expect_flashinfer);
 
 // Decode-only batches the decode plan cuts into pieces (merged by the combine), with features.
 TEST(FlashInferDecodePlan, LongAndShortDecodes) {
@@ -202,7 +39,7 @@ TEST(FlashInferDecodePlan, LongAndShortDecodes) {
 // One build, several layers: forward again over the same metadata gives the oracle's result.
 TEST(FlashInferPlan, ReusedAcrossLayers) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  FlashInferRun r = run_flashinfer(mixed("reuse", 41), KVCacheLayout::kNHD);
+  FlashInferRun r = run_flashinfer(grid::mixed("reuse", 41), KVCacheLayout::kNHD);
   ASSERT_NE(r.runner, nullptr);
   EXPECT_TRUE(r.cmp.pass) << r.cmp.detail;
   for (int layer = 1; layer < 3; ++layer) {
@@ -249,7 +86,7 @@ TEST(FlashInferDeterminism, OutputDoesNotDependOnTheBatch) {
 // vLLM's page arrays (flashinfer.py): cumulative page counts and seq % page (page when full).
 TEST(FlashInferPlan, PageArraysAreVllms) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s = small_heads(mixed("arrays", 9));
+  CaseSpec s = grid::small_heads(grid::mixed("arrays", 9));
   s.block_size = 32;
   FlashInferRun r = run_flashinfer(s, KVCacheLayout::kNHD);
   ASSERT_NE(r.runner, nullptr);
