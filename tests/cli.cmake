@@ -141,6 +141,17 @@ else()
 endif()
 pagedattn_cli_test(select_cuda_sm90 ${cuda_expect}
                    "select;${select_example};--device;cuda;--compute-capability;9.0" "FLASH")
+if(PAGEDATTN_WITH_CUDA AND "90a" IN_LIST PAGEDATTN_CUDA_ARCHS)
+  pagedattn_cli_test(select_generation_sm90 0
+    "select;${select_example};--device;cuda;--compute-capability;9.0"
+    "selected: FLASH_ATTN.kernel generation: v3 where it serves the launch, v2 for the rest")
+endif()
+if(PAGEDATTN_WITH_CUDA)
+  pagedattn_cli_test(select_generation_sm80 0
+    "select;${select_example};--device;cuda;--compute-capability;8.0"
+    "selected: FLASH_ATTN.kernel generation: v2.rejected")
+endif()
+pagedattn_cli_test(info_generations 0 "info" "CPU_ATTN.*kernel generations: cpu")
 string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_example}")
 pagedattn_cli_test(select_block_24 1
   "select;${select_block_24};--device;cuda;--compute-capability;9.0"

@@ -192,6 +192,12 @@ class AttentionBackend {
   }
   // Set when this build cannot run the backend at all ("not built in this version", ...).
   virtual std::optional<std::string> unavailable_reason() const { return std::nullopt; }
+  // The kernel generations this build has for the backend, for `info` ("v2 (mma.sync, sm_80+)").
+  virtual std::vector<std::string> kernel_generations() const { return {}; }
+  // Which of them would run for `config`, for `select` ("" when it cannot say).
+  virtual std::string kernel_generation_for(const AttentionSelectorConfig& config) const {
+    return "";
+  }
 
   // Every reason this backend cannot serve `config`, in vLLM's order and wording; empty = valid.
   std::vector<std::string> validate_configuration(const AttentionSelectorConfig& config) const;

@@ -26,6 +26,13 @@ void add_info_command(CLI::App& app, int& exit_code) {
       std::cout << "  " << backend->name() << std::string(12 - backend->name().size(), ' ')
                 << (why ? "unavailable: " + *why : std::string("available")) << "\n"
                 << "              head sizes: " << backend->supported_head_sizes_text() << "\n";
+      std::string generations;
+      for (const std::string& g : backend->kernel_generations()) {
+        generations += (generations.empty() ? "" : ", ") + g;
+      }
+      if (!generations.empty()) {
+        std::cout << "              kernel generations: " << generations << "\n";
+      }
     }
     std::cout << "devices:\n"
               << "  cpu: " << std::thread::hardware_concurrency() << " hardware threads\n";

@@ -132,6 +132,9 @@ int run_select(const SelectOptions& o) {
   }
   const BackendSelection& s = *selection;
   std::cout << "selected: " << s.backend->name() << "\n";
+  if (const std::string g = s.backend->kernel_generation_for(config); !g.empty()) {
+    std::cout << "kernel generation: " << g << "\n";
+  }
   std::cout << "rejected:" << (s.rejected.empty() ? " none" : "") << "\n";
   for (const BackendRejection& r : s.rejected) print_reasons(r.backend, r.reasons);
 

@@ -11,6 +11,12 @@ namespace {
 class CpuAttnBackend final : public AttentionBackend {
  public:
   std::string_view name() const override { return "CPU_ATTN"; }
+  std::vector<std::string> kernel_generations() const override {
+    return {"cpu (float32 accumulation, threads)"};
+  }
+  std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
+    return "cpu";
+  }
   std::vector<DType> supported_dtypes() const override {
     return {DType::kF32, DType::kF16, DType::kBF16};
   }

@@ -6,6 +6,7 @@
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/gpu/gpu_backend.h"
+#include "kernels/attention/paged_attention.h"
 
 namespace pagedattn {
 namespace {
@@ -13,6 +14,25 @@ namespace {
 class FlashAttnBackend final : public gpu::GpuBackend {
  public:
   std::string_view name() const override { return "FLASH_ATTN"; }
+  std::vector<std::string> kernel_generations() const override {
+    std::vector<std::string> out;
+    if (kernels::paged_attention_generation_built(kernels::KernelGeneration::kV2)) {
+      out.push_back("v2 (mma.sync, sm_80+)");
+    }
+    if (kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+      out.push_back("v3 (wgmma + TMA, sm_90a)");
+    }
+    return out;
+  }
+  std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
+    if (!config.compute_capability) return "";
+    switch (flash_attn::flash_attn_version(*config.compute_capability, config.head_size,
+                                           config.use_alibi)) {
+      case 3: return "v3 where it serves the launch, v2 for the rest (docs/kernels.md)";
+      case 2: return "v2";
+      default: return "";
+    }
+  }
 
   StatusOr<KVCacheShape> get_kv_cache_shape(int64_t num_blocks, int block_size, int num_kv_heads,
                                             int head_size,

@@ -7,6 +7,7 @@
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
 #include "backends/gpu/gpu_backend.h"
+#include "kernels/attention/paged_attention.h"
 
 namespace pagedattn {
 namespace {
@@ -16,6 +17,13 @@ namespace {
 class FlashInferBackend final : public gpu::GpuBackend {
  public:
   std::string_view name() const override { return "FLASHINFER"; }
+  std::vector<std::string> kernel_generations() const override {
+    if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV2)) return {};
+    return {"decode (GQA-packed, sm_80+) for decodes", "v2 (mma.sync) for prefills"};
+  }
+  std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
+    return "the decode kernel for decodes, v2 for prefills";
+  }
   // vLLM's upper bound stays.
   bool supports_compute_capability(ComputeCapability cc) const override {
     return GpuBackend::supports_compute_capability(cc) && cc <= ComputeCapability{12, 1};
