@@ -94,8 +94,12 @@ class FlashInferImpl final : public gpu::GpuImpl {
     p.max_query_len = pass.max_query_len;
     p.max_seq_len = pass.max_seq_len;
     p.causal = pass.causal;
-    // Captured launches keep the graph-safe split bound (their grid stays fixed for every replay).
-    p.max_num_splits = capture ? pass.max_num_splits : pass.max_splits_used;
+    // A captured prefill pass runs unsplit: its grid stays fixed for every replay, and at the
+    // graph-safe split bound it launches requests x splits x heads CTAs that a decode-only
+    // replay (the decodes run in the decode kernel) retires empty, tens of microseconds a layer.
+    // The cascade's prefix pass (one request) keeps its splits.
+    const bool unsplit = capture && &pass == &md.prefill;
+    p.max_num_splits = unsplit ? 1 : capture ? pass.max_num_splits : pass.max_splits_used;
     p.num_splits_per_req = p.max_num_splits > 1 ? pass.num_splits_per_req : nullptr;
     return p;
   }
