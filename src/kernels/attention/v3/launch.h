@@ -1,8 +1,9 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
 // Host-only header. Today one prefill kernel: head sizes 64, 128 and 256 (those of them this build
-// instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128 keys; 64 at
-// head size 256), causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV; anything
-// else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
+// instantiates), bf16 Q and cache, any block size (pages holding whole KV tiles of 128 keys, 64 at
+// head size 256, by TMA; smaller pages by a cp.async gather), causal or not, no ALiBi / soft cap /
+// sinks / sliding window / split-KV; anything else is an Unimplemented status naming what is
+// missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -56,15 +57,11 @@ Status check_served(const PagedAttentionParams& p) {
   const bool built = prefill_head_size_built(p.head_size);
   if (!built)
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
-  const int keys = kv_tile_keys(p.head_size);
   if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  if (p.block_size <= 0 || p.block_size % keys != 0) {
-    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of " + str(keys) +
-                       " at head_size " + str(p.head_size) + ")");
-  }
+  if (p.block_size <= 0) return unsupported("block_size " + str(p.block_size) + " (allowed: > 0)");
   if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
     return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
@@ -168,7 +165,13 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  // Pages holding whole KV tiles go by TMA; smaller ones by the producer warpgroup's gather.
+  a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
+  if (a.gather) {
+    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  }
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;

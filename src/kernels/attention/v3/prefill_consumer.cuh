@@ -16,6 +16,7 @@
 #include "device/convert.cuh"
 #include "device/mbarrier.cuh"
 #include "device/mma.cuh"
+#include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/mask.h"
@@ -183,6 +184,13 @@ struct IssueTurns {
   }
 };
 
+// Waits for a K or V stage; rows the producer gathered with cp.async (generic proxy) then need a
+// proxy fence before wgmma (async proxy) reads them.
+__device__ __forceinline__ void wait_stage(uint64_t* full, uint32_t parity, bool gathered) {
+  device::mbarrier_wait(full, parity);
+  if (gathered) device::fence_proxy_async_shared();
+}
+
 // Where a consumer is in the ring and in its tiles, carried from one work tile to the next.
 struct ConsumerPosition {
   int use = 0;         // of the K/V ring
@@ -224,7 +232,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
-  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
+  wait_stage(&s.k_full[stage_of(0)], parity_of(0), a.gather);
   turns.begin();
   device::wgmma_fence();
   issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
@@ -236,8 +244,8 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   pack_p(sc, p);  // O is still zero: nothing to rescale
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
-    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
-    device::mbarrier_wait(&s.v_full[prev], parity_of(i - 1));
+    wait_stage(&s.k_full[stage], parity_of(i), a.gather);
+    wait_stage(&s.v_full[prev], parity_of(i - 1), a.gather);
     turns.begin();
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage]));
@@ -256,7 +264,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete
   const int last = stage_of(w.num_kv_tiles - 1);
-  device::mbarrier_wait(&s.v_full[last], parity_of(w.num_kv_tiles - 1));
+  wait_stage(&s.v_full[last], parity_of(w.num_kv_tiles - 1), a.gather);
   turns.begin();
   device::wgmma_fence();
   issue_pv<kD>(o, p, device::smem_addr(s.v[last]));

@@ -1,9 +1,14 @@
-// The producer warp of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of
-// every KV tile into the ring. One elected lane issues the TMA copies; the whole warp copies a
-// request's last, partial V tile with cp.async instead, so that the rows past its keys are zeros in
-// shared memory (those page slots hold whatever was written before, NaN included, and 0 * NaN would
-// reach the output). The ring's use count runs on across work tiles, so the next tile's Q and
-// first K/V tiles load while the consumers finish the previous one.
+// The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
+// KV tile into the ring. Q always comes by TMA. K/V:
+// - pages holding whole KV tiles (TMA mode): producer warp 0 alone; one elected lane issues the TMA
+//   copies, and the whole warp copies a request's last, partial V tile with cp.async instead, so
+//   that the rows past its keys are zeros in shared memory (those page slots hold whatever was
+//   written before, NaN included, and 0 * NaN would reach the output);
+// - smaller pages (gather mode, PrefillArgs::gather): the 128 threads of the producer warpgroup
+//   copy every row through the block table with cp.async (zeros past the keys), each thread's
+//   copies completing on the stage's full barrier (one arrival per thread).
+// The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
+// while the consumers finish the previous one.
 #pragma once
 
 #include <cuda.h>
@@ -44,6 +49,32 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   __syncwarp();
 }
 
+// Gather mode: row r of the KV tile starting at key0, plane 0 (K) or 1 (V), page by page through
+// the block table; thread t copies 16-byte chunk t % (D / 8) of every (128 / (D / 8))-th row.
+template <int kD>
+__device__ __forceinline__ void gather_kv_tile(const PrefillArgs& a, const PrefillTile& w,
+                                               const int32_t* table, int key0, int plane,
+                                               uint8_t* dst) {
+  using S = PrefillShape<kD>;
+  constexpr int kChunksPerRow = kD / 8;
+  constexpr int kRowsPerPass = 128 / kChunksPerRow;
+  const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
+  const uint32_t base = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
+  const uint16_t* head =
+      a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
+#pragma unroll 4
+  for (int row = tid / kChunksPerRow; row < S::kBlockN; row += kRowsPerPass) {
+    const int key = key0 + row;
+    const bool live = key < w.k_len;  // the table has no entry past the keys
+    const uint16_t* from = head;
+    if (live) {
+      from += table[key / a.block_size] * a.cache_block_stride +
+              (key % a.block_size) * a.cache_token_stride;
+    }
+    device::cp_async_16(base + device::swizzle128_offset(row, chunk % 8), from, live ? 16 : 0);
+  }
+}
+
 // Q of one work tile: its panels, once the consumers are done with the previous tile's Q.
 template <int kD>
 __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTile& w,
@@ -57,12 +88,12 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTi
   }
 }
 
-// Run by warp 0 of the producer warpgroup.
+// Run by warp 0 of the producer warpgroup (TMA mode) or by all of it (gather mode).
 template <int kD>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillShape<kD>;
-  const bool leader = device::elect_one();
+  const bool leader = a.gather ? threadIdx.x == 0 : device::elect_one();
   const bool token_first = a.kv_token_coord == 1;
   TileWalk walk{total_tiles};
   PrefillTile w;
@@ -74,6 +105,15 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
       const int key0 = i * S::kBlockN;                       // is done
+      if (a.gather) {
+        device::mbarrier_wait(&s.k_empty[stage], parity);
+        gather_kv_tile<kD>(a, w, table, key0, 0, s.k[stage]);
+        device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
+        device::mbarrier_wait(&s.v_empty[stage], parity);
+        gather_kv_tile<kD>(a, w, table, key0, 1, s.v[stage]);
+        device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
+        continue;
+      }
       const int block = table[key0 / a.block_size];
       const int row0 = key0 % a.block_size;
       // Map coordinates: {column, token or head, head or token, plane, block}.

@@ -1,9 +1,9 @@
 // Geometry, shared memory and arguments of the Hopper ("v3") prefill kernel, per head size (64,
-// 128, 256): 16-bit Q and K/V, pages of a multiple of the KV tile (one KV tile never crosses a
-// page, so TMA copies whole tiles).
+// 128, 256): 16-bit Q and K/V, any page size (pages of a multiple of the KV tile: one KV tile never
+// crosses a page, so TMA copies whole tiles; smaller pages: a cp.async gather).
 //
-// A CTA has three warpgroups: warpgroup 0 is the producer (one warp issues TMA copies of Q once per
-// work tile and of K and V tiles into a ring), warpgroups 1 and 2 are consumers, each owning 64 of
+// A CTA has three warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K and V
+// tiles into a ring: prefill_producer.cuh), warpgroups 1 and 2 are consumers, each owning 64 of
 // the tile's 128 query rows. Tiles in shared memory are panels of 64 16-bit columns with 128-byte
 // rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64, two at 128, four at 256.
 #pragma once
@@ -77,6 +77,7 @@ struct PrefillArgs {
       kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
+  bool gather;         // K/V by cp.async through the block table (pages smaller than a KV tile)
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
