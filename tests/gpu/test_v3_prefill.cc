@@ -80,7 +80,8 @@ TEST(PagedAttentionV3, NonCausal) {
 TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
-    for (int group : {1, 4, 7}) {
+    // Every group at D 128; one at the other sizes (the oracle's time).
+    for (int group : d == 128 ? std::vector<int>{1, 4, 7} : std::vector<int>{4}) {
       // Head size 256 has 64-key tiles, so it also serves pages of 64.
       for (int block : {d == 256 ? 64 : 128, 256, 512}) {
         CaseSpec c = prefill_case(10 * group + block + d, d);
@@ -94,19 +95,19 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   }
 }
 
-// Pages smaller than a KV tile: K and V gathered row by row through the block table (cp.async),
-// block ids shuffled, so every page of a tile is elsewhere in the cache.
+// Pages smaller than a KV tile (16; 48, not a power of 2): K and V gathered row by row through the
+// block table (cp.async), block ids shuffled, so every page of a tile is elsewhere in the cache.
 TEST(PagedAttentionV3, SmallPagesByGather) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
-    for (int block : {16, 32, 48}) {
+    for (int block : {16, 48}) {
       CaseSpec c = prefill_case(70 + block + d, d);
       c.block_size = block;
       c.name += "_gather_block" + std::to_string(block);
-      expect_pass(c, block == 32 ? KVCacheLayout::kHND : KVCacheLayout::kNHD);
+      expect_pass(c, block == 16 ? KVCacheLayout::kHND : KVCacheLayout::kNHD);
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, block == 32 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3,
+      expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3,
                        "persistent");
     }
   }
