@@ -54,9 +54,9 @@ Status unsupported(const std::string& what) {
 }
 
 Status check_served(const PagedAttentionParams& p) {
-  const bool built = prefill_head_size_built(p.head_size);
-  if (!built)
+  if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
+  }
   if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
