@@ -1,11 +1,12 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16), v3 with one CTA per work tile (the first v3 grid) and v3 persistent (the default), both at
-// block 128, and v3 persistent at block 16 (the cp.async gather) (disabled by default; run with
-// --gtest_also_run_disabled_tests
-// --gtest_filter='*V3Bench*'). The v2 bench's method: random inputs (never zeros), shuffled block
-// ids, CUDA-event times of 20 launches after 3 warm-ups, median; causal counts the visible half.
-// Also prints the largest difference between v2's and v3's outputs on the same inputs.
+// (16); v3 at block 128 with one CTA per work tile (the first v3 grid) and persistent (the
+// default); v3 persistent at block 16 (the cp.async gather). Disabled by default; run with
+// --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
+// (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
+// causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
+// on the same inputs, and times decode-shaped launches (one query per request; the TFLOP/s column
+// is then only a rate).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -39,22 +40,23 @@ std::vector<uint16_t> random_bf16(size_t n, uint32_t seed) {
 struct Shape {
   const char* name;
   int num_reqs, len, heads, kv_heads, head_size;
+  int q_len = 0;  // queries per request, the last of its len tokens; 0: all (a full prefill)
 };
 
-// num_reqs requests of len tokens each (a full prefill apiece), NHD or HND, one block size.
+// num_reqs requests of len tokens each, the last q_len of them queries, NHD or HND, one block size.
 struct PrefillBench {
-  int block, num_reqs, len, heads, kv_heads, d;
+  int block, num_reqs, len, heads, kv_heads, d, q_len;
   bool hnd;
-  int tokens = num_reqs * len;
+  int tokens = num_reqs * q_len;
   int blocks_per_req = len / block;
   DeviceArray<uint16_t> q{random_bf16(size_t(tokens) * heads * d, 1)};
-  DeviceArray<uint16_t> cache{random_bf16(size_t(tokens) * 2 * kv_heads * d, 2)};
+  DeviceArray<uint16_t> cache{random_bf16(size_t(num_reqs) * len * 2 * kv_heads * d, 2)};
   DeviceArray<uint16_t> out{size_t(tokens) * heads * d};
   DeviceArray<float> lse{size_t(tokens) * heads};
   DeviceArray<int32_t> cu{starts()};
   DeviceArray<int32_t> seq{std::vector<int32_t>(num_reqs, len)};
   DeviceArray<int32_t> table{
-      shuffled_ids(tokens / block)};  // request r: entries r * blocks_per_req..
+      shuffled_ids(num_reqs * blocks_per_req)};  // request r: entries r * blocks_per_req..
 
   PrefillBench(int block_size, const Shape& shape, bool hnd_layout)
       : block(block_size),
@@ -63,11 +65,12 @@ struct PrefillBench {
         heads(shape.heads),
         kv_heads(shape.kv_heads),
         d(shape.head_size),
+        q_len(shape.q_len > 0 ? shape.q_len : shape.len),
         hnd(hnd_layout) {}
 
   std::vector<int32_t> starts() const {
     std::vector<int32_t> cu(num_reqs + 1);
-    for (int r = 0; r <= num_reqs; ++r) cu[r] = r * len;
+    for (int r = 0; r <= num_reqs; ++r) cu[r] = r * q_len;
     return cu;
   }
   static std::vector<int32_t> shuffled_ids(int n) {
@@ -77,7 +80,7 @@ struct PrefillBench {
     return ids;
   }
   double flops(bool causal) const {
-    const double keys = causal ? (len + 1) / 2.0 : len;
+    const double keys = causal ? len - (q_len - 1) / 2.0 : len;  // the mask is bottom-right
     return 4.0 * tokens * keys * heads * d;
   }
 
@@ -97,7 +100,8 @@ struct PrefillBench {
     p.block_table_stride = blocks_per_req;
     p.num_reqs = num_reqs;
     p.num_tokens = tokens;
-    p.max_query_len = p.max_seq_len = len;
+    p.max_query_len = q_len;
+    p.max_seq_len = len;
     p.num_heads = heads;
     p.num_kv_heads = kv_heads;
     p.head_size = d;
@@ -175,6 +179,17 @@ void compare(const Shape& shape, bool hnd) {
   }
 }
 
+// Decode-shaped launches (one query per request), which the backends send to v3 where it serves:
+// v2 (its small decode tile, GQA-packed) against v3 at block 16 (gather) and 128 (TMA).
+void compare_decode(const Shape& shape) {
+  const PrefillBench b16(16, shape, false), b128(128, shape, false);
+  const double flops = b16.flops(true);
+  report(shape.name, "v2 block 16", true,
+         median_ms(kernels::launch_paged_attention, b16.params(true)), flops);
+  report(shape.name, "v3 block 16", true, median_ms(launch_v3, b16.params(true)), flops);
+  report(shape.name, "v3 block 128", true, median_ms(launch_v3, b128.params(true)), flops);
+}
+
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);
@@ -191,6 +206,12 @@ TEST(V3Bench, DISABLED_PrefillShapes) {
     if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
   }
   compare({"1x8192 d128 HND", 1, 8192, 32, 8, 128}, true);
+}
+
+TEST(V3Bench, DISABLED_DecodeShapes) {
+  PAGEDATTN_REQUIRE_V3();
+  compare_decode({"decode 64x4096", 64, 4096, 32, 8, 128, 1});
+  compare_decode({"decode 8x16384", 8, 16384, 32, 8, 128, 1});
 }
 
 }  // namespace
