@@ -83,38 +83,33 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kN]) {
       "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// m64nNk16 with input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers (RS).
-// The operand numbers after the accumulators differ with N, hence one string per N.
-#define PAGEDATTN_WGMMA_SS_N128(TYPE)                                                      \
-  asm volatile(                                                                            \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                         \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
-      ", %64, %65, p, 1, 1, 0, %67;\n}\n"                                                  \
-      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define PAGEDATTN_WGMMA_SS_N64(TYPE)                                                      \
-  asm volatile(                                                                           \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D32 \
-      ", %32, %33, p, 1, 1, 0, %35;\n}\n"                                                 \
-      : PAGEDATTN_WGMMA_D32_OPERANDS(d)                                                   \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define PAGEDATTN_WGMMA_RS_N128(TYPE)                                                      \
-  asm volatile(                                                                            \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                         \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                    \
-      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                           \
-        "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define PAGEDATTN_WGMMA_RS_N64(TYPE)                                                      \
-  asm volatile(                                                                           \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D32 \
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"                                   \
-      : PAGEDATTN_WGMMA_D32_OPERANDS(d)                                                   \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                          \
-        "r"(static_cast<int>(accumulate)), "n"(kTransB))
+// m64n<N>k16 with input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers (RS):
+// DLIST / DOPS are the accumulator list and constraints, PRED the operand number of `accumulate`
+// and REST the operands after the accumulators (their numbers follow the N / 2 accumulators).
+#define PAGEDATTN_WGMMA(N, TYPE, DLIST, DOPS, PRED, REST, ...)                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED                                            \
+               ", 0;\n"                                                                            \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " DLIST ", " REST \
+               ";\n}\n"                                                                            \
+               : DOPS(d)                                                                           \
+               : __VA_ARGS__)
+#define PAGEDATTN_WGMMA_SS_INPUTS \
+  "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB)
+#define PAGEDATTN_WGMMA_RS_INPUTS                                                             \
+  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)), \
+      "n"(kTransB)
+#define PAGEDATTN_WGMMA_SS_N128(TYPE)                                                  \
+  PAGEDATTN_WGMMA(128, TYPE, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%66", \
+                  "%64, %65, p, 1, 1, 0, %67", PAGEDATTN_WGMMA_SS_INPUTS)
+#define PAGEDATTN_WGMMA_SS_N64(TYPE)                                                  \
+  PAGEDATTN_WGMMA(64, TYPE, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%34", \
+                  "%32, %33, p, 1, 1, 0, %35", PAGEDATTN_WGMMA_SS_INPUTS)
+#define PAGEDATTN_WGMMA_RS_N128(TYPE)                                                  \
+  PAGEDATTN_WGMMA(128, TYPE, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%69", \
+                  "{%64, %65, %66, %67}, %68, p, 1, 1, %70", PAGEDATTN_WGMMA_RS_INPUTS)
+#define PAGEDATTN_WGMMA_RS_N64(TYPE)                                                  \
+  PAGEDATTN_WGMMA(64, TYPE, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%37", \
+                  "{%32, %33, %34, %35}, %36, p, 1, 1, %38", PAGEDATTN_WGMMA_RS_INPUTS)
 
 template <typename T, int kRegs>
 constexpr void check_wgmma_operands() {
@@ -153,6 +148,9 @@ __device__ __forceinline__ void wgmma_k16_rs(float (&d)[kRegs], const uint32_t (
 #endif
 }
 
+#undef PAGEDATTN_WGMMA
+#undef PAGEDATTN_WGMMA_SS_INPUTS
+#undef PAGEDATTN_WGMMA_RS_INPUTS
 #undef PAGEDATTN_WGMMA_SS_N128
 #undef PAGEDATTN_WGMMA_SS_N64
 #undef PAGEDATTN_WGMMA_RS_N128
