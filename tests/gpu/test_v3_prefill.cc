@@ -2,9 +2,9 @@
 // random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids; prefill, chunked
 // prefill and single-token rows in one launch; causal and not; GQA groups; block sizes 16-512
 // (TMA for pages holding whole KV tiles, a cp.async gather below); NHD and HND; head sizes 64, 128
-// and 256 (those built); the persistent grid (one CTA per SM), one CTA per work tile, and three
-// CTAs that each walk many tiles. The kernel needs a compute capability 9.0 device and a build with
-// 90a.
+// and 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA
+// per work tile, and three CTAs that each walk many tiles. The kernel needs a compute
+// capability 9.0 device and a build with 90a.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -51,9 +51,10 @@ void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLau
                           << r.cmp.detail;
 }
 
-// Through the dispatch (persistent grid), one CTA per tile, and three CTAs walking every tile.
+// Through the dispatch (a persistent grid here), one CTA per tile, and three CTAs walking every
+// tile.
 void expect_pass(const CaseSpec& c, KVCacheLayout layout) {
-  expect_pass_with(c, layout, launch_v3, "persistent");
+  expect_pass_with(c, layout, launch_v3, "dispatch");
   expect_pass_with(c, layout, launch_v3_tile_per_cta, "one CTA per tile");
   expect_pass_with(c, layout, launch_v3_three_ctas, "three CTAs");
 }
@@ -62,7 +63,7 @@ TEST(PagedAttentionV3, CausalBothLayouts) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
     expect_pass(prefill_case(1, d), KVCacheLayout::kNHD);
-    expect_pass_with(prefill_case(2, d), KVCacheLayout::kHND, launch_v3, "persistent");
+    expect_pass_with(prefill_case(2, d), KVCacheLayout::kHND, launch_v3, "dispatch");
   }
 }
 
@@ -73,7 +74,7 @@ TEST(PagedAttentionV3, NonCausal) {
     c.causal = false;
     c.name += "_noncausal";
     expect_pass(c, KVCacheLayout::kNHD);
-    expect_pass_with(c, KVCacheLayout::kHND, launch_v3, "persistent");
+    expect_pass_with(c, KVCacheLayout::kHND, launch_v3, "dispatch");
   }
 }
 
@@ -89,7 +90,7 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
         c.block_size = block;
         c.name += "_group" + std::to_string(group) + "_block" + std::to_string(block);
         expect_pass_with(c, block == 256 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch_v3,
-                         "persistent");
+                         "dispatch");
       }
     }
   }
@@ -108,7 +109,7 @@ TEST(PagedAttentionV3, SmallPagesByGather) {
       c.causal = false;
       c.name += "_noncausal";
       expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3,
-                       "persistent");
+                       "dispatch");
     }
   }
 }
@@ -127,7 +128,7 @@ TEST(PagedAttentionV3, LongSequences) {
     // Shorter away from 128: the oracle's time grows with the head size.
     c.seq_lens = d == 128 ? std::vector<int>{2100, 1500} : std::vector<int>{1100, 900};
     c.query_lens = d == 128 ? std::vector<int>{2100, 700} : std::vector<int>{1100, 300};
-    expect_pass_with(c, KVCacheLayout::kNHD, launch_v3, "persistent");
+    expect_pass_with(c, KVCacheLayout::kNHD, launch_v3, "dispatch");
     c.causal = false;
     c.name += "_noncausal";
     expect_pass_with(c, KVCacheLayout::kHND, launch_v3_three_ctas, "three CTAs");
@@ -185,6 +186,11 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("head_size 96"), std::string::npos) << s.message();
+  p.head_size = 128;
+  p.num_heads = 16;  // a group of 16, one query each: decode, which v2 serves
+  s = launch_v3(p, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("decode-shaped"), std::string::npos) << s.message();
 }
 
 }  // namespace

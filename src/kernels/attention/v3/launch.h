@@ -12,10 +12,14 @@
 namespace pagedattn::kernels::detail {
 
 // How the prefill kernel's CTAs take the work tiles (request, query head, 128 query rows).
+enum class V3Schedule {
+  kChosen,      // by the launch's shape (launch_sm90.cu, persistent_pays)
+  kPersistent,  // one CTA per SM, each walking many tiles
+  kTilePerCta,  // one CTA per tile (the first v3 kernel's grid)
+};
 struct V3Grid {
-  bool persistent = true;  // one CTA per SM, each walking many tiles; false: one CTA per tile
-                           // (the first v3 kernel's grid, kept for comparisons)
-  int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
+  V3Schedule schedule = V3Schedule::kChosen;
+  int max_ctas = 0;  // > 0: at most this many CTAs (tests give each CTA many tiles)
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

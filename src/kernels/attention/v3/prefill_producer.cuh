@@ -6,7 +6,8 @@
 //   written before, NaN included, and 0 * NaN would reach the output);
 // - smaller pages (gather mode, PrefillArgs::gather): the 128 threads of the producer warpgroup
 //   copy every row through the block table with cp.async (zeros past the keys), each thread's
-//   copies completing on the stage's full barrier (one arrival per thread).
+//   copies completing on the stage's full barrier (one arrival per thread); the block ids of a
+//   tile's pages are read a tile ahead.
 // The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
 // while the consumers finish the previous one.
 #pragma once
@@ -49,28 +50,37 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   __syncwarp();
 }
 
-// Gather mode: row r of the KV tile starting at key0, plane 0 (K) or 1 (V), page by page through
-// the block table; thread t copies 16-byte chunk t % (D / 8) of every (128 / (D / 8))-th row.
+// Gather mode. A KV tile spans at most 9 pages (pages of 16 or more tokens): lane l of every
+// producer warp holds the block id of the tile's page l (0 past the request's pages), one
+// independent load per lane, read a tile ahead; rows then take theirs by a shuffle, so no copy
+// waits on a table load.
+__device__ __forceinline__ int tile_page_id(const PrefillArgs& a, const PrefillTile& w,
+                                            const int32_t* table, int key0) {
+  const int page = key0 / a.block_size + static_cast<int>(threadIdx.x % 32);
+  return page * a.block_size < w.k_len ? table[page] : 0;
+}
+
+// Copies rows [key0, key0 + kBlockN) of plane 0 (K) or 1 (V); thread t copies 16-byte chunk
+// t % (D / 8) of every (128 / (D / 8))-th row; rows past the keys become zeros.
 template <int kD>
 __device__ __forceinline__ void gather_kv_tile(const PrefillArgs& a, const PrefillTile& w,
-                                               const int32_t* table, int key0, int plane,
-                                               uint8_t* dst) {
+                                               int page_id, int key0, int plane, uint8_t* dst) {
   using S = PrefillShape<kD>;
   constexpr int kChunksPerRow = kD / 8;
   constexpr int kRowsPerPass = 128 / kChunksPerRow;
   const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
+  const int first_page = key0 / a.block_size;
   const uint32_t base = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
   const uint16_t* head =
       a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
-#pragma unroll 4
-  for (int row = tid / kChunksPerRow; row < S::kBlockN; row += kRowsPerPass) {
-    const int key = key0 + row;
-    const bool live = key < w.k_len;  // the table has no entry past the keys
-    const uint16_t* from = head;
-    if (live) {
-      from += table[key / a.block_size] * a.cache_block_stride +
-              (key % a.block_size) * a.cache_token_stride;
-    }
+#pragma unroll 2  // unrolled further, the rows' addresses spill the producer's 56 registers
+  for (int pass = 0; pass < S::kBlockN / kRowsPerPass; ++pass) {
+    const int row = tid / kChunksPerRow + pass * kRowsPerPass, key = key0 + row;
+    const int block = __shfl_sync(0xffffffffu, page_id, key / a.block_size - first_page);
+    const bool live = key < w.k_len;
+    const uint16_t* from =
+        head +
+        (live ? block * a.cache_block_stride + (key % a.block_size) * a.cache_token_stride : 0);
     device::cp_async_16(base + device::swizzle128_offset(row, chunk % 8), from, live ? 16 : 0);
   }
 }
@@ -101,16 +111,19 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
     if (leader) load_q<kD>(q_map, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
+    int next_page_id = a.gather ? tile_page_id(a, w, table, 0) : 0;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
       const int key0 = i * S::kBlockN;                       // is done
       if (a.gather) {
+        const int page_id = next_page_id;
+        if (i + 1 < w.num_kv_tiles) next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
         device::mbarrier_wait(&s.k_empty[stage], parity);
-        gather_kv_tile<kD>(a, w, table, key0, 0, s.k[stage]);
+        gather_kv_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
         device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
         device::mbarrier_wait(&s.v_empty[stage], parity);
-        gather_kv_tile<kD>(a, w, table, key0, 1, s.v[stage]);
+        gather_kv_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
         device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
         continue;
       }
