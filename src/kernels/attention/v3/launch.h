@@ -11,7 +11,7 @@
 
 namespace pagedattn::kernels::detail {
 
-// How the prefill kernel's CTAs take the work tiles (request, query head, 128 query rows).
+// How the prefill kernel's CTAs take the work tiles (request, query head, 128 or 192 query rows).
 enum class V3Schedule {
   kChosen,      // by the launch's shape (launch_sm90.cu, persistent_pays)
   kPersistent,  // one CTA per SM, each walking many tiles

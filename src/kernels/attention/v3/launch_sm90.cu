@@ -24,13 +24,18 @@ using attention::v3::prefill_head_size_built;
 using attention::v3::PrefillArgs;
 using attention::v3::PrefillShape;
 
-constexpr int kBlockM = 128;  // query rows per work tile, every head size
-static_assert(PrefillShape<64>::kBlockM == kBlockM && PrefillShape<256>::kBlockM == kBlockM);
-
-// Keys per KV tile at head size d (one of the v3 sizes).
+// Query rows per work tile and keys per KV tile at head size d (one of the v3 sizes).
+int query_tile_rows(int d) {
+  return d == 64 ? PrefillShape<64>::kBlockM
+                 : (d == 128 ? PrefillShape<128>::kBlockM : PrefillShape<256>::kBlockM);
+}
 int kv_tile_keys(int d) {
   return d == 64 ? PrefillShape<64>::kBlockN
                  : (d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN);
+}
+int num_query_tiles(const PagedAttentionParams& p) {
+  const int rows = query_tile_rows(p.head_size);
+  return (p.max_query_len + rows - 1) / rows;
 }
 
 std::string built_sizes() {
@@ -66,20 +71,19 @@ Status check_served(const PagedAttentionParams& p) {
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
     return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
   }
-  // One query row per request and KV head group (decode): a 128-row tile per query head wastes the
-  // tensor cores and reads K/V once per query head, and v2's decode tile packs the group (measured
-  // 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
+  // One query row per request and KV head group (decode): a 128-row or larger tile per query head
+  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
+  // (measured 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
   if (p.num_kv_heads > 0 && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
     return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
                        str(p.num_heads / p.num_kv_heads) +
                        " query heads per KV head <= 16 (v2's decode tile serves it)");
   }
-  const int64_t tiles =
-      int64_t{p.num_heads} * p.num_reqs * ((p.max_query_len + kBlockM - 1) / kBlockM);
+  const int64_t tiles = int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p);
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
                             " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
-                            " and num_heads * num_reqs * ceil(max_query_len / 128) < 2^31");
+                            " and num_heads * num_reqs * query tiles < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
   const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
@@ -118,13 +122,14 @@ Status map_status(CUresult r, const char* which) {
                         " tensor map failed (CUresult " + str(static_cast<int>(r)) + ")");
 }
 
-// Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 x 1 x 128.
+// Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 columns x 1 x the
+// query tile's rows.
 Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
   const uint64_t dims[3] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(p.num_heads),
                             static_cast<uint64_t>(p.num_tokens)};
   const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * 2,
                                static_cast<uint64_t>(p.q_token_stride) * 2};
-  const uint32_t box[3] = {64, 1, kBlockM};
+  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(query_tile_rows(p.head_size))};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
 }
 
@@ -201,7 +206,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.group = p.num_heads / p.num_kv_heads;
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
-  a.num_q_tiles = (p.max_query_len + kBlockM - 1) / kBlockM;
+  a.num_q_tiles = num_query_tiles(p);
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};

@@ -169,18 +169,22 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
   }
 }
 
-// The two consumer warpgroups take turns issuing their matrix products (named barriers 1 and 2,
-// "ping-pong"), so that one's softmax runs while the other's products keep the tensor cores busy.
-// Both walk the same work tiles, so their turns alternate across tiles too.
+// The consumer warpgroups take turns issuing their matrix products, in a ring (named barrier
+// 1 + c is consumer c's turn; "ping-pong" with two), so that one's softmax runs while another's
+// products keep the tensor cores busy. All walk the same work tiles, so the ring runs on across
+// tiles.
 struct IssueTurns {
   int consumer;
+  int consumers;
   __device__ __forceinline__ void start() const {
-    if (consumer == 1) device::named_barrier_arrive(1, 256);  // consumer 0 goes first
+    if (consumer == consumers - 1) device::named_barrier_arrive(1, 256);  // consumer 0 goes first
   }
   __device__ __forceinline__ void begin() const { device::named_barrier_sync(1 + consumer, 256); }
-  // The CTA's last turn of consumer 1 hands nothing on: consumer 0 has no turn left.
+  // The CTA's last turn of the last consumer hands nothing on: consumer 0 has no turn left.
   __device__ __forceinline__ void end(bool last) const {
-    if (!(last && consumer == 1)) device::named_barrier_arrive(2 - consumer, 256);
+    if (!(last && consumer == consumers - 1)) {
+      device::named_barrier_arrive(1 + (consumer + 1) % consumers, 256);
+    }
   }
 };
 
@@ -197,7 +201,7 @@ struct ConsumerPosition {
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
-// One work tile for consumer warpgroup `consumer` (0 or 1). Step i issues S_i = Q·K_iᵀ, then
+// One work tile for consumer warpgroup `turns.consumer`. Step i issues S_i = Q·K_iᵀ, then
 // O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that P·V still runs, then
 // rescales O once it is done (intra-warpgroup overlap). Q is released once the tile's last S is
 // done, so the producer loads the next tile's Q during the last P·V and the stores. `last_tile`:
@@ -278,11 +282,11 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   ++pos.tile_count;
 }
 
-// Run by consumer warpgroup `consumer` (0 or 1): the CTA's work tiles in order.
+// Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
 template <int kD>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
-  const IssueTurns turns{consumer};
+  const IssueTurns turns{consumer, PrefillShape<kD>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a, w)) return;

@@ -27,13 +27,13 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     device::mbarrier_init(&s.q_full, 1);
-    device::mbarrier_init(&s.q_empty, 2 * 128);         // every consumer thread releases
-    const uint32_t fill_arrivals = a.gather ? 128 : 1;  // gather: every producer thread
+    device::mbarrier_init(&s.q_empty, S::kConsumers * 128);  // every consumer thread releases
+    const uint32_t fill_arrivals = a.gather ? 128 : 1;       // gather: every producer thread
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], fill_arrivals);
       device::mbarrier_init(&s.v_full[i], fill_arrivals);
-      device::mbarrier_init(&s.k_empty[i], 2 * 128);
-      device::mbarrier_init(&s.v_empty[i], 2 * 128);
+      device::mbarrier_init(&s.k_empty[i], S::kConsumers * 128);
+      device::mbarrier_init(&s.v_empty[i], S::kConsumers * 128);
     }
     device::mbarrier_init_fence();
   }

@@ -2,10 +2,11 @@
 // 128, 256): 16-bit Q and K/V, any page size (pages of a multiple of the KV tile: one KV tile never
 // crosses a page, so TMA copies whole tiles; smaller pages: a cp.async gather).
 //
-// A CTA has three warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K and V
-// tiles into a ring: prefill_producer.cuh), warpgroups 1 and 2 are consumers, each owning 64 of
-// the tile's 128 query rows. Tiles in shared memory are panels of 64 16-bit columns with 128-byte
-// rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64, two at 128, four at 256.
+// A CTA has three or four warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K
+// and V tiles into a ring: prefill_producer.cuh), the others are consumers, each owning 64 of the
+// tile's query rows (128 with two consumers, 192 with three). Tiles in shared memory are panels of
+// 64 16-bit columns with 128-byte rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64,
+// two at 128, four at 256.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,9 @@ namespace pagedattn::kernels::attention::v3 {
 
 // Per head size, chosen by the register and shared-memory budgets:
 // - D 64 and 128: 128-key tiles. A consumer thread holds S (64 floats), P (32 registers) and O
-//   (D / 2 floats). D 64 does half the matrix work per tile for the same softmax, so it keeps a
-//   third stage (16 + 3 * 32 KB) to cover TMA latency; D 128 keeps two (3 stages measured slower).
+//   (D / 2 floats). D 64 does half the matrix work per tile for the same softmax, so it has three
+//   consumers (below) and a third stage (24 + 3 * 32 KB) to cover TMA latency; D 128 keeps two
+//   stages (3 measured slower).
 // - D 256: 64-key tiles. 128-key tiles would need 64 KB (Q) + 2 stages x 2 x 64 KB = 320 KB of the
 //   227 KB, and S + P + O = 64 + 32 + 128 registers of the 224; at 64 keys Q 64 KB + 2 x 2 x 32 KB
 //   = 192 KB and S + P + O = 32 + 16 + 128.
@@ -26,7 +28,10 @@ template <int kD>
 struct PrefillShape {
   static_assert(kD == 64 || kD == 128 || kD == 256, "v3 prefill head sizes: 64, 128, 256");
   static constexpr int kHeadDim = kD;
-  static constexpr int kBlockM = 128;                  // query rows per work tile
+  // D 64 does half the matrix work of D 128 per tile for the same softmax, so two consumers cannot
+  // hide one's softmax behind the other's products: three take turns (192 query rows).
+  static constexpr int kConsumers = kD == 64 ? 3 : 2;  // warpgroups of 64 query rows
+  static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = kD < 128 ? 3 : 2;
   static constexpr int kPanels = kD / 64;
@@ -40,11 +45,13 @@ struct PrefillShape {
   static constexpr int kOChunks = kD / kOChunkCols;
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
-  static constexpr int kThreads = 3 * 128;
-  // Registers per thread after reallocation: 128 * 56 + 256 * 224 = 64,512 of the SM's 65,536.
-  // ptxas spills the producer (its cp.async path for a partial V tile) at 40 and below.
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;
+  static constexpr int kThreads = (1 + kConsumers) * 128;
+  // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
+  // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
+  // 384 * 160 = 65,536 (the consumers spill at 152; the producer spills about 80 bytes at 32, off
+  // the matrix path).
+  static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 56;
+  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : 224;
 };
 
 template <int kD>
@@ -81,9 +88,9 @@ struct PrefillArgs {
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
-  // Work tiles (query head, request, 128-row query tile), numbered head fastest and query tiles
-  // from the last (the most keys under a causal mask) to the first; CTA b serves tiles b,
-  // b + gridDim.x, ... (one each when the grid has a CTA per tile).
+  // Work tiles (query head, request, query tile of kBlockM rows), numbered head fastest and query
+  // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
+  // gridDim.x, ... (one each when the grid has a CTA per tile).
   int num_heads;
   int num_reqs;
   int num_q_tiles;  // of the longest request

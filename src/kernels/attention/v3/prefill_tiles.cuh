@@ -13,7 +13,7 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// One work tile: one request, one query head, 128 query rows.
+// One work tile: one request, one query head, kBlockM query rows.
 struct PrefillTile {
   int req;
   int head;
