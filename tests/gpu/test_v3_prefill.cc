@@ -1,10 +1,10 @@
 // The Hopper ("v3") prefill kernel against the float64 oracle through the v2 kernel's harness:
 // random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids; prefill, chunked
-// prefill and single-token rows in one launch; causal and not; GQA groups; block sizes 16-512
-// (TMA for pages holding whole KV tiles, a cp.async gather below); NHD and HND; head sizes 64, 128
-// and 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA
-// per work tile, and three CTAs that each walk many tiles. The kernel needs a compute
-// capability 9.0 device and a build with 90a.
+// prefill and single-token rows in one launch; causal and not; GQA groups; block sizes 64-512 by
+// TMA and 16 / 48 by the cp.async gather (on request); NHD and HND; head sizes 64, 128 and 256
+// (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA per work
+// tile, and three CTAs that each walk many tiles. The kernel needs a compute capability 9.0 device
+// and a build with 90a.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -96,8 +96,9 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   }
 }
 
-// Pages smaller than a KV tile (16; 48, not a power of 2): K and V gathered row by row through the
-// block table (cp.async), block ids shuffled, so every page of a tile is elsewhere in the cache.
+// Pages smaller than a KV tile (16; 48, not a power of 2), on request (V3Grid; the dispatch leaves
+// them to v2): K and V gathered row by row through the block table (cp.async), block ids
+// shuffled, so every page of a tile is elsewhere in the cache.
 TEST(PagedAttentionV3, SmallPagesByGather) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
@@ -105,11 +106,13 @@ TEST(PagedAttentionV3, SmallPagesByGather) {
       CaseSpec c = prefill_case(70 + block + d, d);
       c.block_size = block;
       c.name += "_gather_block" + std::to_string(block);
-      expect_pass(c, block == 16 ? KVCacheLayout::kHND : KVCacheLayout::kNHD);
+      const KVCacheLayout layout = block == 16 ? KVCacheLayout::kHND : KVCacheLayout::kNHD;
+      expect_pass_with(c, layout, launch_v3_gather, "gather");
+      expect_pass_with(c, layout, launch_v3_gather_three_ctas, "gather, three CTAs");
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3,
-                       "dispatch");
+      expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3_gather,
+                       "gather");
     }
   }
 }
@@ -158,7 +161,7 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   kernels::PagedAttentionParams p;
   p.q_dtype = p.cache_dtype = DType::kF16;
   p.head_size = 128;
-  p.block_size = 16;
+  p.block_size = 128;
   p.num_heads = p.num_kv_heads = 1;
   p.num_reqs = p.num_tokens = p.max_query_len = p.max_seq_len = 1;  // work, so v3 is reached
   alignas(16) static int32_t never_read[16];  // every case is refused before a launch
@@ -173,6 +176,11 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   }
   EXPECT_NE(s.message().find("q_dtype f16"), std::string::npos) << s.message();
   p.q_dtype = p.cache_dtype = DType::kBF16;
+  p.block_size = 16;  // v2's pages: the gather serves them only on request
+  s = launch_v3(p, nullptr);
+  EXPECT_NE(s.message().find("block_size 16 (allowed: multiples of 128"), std::string::npos)
+      << s.message();
+  p.block_size = 128;
   p.softcap = 30.0f;
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);

@@ -58,7 +58,7 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-Status check_served(const PagedAttentionParams& p) {
+Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
@@ -66,7 +66,11 @@ Status check_served(const PagedAttentionParams& p) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  if (p.block_size <= 0) return unsupported("block_size " + str(p.block_size) + " (allowed: > 0)");
+  const int keys = kv_tile_keys(p.head_size);
+  if (p.block_size <= 0 || (p.block_size % keys != 0 && !gather_small_pages)) {
+    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of " + str(keys) +
+                       " at head_size " + str(p.head_size) + ")");
+  }
   if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
     return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
@@ -154,18 +158,10 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
                     "K/V");
 }
 
-// A persistent grid hides each tile's prologue and epilogue behind the next tile's loads and
-// balances causal tiles; measured (H200, 32 / 8 heads): +3 to +18 % on causal shapes and on
-// non-causal ones up to 2048 keys, but 3 to 10 % slower than one CTA per tile on non-causal
-// 8192-key prefills at D 128 and 256, where each tile's 64 KV steps leave little to hide.
-bool persistent_pays(const PagedAttentionParams& p) {
-  return p.causal || p.max_seq_len <= 4096;
-}
-
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, V3Grid{}.gather_small_pages));
   return check_device();
 }
 
@@ -176,7 +172,8 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
                                            void* stream, V3Grid grid) {
-  PAGEDATTN_RETURN_IF_ERROR(paged_attention_v3_serves(p));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
     return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
                        str(p.head_size) + " (v3 serves its sizes exactly)");
@@ -186,7 +183,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  // Pages holding whole KV tiles go by TMA; smaller ones by the producer warpgroup's gather.
+  // Pages holding whole KV tiles go by TMA; smaller ones (on request) by the producer's gather.
   a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
   if (a.gather) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
@@ -218,9 +215,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
 
   const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles;  // < 2^31 (check_served)
   int ctas = tiles;
-  const bool persistent = grid.schedule == V3Schedule::kPersistent ||
-                          (grid.schedule == V3Schedule::kChosen && persistent_pays(p));
-  if (persistent) {
+  if (grid.persistent) {
     int device = 0, sms = 0;
     PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
