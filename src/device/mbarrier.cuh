@@ -1,5 +1,6 @@
 // Shared-memory transaction barriers (mbarrier, sm_90) through CCCL's cuda::ptx: the completion
-// signal of TMA copies and the full/empty handshake of a producer/consumer ring.
+// signal of TMA copies (and of cp.async copies, by inline PTX) and the full/empty handshake of a
+// producer/consumer ring.
 //
 // A barrier's phase completes when its pending arrivals (set by init) reach zero and the bytes it
 // was told to expect (arrive_expect_tx) have landed; waiters name the phase by its parity. In a
@@ -32,6 +33,13 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
 // Arrives once (release: this thread's earlier writes are visible to the waiters).
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   (void)cuda::ptx::mbarrier_arrive(bar);
+}
+
+// Arrives on `bar` once every cp.async this thread issued before has landed (.noinc: the arrival
+// counts against the barrier's init count, so init with one arrival per issuing thread).
+__device__ __forceinline__ void mbarrier_arrive_on_cp_async(uint64_t* bar) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
 }
 
 // Blocks until the phase with this parity has completed (acquire).

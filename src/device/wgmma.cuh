@@ -1,7 +1,7 @@
-// Hopper warpgroup tensor-core PTX wrappers (sm_90a only): wgmma.mma_async m64n128k16 with f16/bf16
-// inputs and f32 accumulators, A from shared memory (SS) or registers (RS), B from shared memory;
-// the fence / commit_group / wait_group that order them; and the shared-memory matrix descriptor
-// for 128-byte-swizzled tiles.
+// Hopper warpgroup tensor-core PTX wrappers (sm_90a only): wgmma.mma_async m64n64k16 and m64n128k16
+// with f16/bf16 inputs and f32 accumulators, A from shared memory (SS) or registers (RS), B from
+// shared memory; the fence / commit_group / wait_group that order them; and the shared-memory
+// matrix descriptor for 128-byte-swizzled tiles.
 //
 // Layouts (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). A warpgroup is 4
 // consecutive warps; warp w of it owns rows 16w..16w+15 of the 64-row tile, and inside a warp the
@@ -61,73 +61,103 @@ __device__ __forceinline__ void wgmma_fence_operands(float (&d)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// Accumulator register lists of m64nNk16 (N / 2 floats per thread) for N = 64 and 128.
+#define PAGEDATTN_WGMMA_D32                                                 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define PAGEDATTN_WGMMA_D64                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "          \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                           \
+#define PAGEDATTN_WGMMA_D32_OPERANDS(d)                                                           \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
       "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
       "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),  \
-      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),  \
-      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),  \
-      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                          \
+  PAGEDATTN_WGMMA_D32_OPERANDS(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),           \
+      "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), \
+      "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), \
+      "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), \
       "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// The instruction for input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers.
-#define PAGEDATTN_WGMMA_SS(TYPE)                                                           \
-  asm volatile(                                                                            \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                         \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
-      ", %64, %65, p, 1, 1, 0, %67;\n}\n"                                                  \
-      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
-      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
-#define PAGEDATTN_WGMMA_RS(TYPE)                                                           \
-  asm volatile(                                                                            \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                         \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PAGEDATTN_WGMMA_D64 \
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"                                    \
-      : PAGEDATTN_WGMMA_D64_OPERANDS(d)                                                    \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b),                           \
-        "r"(static_cast<int>(accumulate)), "n"(kTransB))
+// m64n<N>k16 with input type TYPE ("bf16" or "f16"), A from shared memory (SS) or registers (RS):
+// DLIST / DOPS are the accumulator list and constraints, PRED the operand number of `accumulate`
+// and REST the operands after the accumulators (their numbers follow the N / 2 accumulators).
+#define PAGEDATTN_WGMMA(N, TYPE, DLIST, DOPS, PRED, REST, ...)                                     \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED                                            \
+               ", 0;\n"                                                                            \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " DLIST ", " REST \
+               ";\n}\n"                                                                            \
+               : DOPS(d)                                                                           \
+               : __VA_ARGS__)
+#define PAGEDATTN_WGMMA_SS_INPUTS \
+  "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB)
+#define PAGEDATTN_WGMMA_RS_INPUTS                                                             \
+  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)), \
+      "n"(kTransB)
+#define PAGEDATTN_WGMMA_SS_N128(TYPE)                                                  \
+  PAGEDATTN_WGMMA(128, TYPE, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%66", \
+                  "%64, %65, p, 1, 1, 0, %67", PAGEDATTN_WGMMA_SS_INPUTS)
+#define PAGEDATTN_WGMMA_SS_N64(TYPE)                                                  \
+  PAGEDATTN_WGMMA(64, TYPE, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%34", \
+                  "%32, %33, p, 1, 1, 0, %35", PAGEDATTN_WGMMA_SS_INPUTS)
+#define PAGEDATTN_WGMMA_RS_N128(TYPE)                                                  \
+  PAGEDATTN_WGMMA(128, TYPE, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%69", \
+                  "{%64, %65, %66, %67}, %68, p, 1, 1, %70", PAGEDATTN_WGMMA_RS_INPUTS)
+#define PAGEDATTN_WGMMA_RS_N64(TYPE)                                                  \
+  PAGEDATTN_WGMMA(64, TYPE, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%37", \
+                  "{%32, %33, %34, %35}, %36, p, 1, 1, %38", PAGEDATTN_WGMMA_RS_INPUTS)
 
-// D[64 x 128] (+)= A[64 x 16] * B[16 x 128], both from shared memory. accumulate = false overwrites
-// D. kTransB = 0: B is K-major (stored [n][k], as K for Q·Kᵀ); 1: MN-major (stored [k][n]).
-template <typename T, int kTransB>
-__device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t desc_a,
-                                                    uint64_t desc_b, bool accumulate) {
+template <typename T, int kRegs>
+constexpr void check_wgmma_operands() {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
                 "wgmma wrappers take f16 or bf16 inputs");
+  static_assert(kRegs == 32 || kRegs == 64, "wgmma wrappers take N = 64 (32 floats) or 128 (64)");
+}
+
+// D[64 x N] (+)= A[64 x 16] * B[16 x N], both from shared memory; N = 2 * kRegs (64 or 128).
+// accumulate = false overwrites D. kTransB = 0: B is K-major (stored [n][k], as K for Q·Kᵀ); 1:
+// MN-major (stored [k][n]).
+template <typename T, int kTransB, int kRegs>
+__device__ __forceinline__ void wgmma_k16_ss(float (&d)[kRegs], uint64_t desc_a, uint64_t desc_b,
+                                             bool accumulate) {
+  check_wgmma_operands<T, kRegs>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    PAGEDATTN_WGMMA_SS("bf16");
-  } else {
-    PAGEDATTN_WGMMA_SS("f16");
-  }
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kRegs == 64 && bf16) PAGEDATTN_WGMMA_SS_N128("bf16");
+  if constexpr (kRegs == 64 && !bf16) PAGEDATTN_WGMMA_SS_N128("f16");
+  if constexpr (kRegs == 32 && bf16) PAGEDATTN_WGMMA_SS_N64("bf16");
+  if constexpr (kRegs == 32 && !bf16) PAGEDATTN_WGMMA_SS_N64("f16");
 #endif
 }
 
-// D[64 x 128] (+)= A[64 x 16] * B[16 x 128], A from registers (the fragment described above).
-template <typename T, int kTransB>
-__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], const uint32_t (&a)[4],
-                                                    uint64_t desc_b, bool accumulate) {
-  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>,
-                "wgmma wrappers take f16 or bf16 inputs");
+// D[64 x N] (+)= A[64 x 16] * B[16 x N], A from registers (the fragment described above).
+template <typename T, int kTransB, int kRegs>
+__device__ __forceinline__ void wgmma_k16_rs(float (&d)[kRegs], const uint32_t (&a)[4],
+                                             uint64_t desc_b, bool accumulate) {
+  check_wgmma_operands<T, kRegs>();
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    PAGEDATTN_WGMMA_RS("bf16");
-  } else {
-    PAGEDATTN_WGMMA_RS("f16");
-  }
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kRegs == 64 && bf16) PAGEDATTN_WGMMA_RS_N128("bf16");
+  if constexpr (kRegs == 64 && !bf16) PAGEDATTN_WGMMA_RS_N128("f16");
+  if constexpr (kRegs == 32 && bf16) PAGEDATTN_WGMMA_RS_N64("bf16");
+  if constexpr (kRegs == 32 && !bf16) PAGEDATTN_WGMMA_RS_N64("f16");
 #endif
 }
 
-#undef PAGEDATTN_WGMMA_SS
-#undef PAGEDATTN_WGMMA_RS
+#undef PAGEDATTN_WGMMA
+#undef PAGEDATTN_WGMMA_SS_INPUTS
+#undef PAGEDATTN_WGMMA_RS_INPUTS
+#undef PAGEDATTN_WGMMA_SS_N128
+#undef PAGEDATTN_WGMMA_SS_N64
+#undef PAGEDATTN_WGMMA_RS_N128
+#undef PAGEDATTN_WGMMA_RS_N64
+#undef PAGEDATTN_WGMMA_D32
 #undef PAGEDATTN_WGMMA_D64
+#undef PAGEDATTN_WGMMA_D32_OPERANDS
 #undef PAGEDATTN_WGMMA_D64_OPERANDS
 
 }  // namespace pagedattn::device

@@ -1,8 +1,9 @@
 // The Hopper primitives (src/device/wgmma.cuh, tma.cuh, mbarrier.cuh, warp_specialize.cuh) on an
-// sm_90 device: wgmma in its SS and RS forms, K-major and MN-major B, bf16 and f16, against
-// mma.sync on the same inputs and a float64 product; TMA boxes of a paged-cache-shaped tensor
-// (swizzle, a size-1 box dimension, zeros outside) across mbarrier phases; and a warp-specialised
-// producer/consumer ring with register reallocation. Built for sm_90a only (tests/hopper.cmake).
+// sm_90 device: wgmma (N 64 and 128) in its SS and RS forms, K-major and MN-major B, bf16 and f16,
+// against mma.sync on the same inputs and a float64 product; TMA boxes of a paged-cache-shaped
+// tensor (swizzle, a size-1 box dimension, zeros outside) across mbarrier phases; and a
+// warp-specialised producer/consumer ring with register reallocation. Built for sm_90a only
+// (tests/hopper.cmake).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
@@ -57,8 +58,9 @@ __device__ void store_accumulator(const float (&d)[64], int warp, int lane, floa
   }
 }
 
-// One warpgroup computes A * B with wgmma (A from shared memory or registers).
-template <typename T, bool kMnMajor, bool kARegisters>
+// One warpgroup computes A * B with wgmma (A from shared memory or registers): one m64n128 product
+// or, with kHalves, two m64n64 products over columns 0-63 and 64-127.
+template <typename T, bool kMnMajor, bool kARegisters, bool kHalves>
 __global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) {
   __shared__ __align__(1024) uint8_t smem[kM * kK * 2 + kN * kK * 2];
   uint8_t* a_s = smem;                // 2 panels of 64 rows
@@ -83,26 +85,44 @@ __global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) 
   if constexpr (kARegisters) {
     for (int kk = 0; kk < 8; ++kk) load_a_fragment(a, warp, lane, kk, frags[kk]);
   }
-  float d[64];
+  float d[64], halves[2][32];
   for (float& x : d) x = 1e30f;  // overwritten: the first step does not accumulate
+  for (float& x : halves[0]) x = 1e30f;
+  for (float& x : halves[1]) x = 1e30f;
   const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
+  // B's columns 64-127: the second panel (MN-major) or rows 64-127 of each panel (K-major).
+  const uint32_t second_half = kMnMajor ? 16384 : 8192;
   device::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
-    const uint64_t db =
-        kMnMajor ? device::wgmma_desc_sw128(b_base + kk * 2048, 16384, 1024)
-                 : device::wgmma_desc_sw128(b_base + (kk / 4) * 16384 + (kk % 4) * 32, 16, 1024);
-    if constexpr (kARegisters) {
-      device::wgmma_m64n128k16_rs<T, kMnMajor>(d, frags[kk], db, kk > 0);
+    const uint32_t b_step = kMnMajor ? kk * 2048 : (kk / 4) * 16384 + (kk % 4) * 32;
+    const uint32_t lead = kMnMajor ? 16384 : 16;
+    const uint64_t db = device::wgmma_desc_sw128(b_base + b_step, lead, 1024);
+    const uint64_t db_hi = device::wgmma_desc_sw128(b_base + second_half + b_step, lead, 1024);
+    if constexpr (kARegisters && kHalves) {
+      device::wgmma_k16_rs<T, kMnMajor>(halves[0], frags[kk], db, kk > 0);
+      device::wgmma_k16_rs<T, kMnMajor>(halves[1], frags[kk], db_hi, kk > 0);
+    } else if constexpr (kARegisters) {
+      device::wgmma_k16_rs<T, kMnMajor>(d, frags[kk], db, kk > 0);
     } else {
       const uint64_t da =
           device::wgmma_desc_sw128(a_base + (kk / 4) * 8192 + (kk % 4) * 32, 16, 1024);
-      device::wgmma_m64n128k16_ss<T, kMnMajor>(d, da, db, kk > 0);
+      if constexpr (kHalves) {
+        device::wgmma_k16_ss<T, kMnMajor>(halves[0], da, db, kk > 0);
+        device::wgmma_k16_ss<T, kMnMajor>(halves[1], da, db_hi, kk > 0);
+      } else {
+        device::wgmma_k16_ss<T, kMnMajor>(d, da, db, kk > 0);
+      }
     }
   }
   device::wgmma_commit_group();
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(d);
+  device::wgmma_fence_operands(halves[0]);
+  device::wgmma_fence_operands(halves[1]);
+  if constexpr (kHalves) {
+    for (int i = 0; i < 64; ++i) d[i] = halves[i / 32][i % 32];  // n8 blocks 0-7, then 8-15
+  }
   store_accumulator(d, warp, lane, out);
 }
 
@@ -125,7 +145,7 @@ __global__ void mma_sync_product(const uint16_t* a, const uint16_t* b, float* ou
   store_accumulator(d, warp, lane, out);
 }
 
-template <typename T, bool kMnMajor, bool kARegisters>
+template <typename T, bool kMnMajor, bool kARegisters, bool kHalves = false>
 void check_wgmma(uint32_t seed) {
   const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
   std::mt19937 rng(seed);
@@ -138,7 +158,7 @@ void check_wgmma(uint32_t seed) {
   };
   DeviceArray<uint16_t> a_d(a), b_d(b);
   DeviceArray<float> wg(kM * kN), ref(kM * kN);
-  wgmma_product<T, kMnMajor, kARegisters><<<1, 128>>>(a_d.get(), b_d.get(), wg.get());
+  wgmma_product<T, kMnMajor, kARegisters, kHalves><<<1, 128>>>(a_d.get(), b_d.get(), wg.get());
   mma_sync_product<T, kMnMajor><<<1, 128>>>(a_d.get(), b_d.get(), ref.get());
   PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<float> got = wg.to_host(), want = ref.to_host();
@@ -174,6 +194,14 @@ TEST(HopperPrimitives, WgmmaRegisterAMatchesMmaSync) {
   check_wgmma<__nv_bfloat16, true, true>(4);  // the P·V form: P in registers, V MN-major
   check_wgmma<__half, true, true>(5);
   check_wgmma<__nv_bfloat16, false, true>(6);
+}
+
+// m64n64: S at head size 256 (SS, K-major) and P·V at head size 64 (RS, MN-major).
+TEST(HopperPrimitives, WgmmaN64MatchesMmaSync) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  check_wgmma<__nv_bfloat16, false, false, true>(7);
+  check_wgmma<__nv_bfloat16, true, true, true>(8);
+  check_wgmma<__half, true, false, true>(9);
 }
 
 // --- TMA and mbarrier -------------------------------------------------------------------------

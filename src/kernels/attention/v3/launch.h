@@ -1,7 +1,9 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
-// Host-only header. Today one prefill kernel: head size 128, bf16 Q and cache, block sizes that are
-// multiples of 128, causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV;
-// anything else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
+// Host-only header. Today one prefill kernel: head sizes 64, 128 and 256 (those of them this build
+// instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128 keys; 64 at
+// head size 256; smaller pages only on request, V3Grid), prefill-shaped launches, causal or not, no
+// ALiBi / soft cap / sinks / sliding window / split-KV; anything else is an Unimplemented status
+// naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"
@@ -9,10 +11,24 @@
 
 namespace pagedattn::kernels::detail {
 
+// How the prefill kernel's CTAs take the work tiles (request, query head, 128 or 192 query rows),
+// and which pages it takes. The dispatch uses the defaults.
+struct V3Grid {
+  bool persistent = true;  // one CTA per SM, each walking many tiles; false: one CTA per tile (the
+                           // first v3 kernel's grid, kept for comparisons)
+  int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
+  // Pages smaller than a KV tile by the producer warpgroup's cp.async gather: correct, but measured
+  // slower than v2 (block 16, 1 x 8192, D 128: 190 against 350 TFLOP/s; the producer's address
+  // arithmetic takes the issue slots), so the dispatch leaves those pages to v2.
+  bool gather_small_pages = false;
+};
+
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size
-// the instantiated size (v3 serves 128 only). stream: cudaStream_t.
+// the instantiated size (v3 serves the sizes it is built for exactly). stream: cudaStream_t.
 Status launch_paged_attention_v3(const PagedAttentionParams& params, int kernel_head_size,
                                  void* stream);
+Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& params, int kernel_head_size,
+                                           void* stream, V3Grid grid);
 
 // OK when the v3 kernel serves this launch on the current device; else Unimplemented naming what
 // is missing (the caller may run v2 instead).

@@ -1,25 +1,50 @@
 // Launches the v3 prefill kernel: checks what it serves and that the device is compute capability
-// 9.0, encodes the Q and paged K/V tensor maps, launches. Built for sm_90a alone (the _sm90
-// suffix).
+// 9.0, encodes the Q and paged K/V tensor maps, picks the grid, launches the head size's kernel
+// (prefill_hd<D>_sm90.cu). Built for sm_90a alone (the _sm90 suffix).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
 #include "kernels/attention/v3/launch.h"
-#include "kernels/attention/v3/prefill_kernel.cuh"
+#include "kernels/attention/v3/prefill_instance.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "runtime/check.h"
 
 namespace pagedattn::kernels::detail {
 namespace {
 
+using attention::v3::prefill_head_size_built;
 using attention::v3::PrefillArgs;
 using attention::v3::PrefillShape;
+
+// Query rows per work tile and keys per KV tile at head size d (one of the v3 sizes).
+int query_tile_rows(int d) {
+  return d == 64 ? PrefillShape<64>::kBlockM
+                 : (d == 128 ? PrefillShape<128>::kBlockM : PrefillShape<256>::kBlockM);
+}
+int kv_tile_keys(int d) {
+  return d == 64 ? PrefillShape<64>::kBlockN
+                 : (d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN);
+}
+int num_query_tiles(const PagedAttentionParams& p) {
+  const int rows = query_tile_rows(p.head_size);
+  return (p.max_query_len + rows - 1) / rows;
+}
+
+std::string built_sizes() {
+  std::string names;
+  for (int d : {64, 128, 256}) {
+    if (prefill_head_size_built(d)) names += (names.empty() ? "" : ", ") + std::to_string(d);
+  }
+  return names.empty() ? "none" : names;
+}
 
 std::string str(int64_t v) {
   return std::to_string(v);
@@ -33,26 +58,36 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-Status check_served(const PagedAttentionParams& p) {
-  if (p.head_size != PrefillShape::kHeadDim) {
-    return unsupported("head_size " + str(p.head_size) + " (built: 128)");
+Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
+  if (!prefill_head_size_built(p.head_size)) {
+    return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
   if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  if (p.block_size <= 0 || p.block_size % PrefillShape::kBlockN != 0) {
-    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of 128)");
+  const int keys = kv_tile_keys(p.head_size);
+  if (p.block_size <= 0 || (p.block_size % keys != 0 && !gather_small_pages)) {
+    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of " + str(keys) +
+                       " at head_size " + str(p.head_size) + ")");
   }
   if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
     return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
   }
-  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.num_reqs > 65535 ||
-      (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM > 65535) {
+  // One query row per request and KV head group (decode): a 128-row or larger tile per query head
+  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
+  // (measured 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
+  if (p.num_kv_heads > 0 && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
+    return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
+                       str(p.num_heads / p.num_kv_heads) +
+                       " query heads per KV head <= 16 (v2's decode tile serves it)");
+  }
+  const int64_t tiles = int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p);
+  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
                             " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
-                            ", num_reqs <= 65535 and max_query_len <= 65535 * 128");
+                            " and num_heads * num_reqs * query tiles < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
   const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
@@ -91,31 +126,34 @@ Status map_status(CUresult r, const char* which) {
                         " tensor map failed (CUresult " + str(static_cast<int>(r)) + ")");
 }
 
-// Q [num_tokens, num_heads, 128]: dimensions {column, head, token}, boxes of 64 x 1 x 128.
+// Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 columns x 1 x the
+// query tile's rows.
 Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
-  const uint64_t dims[3] = {128, static_cast<uint64_t>(p.num_heads),
+  const uint64_t dims[3] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(p.num_heads),
                             static_cast<uint64_t>(p.num_tokens)};
   const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * 2,
                                static_cast<uint64_t>(p.q_token_stride) * 2};
-  const uint32_t box[3] = {64, 1, PrefillShape::kBlockM};
+  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(query_tile_rows(p.head_size))};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
 }
 
-// The cache [blocks, 2, block_size, kv_heads, 128] in any of its layouts: dimensions {column,
-// token and head in stride order, plane, block}, boxes of 64 columns x 128 tokens. The number of
-// blocks is not known here; the block table only names allocated ones.
+// The cache [blocks, 2, block_size, kv_heads, D] in any of its layouts: dimensions {column,
+// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens. The
+// number of blocks is not known here; the block table only names allocated ones.
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
   const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
   *token_coord = heads_inner ? 2 : 1;
   std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
   std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
   if (heads_inner) std::swap(token, head);
-  const uint64_t dims[5] = {128, token.first, head.first, 2, (uint64_t{1} << 31) - 1};
+  const uint64_t dims[5] = {static_cast<uint64_t>(p.head_size), token.first, head.first, 2,
+                            (uint64_t{1} << 31) - 1};
   const uint64_t strides[4] = {static_cast<uint64_t>(token.second) * 2,
                                static_cast<uint64_t>(head.second) * 2,
                                static_cast<uint64_t>(p.cache_kv_stride) * 2,
                                static_cast<uint64_t>(p.cache_block_stride) * 2};
-  const uint32_t box[5] = {64, heads_inner ? 1u : 128u, heads_inner ? 128u : 1u, 1, 1};
+  const uint32_t keys = static_cast<uint32_t>(kv_tile_keys(p.head_size));
+  const uint32_t box[5] = {64, heads_inner ? 1u : keys, heads_inner ? keys : 1u, 1, 1};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, dims, strides, box),
                     "K/V");
 }
@@ -123,22 +161,35 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, V3Grid{}.gather_small_pages));
   return check_device();
 }
 
 Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
                                  void* stream) {
-  PAGEDATTN_RETURN_IF_ERROR(paged_attention_v3_serves(p));
-  if (kernel_head_size != PrefillShape::kHeadDim) {
-    return unsupported("kernel head size " + str(kernel_head_size) + " (built: 128)");
+  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream, V3Grid{});
+}
+
+Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
+                                           void* stream, V3Grid grid) {
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_device());
+  if (kernel_head_size != p.head_size) {
+    return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
+                       str(p.head_size) + " (v3 serves its sizes exactly)");
   }
   if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
 
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  // Pages holding whole KV tiles go by TMA; smaller ones (on request) by the producer's gather.
+  a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
+  if (a.gather) {
+    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  }
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;
@@ -150,6 +201,9 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
   a.cache_head_stride = p.cache_head_stride;
   a.block_size = p.block_size;
   a.group = p.num_heads / p.num_kv_heads;
+  a.num_heads = p.num_heads;
+  a.num_reqs = p.num_reqs;
+  a.num_q_tiles = num_query_tiles(p);
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
@@ -159,17 +213,22 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
   a.lse = p.lse;
   a.lse_head_stride = p.lse_head_stride;
 
-  const auto kernel = attention::v3::paged_prefill_v3_kernel;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(attention::v3::kPrefillSmemBytes)),
-      "v3 shared memory limit");
-  const dim3 grid(p.num_heads,
-                  (p.max_query_len + PrefillShape::kBlockM - 1) / PrefillShape::kBlockM,
-                  p.num_reqs);
-  kernel<<<grid, PrefillShape::kThreads, attention::v3::kPrefillSmemBytes,
-           static_cast<cudaStream_t>(stream)>>>(q_map, kv_map, a);
-  return runtime::check_launch("paged_prefill_v3_kernel");
+  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles;  // < 2^31 (check_served)
+  int ctas = tiles;
+  if (grid.persistent) {
+    int device = 0, sms = 0;
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+    ctas = std::min(tiles, sms);  // one CTA fills an SM (shared memory, registers)
+  }
+  if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (p.head_size) {
+    case 64: return attention::v3::launch_prefill_kernel<64>(q_map, kv_map, a, ctas, s);
+    case 128: return attention::v3::launch_prefill_kernel<128>(q_map, kv_map, a, ctas, s);
+    default: return attention::v3::launch_prefill_kernel<256>(q_map, kv_map, a, ctas, s);
+  }
 }
 
 }  // namespace pagedattn::kernels::detail

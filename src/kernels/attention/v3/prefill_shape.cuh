@@ -1,11 +1,12 @@
-// Geometry, shared memory and arguments of the first Hopper ("v3") prefill kernel: head size 128,
-// 16-bit Q and K/V, pages of a multiple of 128 tokens (one KV tile never crosses a page, so TMA
-// copies whole tiles).
+// Geometry, shared memory and arguments of the Hopper ("v3") prefill kernel, per head size (64,
+// 128, 256): 16-bit Q and K/V, any page size (pages of a multiple of the KV tile: one KV tile never
+// crosses a page, so TMA copies whole tiles; smaller pages: a cp.async gather).
 //
-// A CTA has three warpgroups: warpgroup 0 is the producer (one warp issues TMA copies of Q once
-// and of K and V tiles into a two-stage ring), warpgroups 1 and 2 are consumers, each owning 64 of
-// the tile's 128 query rows. Tiles in shared memory are 128 rows x 128 columns as two 64-column
-// panels of 128-byte rows, 128-byte swizzled (device/wgmma.cuh).
+// A CTA has three or four warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K
+// and V tiles into a ring: prefill_producer.cuh), the others are consumers, each owning 64 of the
+// tile's query rows (128 with two consumers, 192 with three). Tiles in shared memory are panels of
+// 64 16-bit columns with 128-byte rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64,
+// two at 128, four at 256.
 #pragma once
 
 #include <cstddef>
@@ -15,34 +16,62 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
+// Per head size, chosen by the register and shared-memory budgets:
+// - D 64 and 128: 128-key tiles. A consumer thread holds S (64 floats), P (32 registers) and O
+//   (D / 2 floats). D 64 does half the matrix work per tile for the same softmax, so it has three
+//   consumers (below) and a third stage (24 + 3 * 32 KB) to cover TMA latency; D 128 keeps two
+//   stages (3 measured slower).
+// - D 256: 64-key tiles. 128-key tiles would need 64 KB (Q) + 2 stages x 2 x 64 KB = 320 KB of the
+//   227 KB, and S + P + O = 64 + 32 + 128 registers of the 224; at 64 keys Q 64 KB + 2 x 2 x 32 KB
+//   = 192 KB and S + P + O = 32 + 16 + 128.
+template <int kD>
 struct PrefillShape {
-  static constexpr int kHeadDim = 128;
-  static constexpr int kBlockM = 128;  // query rows per CTA
-  static constexpr int kBlockN = 128;  // keys per KV tile
-  static constexpr int kStages = 2;
-  static constexpr int kPanelBytes = 128 * 128;       // 128 rows of 64 16-bit columns
-  static constexpr int kTileBytes = 2 * kPanelBytes;  // kHeadDim columns
+  static_assert(kD == 64 || kD == 128 || kD == 256, "v3 prefill head sizes: 64, 128, 256");
+  static constexpr int kHeadDim = kD;
+  // D 64 does half the matrix work of D 128 per tile for the same softmax, so two consumers cannot
+  // hide one's softmax behind the other's products: three take turns (192 query rows).
+  static constexpr int kConsumers = kD == 64 ? 3 : 2;  // warpgroups of 64 query rows
+  static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
+  static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
+  static constexpr int kStages = kD < 128 ? 3 : 2;
+  static constexpr int kPanels = kD / 64;
+  static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
+  static constexpr int kKvPanelBytes = kBlockN * 128;
+  static constexpr int kQTileBytes = kPanels * kQPanelBytes;
+  static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
+  static constexpr int kScoreRegs = kBlockN / 2;  // S of 64 rows x kBlockN keys per thread
+  static constexpr int kKeySteps = kBlockN / 16;  // k16 steps of P·V (P fragments per thread)
+  static constexpr int kOChunkCols = kD < 128 ? kD : 128;  // O columns per P·V wgmma (N <= 128)
+  static constexpr int kOChunks = kD / kOChunkCols;
+  static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
-  static constexpr int kThreads = 3 * 128;
-  // Registers per thread after reallocation: 128 * 56 + 256 * 224 = 64,512 of the SM's 65,536.
-  // ptxas spills the producer (its cp.async path for a partial V tile) at 40 and below; the
-  // consumers hold S, O (64 floats each) and P (32 registers) at once without spilling at 224.
-  static constexpr int kProducerRegisters = 56;
-  static constexpr int kConsumerRegisters = 224;
+  static constexpr int kThreads = (1 + kConsumers) * 128;
+  // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
+  // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
+  // 384 * 160 = 65,536 (the consumers spill at 152; the producer spills about 80 bytes at 32, off
+  // the matrix path).
+  static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 56;
+  static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : 224;
 };
 
+template <int kD>
 struct PrefillSmem {
-  uint8_t q[PrefillShape::kTileBytes];
-  uint8_t k[PrefillShape::kStages][PrefillShape::kTileBytes];
-  uint8_t v[PrefillShape::kStages][PrefillShape::kTileBytes];
+  using S = PrefillShape<kD>;
+  uint8_t q[S::kQTileBytes];
+  uint8_t k[S::kStages][S::kKvTileBytes];
+  uint8_t v[S::kStages][S::kKvTileBytes];
   uint64_t q_full;
-  uint64_t k_full[PrefillShape::kStages];
-  uint64_t k_empty[PrefillShape::kStages];
-  uint64_t v_full[PrefillShape::kStages];
-  uint64_t v_empty[PrefillShape::kStages];
+  uint64_t q_empty;  // both consumers are done with Q's last product of a work tile
+  uint64_t k_full[S::kStages];
+  uint64_t k_empty[S::kStages];
+  uint64_t v_full[S::kStages];
+  uint64_t v_empty[S::kStages];
 };
 // The dynamic allocation leaves room to align the tiles to 1024 bytes (the swizzle's period).
-constexpr size_t kPrefillSmemBytes = sizeof(PrefillSmem) + 1024;
+template <int kD>
+constexpr size_t prefill_smem_bytes() {
+  return sizeof(PrefillSmem<kD>) + 1024;
+}
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
@@ -55,13 +84,20 @@ struct PrefillArgs {
       kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
+  bool gather;         // K/V by cp.async through the block table (pages smaller than a KV tile)
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
+  // Work tiles (query head, request, query tile of kBlockM rows), numbered head fastest and query
+  // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
+  // gridDim.x, ... (one each when the grid has a CTA per tile).
+  int num_heads;
+  int num_reqs;
+  int num_q_tiles;  // of the longest request
   float scale;
   float scale_log2;  // scale * log2(e)
   MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
-  uint16_t* out;     // [num_tokens, num_heads, 128]
+  uint16_t* out;     // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;

@@ -1,0 +1,28 @@
+// The body of launch_prefill_kernel<kD> (prefill_instance.h), included by the per-size files.
+#pragma once
+
+#include <string>
+
+#include "kernels/attention/v3/prefill_instance.h"
+#include "kernels/attention/v3/prefill_kernel.cuh"
+#include "runtime/check.h"
+
+namespace pagedattn::kernels::attention::v3 {
+
+template <int kD>
+Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                             const PrefillArgs& args, int grid, cudaStream_t stream) {
+  if constexpr (!prefill_head_size_built(kD)) {
+    return unimplemented("paged attention v3: head size " + std::to_string(kD) + " is not built");
+  } else {
+    const auto kernel = paged_prefill_v3_kernel<kD>;
+    constexpr int kSmem = static_cast<int>(prefill_smem_bytes<kD>());
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+        "v3 shared memory limit");
+    kernel<<<grid, PrefillShape<kD>::kThreads, kSmem, stream>>>(q_map, kv_map, args);
+    return runtime::check_launch("paged_prefill_v3_kernel");
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3

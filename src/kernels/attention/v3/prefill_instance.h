@@ -1,0 +1,29 @@
+// One head size's v3 prefill launch, instantiated in its own sm_90a file (prefill_hd<D>_sm90.cu)
+// so the sizes compile in parallel. Host-only header.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "kernels/attention/head_sizes.h"
+#include "kernels/attention/v3/prefill_shape.cuh"
+#include "pagedattn/status.h"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// True when the build keeps head size d (PAGEDATTN_HEAD_SIZES) and v3 has a shape for it.
+constexpr bool prefill_head_size_built(int d) {
+  if (d != 64 && d != 128 && d != 256) return false;
+  for (int n : BuiltHeadSizes::kValues) {
+    if (n == d) return true;
+  }
+  return false;
+}
+
+// Launches `grid` CTAs of the kD kernel on `stream`. A size the build does not keep instantiates
+// no kernel and returns Unimplemented.
+template <int kD>
+Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                             const PrefillArgs& args, int grid, cudaStream_t stream);
+
+}  // namespace pagedattn::kernels::attention::v3

@@ -1,0 +1,72 @@
+// The work tiles of the v3 prefill kernel and the order a CTA takes them in (prefill_shape.cuh,
+// PrefillArgs): tile t is query head t % num_heads of request (t / num_heads) % num_reqs, query
+// tile num_q_tiles - 1 - t / (num_heads * num_reqs). Under a causal mask later query tiles see more
+// keys, so the longest tiles of every request come first and the short ones fill the end; the
+// query heads of one KV head are neighbours, so CTAs running together share K/V in L2. Every
+// thread of a CTA walks the same sequence, so the roles agree on it without communicating.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/attention/mask.h"
+#include "kernels/attention/v3/prefill_shape.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// One work tile: one request, one query head, kBlockM query rows.
+struct PrefillTile {
+  int req;
+  int head;
+  int kv_head;
+  int q_start;  // the request's first token in the packed batch
+  int q_len;
+  int k_len;
+  int q0;            // first query row of the tile, within the request
+  int num_kv_tiles;  // KV tiles any of its rows can see
+};
+
+// Fills w for tile t; false when the tile has no rows or no visible keys (nothing to compute).
+template <int kD>
+__device__ __forceinline__ bool describe_tile(const PrefillArgs& a, int t, PrefillTile& w) {
+  using S = PrefillShape<kD>;
+  w.head = t % a.num_heads;
+  const int rest = t / a.num_heads;
+  w.req = rest % a.num_reqs;
+  w.kv_head = w.head / a.group;
+  w.q_start = a.cu_seqlens_q[w.req];
+  w.q_len = a.cu_seqlens_q[w.req + 1] - w.q_start;
+  w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * S::kBlockM;
+  if (w.q0 >= w.q_len) return false;
+  w.k_len = a.seqused_k[w.req];
+  // The tile's last row sees the most keys (the queries are the last q_len positions).
+  const int last_row = min(w.q0 + S::kBlockM, w.q_len) - 1;
+  const KeyRange<int> seen = visible_keys(a.mask, w.k_len, last_row + w.k_len - w.q_len);
+  w.num_kv_tiles = (seen.hi + 1 + S::kBlockN - 1) / S::kBlockN;
+  return w.num_kv_tiles > 0;
+}
+
+// This CTA's tiles with work, in order. Round r hands tiles [r * gridDim.x, (r + 1) * gridDim.x)
+// out one per CTA, in CTA order on even rounds and reversed on odd ones: tiles shrink along the
+// order under a causal mask, so a fixed order would give CTA 0 the longest tile of every round,
+// and the snake pairs each long tile with a short one. (A grid of one CTA per tile has one round.)
+struct TileWalk {
+  int total;  // num_heads * num_reqs * num_q_tiles
+  int round = 0;
+
+  __device__ __forceinline__ int tile() const {
+    const int ctas = static_cast<int>(gridDim.x), b = static_cast<int>(blockIdx.x);
+    return round * ctas + ((round & 1) ? ctas - 1 - b : b);
+  }
+  // Moves to the next tile with work, this round's included; false when none is left.
+  template <int kD>
+  __device__ __forceinline__ bool find(const PrefillArgs& a, PrefillTile& w) {
+    for (; round * static_cast<int>(gridDim.x) < total; ++round) {
+      const int t = tile();
+      if (t < total && describe_tile<kD>(a, t, w)) return true;
+    }
+    return false;
+  }
+  __device__ __forceinline__ void advance() { ++round; }
+};
+
+}  // namespace pagedattn::kernels::attention::v3
