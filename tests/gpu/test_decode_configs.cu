@@ -1,7 +1,8 @@
-// Candidate decode kernel configurations against the float64 oracle, so that a configuration the
-// benchmark finds faster can become the default once it passes here: FP8 tiles of 128 keys with
-// 2 stages (timed 2.5-5% faster than the default 3 stages on the H200), 16-bit tiles of 64 keys
-// with 2 stages (3 CTAs per SM).
+// The decode kernel configurations DecodeBench times, against the float64 oracle, so that the one
+// it finds fastest can become the default: the per-unit pipeline (the previous default), the
+// tile stream with and without L2 prefetches, 2 to 4 stages. Each runs with the library's plan
+// for its occupancy and on 3 CTAs (every CTA streams many units, some shorter than its
+// lookahead).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -47,21 +48,63 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
   c.seq_lens = {1, 17, 130, 777, 2000, 65, 4099, 9000};
   c.query_lens = {1, 1, 2, 1, 1, 3, 1, 1};
   for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-    const DecodeRunResult r = run_decode_case(c, layout, config_options<Cfg>());
-    EXPECT_TRUE(r.cmp.pass) << name << ": max_abs " << r.cmp.max_abs_error << "\n" << r.cmp.detail;
+    for (int ctas : {0, 3}) {
+      DecodeRunOptions o = config_options<Cfg>();
+      o.num_ctas = ctas;
+      const DecodeRunResult r = run_decode_case(c, layout, o);
+      EXPECT_TRUE(r.cmp.pass) << name << " ctas " << ctas << ": max_abs " << r.cmp.max_abs_error
+                              << "\n"
+                              << r.cmp.detail;
+    }
   }
 }
 
-TEST(DecodeConfigs, Fp8TilesOf128KeysTwoStages) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_config_passes<kernels::decode::DecodeConfig<128, kernels::CacheKind::kFp8E4M3, 128, 2>>(
-      KVCacheDType::kFP8E4M3, "fp8_128x2");
+template <int kBlockN, int kStages, bool kStream, int kPrefetch>
+void expect_fp8_config_passes() {
+  using Cfg = kernels::decode::DecodeConfig<128, kernels::CacheKind::kFp8E4M3, kBlockN, kStages,
+                                            kStream, kPrefetch>;
+  expect_config_passes<Cfg>(KVCacheDType::kFP8E4M3, "fp8_" + std::to_string(kBlockN) + "x" +
+                                                        std::to_string(kStages) + "p" +
+                                                        std::to_string(kPrefetch));
 }
 
-TEST(DecodeConfigs, Bf16TilesOf64KeysTwoStages) {
+template <int kBlockN, int kStages, bool kStream, int kPrefetch>
+void expect_bf16_config_passes() {
+  using Cfg = kernels::decode::DecodeConfig<128, kernels::CacheKind::kBF16, kBlockN, kStages,
+                                            kStream, kPrefetch>;
+  expect_config_passes<Cfg>(KVCacheDType::kAuto, "bf16_" + std::to_string(kBlockN) + "x" +
+                                                     std::to_string(kStages) + "p" +
+                                                     std::to_string(kPrefetch));
+}
+
+TEST(DecodeConfigs, Fp8PerUnitPipelines) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_config_passes<kernels::decode::DecodeConfig<128, kernels::CacheKind::kBF16, 64, 2>>(
-      KVCacheDType::kAuto, "bf16_64x2");
+  expect_fp8_config_passes<128, 3, false, 0>();
+  expect_fp8_config_passes<128, 2, false, 0>();
+}
+
+TEST(DecodeConfigs, Fp8Streams) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_fp8_config_passes<128, 3, true, 0>();
+  expect_fp8_config_passes<128, 3, true, 4>();
+  expect_fp8_config_passes<128, 2, true, 2>();
+  expect_fp8_config_passes<128, 2, true, 4>();
+  expect_fp8_config_passes<64, 3, true, 4>();
+}
+
+TEST(DecodeConfigs, Bf16PerUnitPipelines) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_bf16_config_passes<64, 3, false, 0>();
+  expect_bf16_config_passes<64, 2, false, 0>();
+}
+
+TEST(DecodeConfigs, Bf16Streams) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_bf16_config_passes<64, 3, true, 0>();
+  expect_bf16_config_passes<64, 3, true, 4>();
+  expect_bf16_config_passes<64, 2, true, 2>();
+  expect_bf16_config_passes<64, 2, true, 4>();
+  expect_bf16_config_passes<64, 4, true, 2>();
 }
 
 }  // namespace

@@ -86,28 +86,37 @@ __device__ __forceinline__ int key_slot(const DecodeArgs& a, int key) {
   return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
 }
 
-// Block ids of tile `tile`'s key rows into its ring slot (cp.async, in the caller's group);
+// Block ids of tile `tile`'s key rows into ring slot `slot` (cp.async, in the caller's group);
 // rows outside the unit get 0.
 template <typename Cfg>
 __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitWork& w, int tile,
-                                                bool live, int32_t* ring) {
+                                                bool live, int32_t* ring, int slot) {
   if (threadIdx.x < Cfg::kBlockN) {
     const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
     const int key = tile * Cfg::kBlockN + threadIdx.x;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    device::cp_async_4(
-        device::smem_addr(ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN + threadIdx.x),
-        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+    device::cp_async_4(device::smem_addr(ring + slot * Cfg::kBlockN + threadIdx.x),
+                       ok ? table + key_block(a, key) : table, ok ? 4 : 0);
   }
+}
+
+// Byte offset of key `key`'s K row of the unit's head in the cache (its block id from `ids`).
+template <typename Cfg>
+__device__ __forceinline__ int64_t key_row_offset(const DecodeArgs& a, const UnitWork& w,
+                                                  const int32_t* ids, int row, int key) {
+  return (static_cast<int64_t>(ids[row]) * a.block_stride + key_slot(a, key) * a.token_stride +
+          w.kv_head * a.head_stride) *
+         Cfg::kElemBytes;
 }
 
 // K and V rows of tile `tile` into a stage (rows of kRowBytes; K then V). Consecutive threads
 // copy consecutive 16-byte chunks of a row.
 template <typename Cfg>
 __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
-                                             bool live, const int32_t* ring, char* stage) {
+                                             bool live, const int32_t* ring, int slot,
+                                             char* stage) {
   const char* cache = static_cast<const char*>(a.p.kv_cache);
-  const int32_t* ids = ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN;
+  const int32_t* ids = ring + slot * Cfg::kBlockN;
   constexpr int kPasses = Cfg::kBlockN * Cfg::kChunks / Cfg::kThreads;
   constexpr int kElemsPerChunk = 16 / Cfg::kElemBytes;
 #pragma unroll
@@ -116,9 +125,7 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
     const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
     const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    const char* k_src = cache + (static_cast<int64_t>(ids[row]) * a.block_stride +
-                                 key_slot(a, key) * a.token_stride + w.kv_head * a.head_stride) *
-                                    Cfg::kElemBytes;
+    const char* k_src = cache + key_row_offset<Cfg>(a, w, ids, row, key);
     const char* v_src = k_src + static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes;
     char* k_dst = stage + row * Cfg::kRowBytes + c * 16;
     char* v_dst = k_dst + Cfg::kTileBytes;
@@ -135,6 +142,30 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
         device::cp_async_8(device::smem_addr(v_dst + 8 * half), v_src + c * 16 + 8 * half, bytes);
       }
     }
+  }
+}
+
+// L2 prefetches of tile `tile`'s K and V rows (block ids in ring slot `slot`, already landed):
+// one 128-byte line per thread and pass, no shared memory, nothing waits for them.
+template <typename Cfg>
+__device__ __forceinline__ void prefetch_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
+                                                 bool live, const int32_t* ring, int slot) {
+  constexpr int kLines = (Cfg::kHeadDim * Cfg::kElemBytes + 127) / 128;  // per K or V row
+  constexpr int kItems = 2 * Cfg::kBlockN * kLines;
+  if (!live) return;
+  const char* cache = static_cast<const char*>(a.p.kv_cache);
+  const int32_t* ids = ring + slot * Cfg::kBlockN;
+  for (int idx = threadIdx.x; idx < kItems; idx += Cfg::kThreads) {
+    const int row = idx / (2 * kLines), rest = idx % (2 * kLines);
+    const int key = tile * Cfg::kBlockN + row;
+    const int line = rest % kLines;
+    if (key < w.kv_begin || key >= w.kv_end ||
+        line * 128 >= a.p.head_size * Cfg::kElemBytes) {
+      continue;
+    }
+    const char* src = cache + key_row_offset<Cfg>(a, w, ids, row, key) + line * 128 +
+                      (rest >= kLines ? static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes : 0);
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
   }
 }
 

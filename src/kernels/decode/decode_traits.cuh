@@ -16,7 +16,12 @@
 
 namespace pagedattn::kernels::decode {
 
-template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_>
+// kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
+// tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
+// drains its own pipeline). kPrefetch: tiles beyond the pipeline whose K/V rows are prefetched
+// into L2 (more bytes in flight without shared memory; stream only).
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
+          int kPrefetch_ = 0>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -27,36 +32,45 @@ struct DecodeConfig {
   static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
+  static constexpr bool kStream = kStream_;
+  static constexpr int kPrefetch = kPrefetch_;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
   static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
   static constexpr int kTileBytes = kBlockN * kRowBytes;      // K or V
   static constexpr int kStageBytes = 2 * kTileBytes;
-  // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
-  static constexpr int kRingTiles = 2 * kStages - 2;
+  // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them
+  // (and kPrefetch tiles further for the L2 prefetches).
+  static constexpr int kRingTiles = 2 * kStages - 2 + kPrefetch;
   static constexpr int kRingBytes = kRingTiles * kBlockN * 4;
   static constexpr int kORowFloats = kHeadDim + 4;
   static constexpr int kEpilogueBytes = kWarps * kDecodeRowsPerTile * (kORowFloats + 2) * 4;
   static constexpr int kPipelineBytes = kStages * kStageBytes + kRingBytes;
-  static constexpr int kSmemBytes =
+  // The stream's epilogue uses the stage its unit's last tile came from when it fits (the other
+  // stages hold the next tiles in flight), else its own region after the ring.
+  static constexpr bool kEpilogueInStage = kEpilogueBytes <= kStageBytes;
+  static constexpr int kStreamSmemBytes = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
+  static constexpr int kUnitSmemBytes =
       kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
+  static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
   static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
   static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
+  static_assert(kStream || kPrefetch == 0, "L2 prefetches need the stream's lookahead");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
-// 128-key tiles (the bytes of 64 16-bit keys), 3 stages. Alternatives timed on the H200 in one call
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA with L2
+// prefetches 2 tiles ahead of the copies. Per-unit pipelines timed on the H200 in one call
 // (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
 // 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
-// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008. FP8 128/2 is the next
-// candidate once its results have been checked against the oracle on the device.
+// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008.
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
-    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
+    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3, true, 2>;
 
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
