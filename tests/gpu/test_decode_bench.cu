@@ -71,9 +71,10 @@ double median_ms(F&& launch) {
 
 // Kernel configurations other than the default (tile keys, stages, stream, L2 prefetch), D 128,
 // bf16 queries: each plans for its own occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, bool kStream, int kPrefetch, kernels::CacheKind kCache>
+template <int kBlockN, int kStages, bool kStream, int kPrefetch, kernels::CacheKind kCache,
+          bool kFp8Mma = false>
 std::string time_config(const TimeDecode& time_decode) {
-  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch>;
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch, kFp8Mma>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
   auto launch = [](const kernels::DecodeAttentionParams& pp) {
     const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
@@ -81,7 +82,8 @@ std::string time_config(const TimeDecode& time_decode) {
     (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
-  return std::string(" ") + (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "s" +
+  return std::string(" ") + (kStream ? "stream" : "unit") + (kFp8Mma ? "mma8_" : "") +
+         std::to_string(kBlockN) + "s" +
          std::to_string(kStages) + "p" + std::to_string(kPrefetch) + "x" +
          std::to_string(per_sm) + ":" + std::to_string(ms);
 }
@@ -92,12 +94,17 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
   constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
     return time_config<128, 3, false, 0, kE4M3>(t) + time_config<128, 2, false, 0, kE4M3>(t) +
-           time_config<128, 3, true, 0, kE4M3>(t) + time_config<128, 3, true, 4, kE4M3>(t) +
-           time_config<128, 2, true, 2, kE4M3>(t) + time_config<128, 2, true, 4, kE4M3>(t) +
-           time_config<64, 3, true, 4, kE4M3>(t);
+           time_config<128, 3, true, 0, kE4M3>(t) + time_config<128, 3, true, 2, kE4M3>(t) +
+           time_config<128, 3, true, 4, kE4M3>(t) + time_config<128, 2, true, 2, kE4M3>(t) +
+           time_config<128, 3, true, 0, kE4M3, true>(t) +
+           time_config<128, 3, true, 4, kE4M3, true>(t) +
+           time_config<128, 2, true, 2, kE4M3, true>(t) +
+           time_config<128, 2, true, 4, kE4M3, true>(t) +
+           time_config<64, 3, true, 2, kE4M3, true>(t);
   }
   return time_config<64, 3, false, 0, kBF16>(t) + time_config<64, 2, false, 0, kBF16>(t) +
-         time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 4, kBF16>(t) +
+         time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 2, kBF16>(t) +
+         time_config<64, 3, true, 4, kBF16>(t) +
          time_config<64, 2, true, 2, kBF16>(t) + time_config<64, 2, true, 4, kBF16>(t) +
          time_config<64, 4, true, 2, kBF16>(t);
 }

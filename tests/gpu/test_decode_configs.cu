@@ -59,13 +59,13 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
   }
 }
 
-template <int kBlockN, int kStages, bool kStream, int kPrefetch>
+template <int kBlockN, int kStages, bool kStream, int kPrefetch, bool kFp8Mma = false>
 void expect_fp8_config_passes() {
   using Cfg = kernels::decode::DecodeConfig<128, kernels::CacheKind::kFp8E4M3, kBlockN, kStages,
-                                            kStream, kPrefetch>;
-  expect_config_passes<Cfg>(KVCacheDType::kFP8E4M3, "fp8_" + std::to_string(kBlockN) + "x" +
-                                                        std::to_string(kStages) + "p" +
-                                                        std::to_string(kPrefetch));
+                                            kStream, kPrefetch, kFp8Mma>;
+  expect_config_passes<Cfg>(KVCacheDType::kFP8E4M3,
+                            std::string(kFp8Mma ? "fp8mma_" : "fp8_") + std::to_string(kBlockN) +
+                                "x" + std::to_string(kStages) + "p" + std::to_string(kPrefetch));
 }
 
 template <int kBlockN, int kStages, bool kStream, int kPrefetch>
@@ -86,10 +86,18 @@ TEST(DecodeConfigs, Fp8PerUnitPipelines) {
 TEST(DecodeConfigs, Fp8Streams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_fp8_config_passes<128, 3, true, 0>();
+  expect_fp8_config_passes<128, 3, true, 2>();
   expect_fp8_config_passes<128, 3, true, 4>();
   expect_fp8_config_passes<128, 2, true, 2>();
-  expect_fp8_config_passes<128, 2, true, 4>();
-  expect_fp8_config_passes<64, 3, true, 4>();
+}
+
+TEST(DecodeConfigs, Fp8TensorCoreScores) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_fp8_config_passes<128, 3, true, 0, true>();
+  expect_fp8_config_passes<128, 3, true, 4, true>();
+  expect_fp8_config_passes<128, 2, true, 2, true>();
+  expect_fp8_config_passes<128, 2, true, 4, true>();
+  expect_fp8_config_passes<64, 3, true, 2, true>();
 }
 
 TEST(DecodeConfigs, Bf16PerUnitPipelines) {
@@ -101,6 +109,7 @@ TEST(DecodeConfigs, Bf16PerUnitPipelines) {
 TEST(DecodeConfigs, Bf16Streams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_bf16_config_passes<64, 3, true, 0>();
+  expect_bf16_config_passes<64, 3, true, 2>();
   expect_bf16_config_passes<64, 3, true, 4>();
   expect_bf16_config_passes<64, 2, true, 2>();
   expect_bf16_config_passes<64, 2, true, 4>();

@@ -19,9 +19,10 @@ namespace pagedattn::kernels::decode {
 // kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
 // tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
 // drains its own pipeline). kPrefetch: tiles beyond the pipeline whose K/V rows are prefetched
-// into L2 (more bytes in flight without shared memory; stream only).
+// into L2 (more bytes in flight without shared memory; stream only). kFp8Mma: FP8 caches with
+// bf16 queries run Q K^T on FP8 tensor cores (decode_fp8_qk.cuh; head sizes multiple of 32).
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kPrefetch_ = 0>
+          int kPrefetch_ = 0, bool kFp8Mma_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -34,6 +35,7 @@ struct DecodeConfig {
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
   static constexpr bool kStream = kStream_;
   static constexpr int kPrefetch = kPrefetch_;
+  static constexpr bool kFp8Mma = kFp8Mma_;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
@@ -54,23 +56,31 @@ struct DecodeConfig {
   static constexpr int kUnitSmemBytes =
       kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
   static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
+  // The stream's register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB
+  // reserved per CTA; at most 4), so that registers never lower the occupancy. The per-unit
+  // pipeline keeps the compiler's own choice (as it was timed).
+  static constexpr int kSmemCtasPerSm = 233472 / (kSmemBytes + 1024);
+  static constexpr int kMinCtasPerSm =
+      !kStream || kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
   static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
   static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
   static_assert(kStream || kPrefetch == 0, "L2 prefetches need the stream's lookahead");
+  static_assert(!kFp8Mma || (kFp8 && kHeadDim % 32 == 0), "FP8 MMAs: FP8 caches, k32 steps");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
 // 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA with L2
-// prefetches 2 tiles ahead of the copies. Per-unit pipelines timed on the H200 in one call
+// prefetches 2 tiles ahead of the copies; FP8 Q K^T on FP8 tensor cores where the head size allows. Per-unit pipelines timed on the H200 in one call
 // (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
 // 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
 // 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008.
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
-    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3, true, 2>;
+    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3, true, 2,
+                 is_fp8(kCache) && kHeadDim % 32 == 0>;
 
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
