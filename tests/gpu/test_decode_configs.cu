@@ -59,22 +59,27 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
   }
 }
 
+// D 128, bf16 queries, an e4m3 or bf16 cache.
+template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kPrefetch,
+          bool kFp8Mma = false>
+void expect_passes() {
+  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch,
+                                            kFp8Mma>;
+  constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
+  expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
+                            std::string(kFp8 ? (kFp8Mma ? "fp8mma_" : "fp8_") : "bf16_") +
+                                (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "x" +
+                                std::to_string(kStages) + "p" + std::to_string(kPrefetch));
+}
+
 template <int kBlockN, int kStages, bool kStream, int kPrefetch, bool kFp8Mma = false>
 void expect_fp8_config_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kernels::CacheKind::kFp8E4M3, kBlockN, kStages,
-                                            kStream, kPrefetch, kFp8Mma>;
-  expect_config_passes<Cfg>(KVCacheDType::kFP8E4M3,
-                            std::string(kFp8Mma ? "fp8mma_" : "fp8_") + std::to_string(kBlockN) +
-                                "x" + std::to_string(kStages) + "p" + std::to_string(kPrefetch));
+  expect_passes<kernels::CacheKind::kFp8E4M3, kBlockN, kStages, kStream, kPrefetch, kFp8Mma>();
 }
 
 template <int kBlockN, int kStages, bool kStream, int kPrefetch>
 void expect_bf16_config_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kernels::CacheKind::kBF16, kBlockN, kStages,
-                                            kStream, kPrefetch>;
-  expect_config_passes<Cfg>(KVCacheDType::kAuto, "bf16_" + std::to_string(kBlockN) + "x" +
-                                                     std::to_string(kStages) + "p" +
-                                                     std::to_string(kPrefetch));
+  expect_passes<kernels::CacheKind::kBF16, kBlockN, kStages, kStream, kPrefetch>();
 }
 
 TEST(DecodeConfigs, Fp8PerUnitPipelines) {
