@@ -97,13 +97,14 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
            time_config<128, 3, true, 0, kE4M3>(t) + time_config<128, 3, true, 2, kE4M3>(t) +
            time_config<128, 3, true, 4, kE4M3>(t) + time_config<128, 2, true, 2, kE4M3>(t) +
            time_config<128, 3, true, 0, kE4M3, true>(t) +
+           time_config<128, 3, true, 1, kE4M3, true>(t) +
            time_config<128, 3, true, 4, kE4M3, true>(t) +
            time_config<128, 2, true, 2, kE4M3, true>(t) +
            time_config<128, 2, true, 4, kE4M3, true>(t) +
            time_config<64, 3, true, 2, kE4M3, true>(t);
   }
   return time_config<64, 3, false, 0, kBF16>(t) + time_config<64, 2, false, 0, kBF16>(t) +
-         time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 2, kBF16>(t) +
+         time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 1, kBF16>(t) +
          time_config<64, 3, true, 4, kBF16>(t) +
          time_config<64, 2, true, 2, kBF16>(t) + time_config<64, 2, true, 4, kBF16>(t) +
          time_config<64, 4, true, 2, kBF16>(t);

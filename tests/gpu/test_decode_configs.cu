@@ -99,6 +99,7 @@ TEST(DecodeConfigs, Fp8Streams) {
 TEST(DecodeConfigs, Fp8TensorCoreScores) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_fp8_config_passes<128, 3, true, 0, true>();
+  expect_fp8_config_passes<128, 3, true, 1, true>();
   expect_fp8_config_passes<128, 3, true, 4, true>();
   expect_fp8_config_passes<128, 2, true, 2, true>();
   expect_fp8_config_passes<128, 2, true, 4, true>();
@@ -114,7 +115,7 @@ TEST(DecodeConfigs, Bf16PerUnitPipelines) {
 TEST(DecodeConfigs, Bf16Streams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_bf16_config_passes<64, 3, true, 0>();
-  expect_bf16_config_passes<64, 3, true, 2>();
+  expect_bf16_config_passes<64, 3, true, 1>();
   expect_bf16_config_passes<64, 3, true, 4>();
   expect_bf16_config_passes<64, 2, true, 2>();
   expect_bf16_config_passes<64, 2, true, 4>();
