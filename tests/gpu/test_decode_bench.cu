@@ -72,9 +72,10 @@ double median_ms(F&& launch) {
 // Kernel configurations other than the default (tile keys, stages, stream, L2 prefetch), D 128,
 // bf16 queries: each plans for its own occupancy and launches with the library's combine.
 template <int kBlockN, int kStages, bool kStream, int kPrefetch, kernels::CacheKind kCache,
-          bool kFp8Mma = false>
+          bool kFp8Mma = false, int kWarps = 4>
 std::string time_config(const TimeDecode& time_decode) {
-  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch, kFp8Mma>;
+  using Cfg =
+      decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch, kFp8Mma, kWarps>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
   auto launch = [](const kernels::DecodeAttentionParams& pp) {
     const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
@@ -83,7 +84,7 @@ std::string time_config(const TimeDecode& time_decode) {
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
   return std::string(" ") + (kStream ? "stream" : "unit") + (kFp8Mma ? "mma8_" : "") +
-         std::to_string(kBlockN) + "s" +
+         std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "s" +
          std::to_string(kStages) + "p" + std::to_string(kPrefetch) + "x" +
          std::to_string(per_sm) + ":" + std::to_string(ms);
 }
@@ -101,13 +102,15 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
            time_config<128, 3, true, 4, kE4M3, true>(t) +
            time_config<128, 2, true, 2, kE4M3, true>(t) +
            time_config<128, 2, true, 4, kE4M3, true>(t) +
-           time_config<64, 3, true, 2, kE4M3, true>(t);
+           time_config<64, 3, true, 2, kE4M3, true>(t) +
+           time_config<64, 3, true, 2, kE4M3, true, 2>(t);
   }
   return time_config<64, 3, false, 0, kBF16>(t) + time_config<64, 2, false, 0, kBF16>(t) +
          time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 1, kBF16>(t) +
          time_config<64, 3, true, 4, kBF16>(t) +
          time_config<64, 2, true, 2, kBF16>(t) + time_config<64, 2, true, 4, kBF16>(t) +
-         time_config<64, 4, true, 2, kBF16>(t);
+         time_config<64, 4, true, 2, kBF16>(t) + time_config<32, 3, true, 2, kBF16, false, 2>(t) +
+         time_config<128, 2, true, 2, kBF16, false, 8>(t);
 }
 
 void run_shape(const BenchShape& s) {

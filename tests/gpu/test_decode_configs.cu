@@ -61,25 +61,28 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
 template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kPrefetch,
-          bool kFp8Mma = false>
+          bool kFp8Mma = false, int kWarps = 4>
 void expect_passes() {
   using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch,
-                                            kFp8Mma>;
+                                            kFp8Mma, kWarps>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? (kFp8Mma ? "fp8mma_" : "fp8_") : "bf16_") +
-                                (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "x" +
+                                (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "w" +
+                                std::to_string(kWarps) + "x" +
                                 std::to_string(kStages) + "p" + std::to_string(kPrefetch));
 }
 
-template <int kBlockN, int kStages, bool kStream, int kPrefetch, bool kFp8Mma = false>
+template <int kBlockN, int kStages, bool kStream, int kPrefetch, bool kFp8Mma = false,
+          int kWarps = 4>
 void expect_fp8_config_passes() {
-  expect_passes<kernels::CacheKind::kFp8E4M3, kBlockN, kStages, kStream, kPrefetch, kFp8Mma>();
+  expect_passes<kernels::CacheKind::kFp8E4M3, kBlockN, kStages, kStream, kPrefetch, kFp8Mma,
+                kWarps>();
 }
 
-template <int kBlockN, int kStages, bool kStream, int kPrefetch>
+template <int kBlockN, int kStages, bool kStream, int kPrefetch, int kWarps = 4>
 void expect_bf16_config_passes() {
-  expect_passes<kernels::CacheKind::kBF16, kBlockN, kStages, kStream, kPrefetch>();
+  expect_passes<kernels::CacheKind::kBF16, kBlockN, kStages, kStream, kPrefetch, false, kWarps>();
 }
 
 TEST(DecodeConfigs, Fp8PerUnitPipelines) {
@@ -104,6 +107,7 @@ TEST(DecodeConfigs, Fp8TensorCoreScores) {
   expect_fp8_config_passes<128, 2, true, 2, true>();
   expect_fp8_config_passes<128, 2, true, 4, true>();
   expect_fp8_config_passes<64, 3, true, 2, true>();
+  expect_fp8_config_passes<64, 3, true, 2, true, 2>();
 }
 
 TEST(DecodeConfigs, Bf16PerUnitPipelines) {
@@ -120,6 +124,8 @@ TEST(DecodeConfigs, Bf16Streams) {
   expect_bf16_config_passes<64, 2, true, 2>();
   expect_bf16_config_passes<64, 2, true, 4>();
   expect_bf16_config_passes<64, 4, true, 2>();
+  expect_bf16_config_passes<32, 3, true, 2, 2>();
+  expect_bf16_config_passes<128, 2, true, 2, 8>();
 }
 
 }  // namespace

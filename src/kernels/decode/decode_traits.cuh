@@ -1,11 +1,12 @@
 // Tile configuration of the decode kernel and the arguments it receives.
 //
-// A CTA has 4 warps and runs one work unit at a time: 16 packed query rows (one m16 tile) of one
-// KV head against a key range. Every warp holds the whole query tile in registers and takes its
-// own quarter of each KV tile's keys, with its own online-softmax state; the epilogue merges the
-// four. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches stay FP8 in shared
-// memory (half the bytes per key, so tiles of 128 keys at D <= 128) and are converted in
-// registers, with f16 MMAs (every FP8 value is exact in f16).
+// A CTA has 4 warps (by default) and runs one work unit at a time: 16 packed query rows (one m16
+// tile) of one KV head against a key range. Every warp holds the whole query tile in registers
+// and takes its own share of each KV tile's keys, with its own online-softmax state; the
+// epilogue merges the warps. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches
+// stay FP8 in shared memory (half the bytes per key, so tiles of 128 keys at D <= 128): Q K^T
+// on FP8 tensor cores (bf16 queries) or converted in registers to f16 MMAs, P V converted in
+// registers (every FP8 value is exact in f16).
 #pragma once
 
 #include <cstdint>
@@ -21,15 +22,16 @@ namespace pagedattn::kernels::decode {
 // drains its own pipeline). kPrefetch: tiles beyond the pipeline whose K/V rows are prefetched
 // into L2 (more bytes in flight without shared memory; stream only). kFp8Mma: FP8 caches with
 // bf16 queries run Q K^T on FP8 tensor cores (decode_fp8_qk.cuh; head sizes multiple of 32).
+// kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kPrefetch_ = 0, bool kFp8Mma_ = false>
+          int kPrefetch_ = 0, bool kFp8Mma_ = false, int kWarps_ = 4>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
   static constexpr bool kFp8 = is_fp8(kCache);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
-  static constexpr int kThreads = 128;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
