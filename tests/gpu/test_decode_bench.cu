@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <string>
 #include <utility>
-#include <random>
 #include <vector>
 
 #include "cuda_test_support.h"
@@ -44,7 +44,8 @@ using TimeDecode = std::function<double(
 struct BenchShape {
   int num_reqs = 64, seq_len = 4096, hq = 32, hkv = 8, d = 128, block = 16;
   DType cache = DType::kBF16;
-  bool hnd = false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
+  bool hnd =
+      false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
 };
 
 template <typename F>
@@ -84,9 +85,8 @@ std::string time_config(const TimeDecode& time_decode) {
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
   return std::string(" ") + (kStream ? "stream" : "unit") + (kFp8Mma ? "mma8_" : "") +
-         std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "s" +
-         std::to_string(kStages) + "p" + std::to_string(kPrefetch) + "x" +
-         std::to_string(per_sm) + ":" + std::to_string(ms);
+         std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "s" + std::to_string(kStages) +
+         "p" + std::to_string(kPrefetch) + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
 }
 
 // "unit..." is the previous kernel (one pipeline per unit): the baseline of the same run.
@@ -107,9 +107,9 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
   }
   return time_config<64, 3, false, 0, kBF16>(t) + time_config<64, 2, false, 0, kBF16>(t) +
          time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 1, kBF16>(t) +
-         time_config<64, 3, true, 4, kBF16>(t) +
-         time_config<64, 2, true, 2, kBF16>(t) + time_config<64, 2, true, 4, kBF16>(t) +
-         time_config<64, 4, true, 2, kBF16>(t) + time_config<32, 3, true, 2, kBF16, false, 2>(t) +
+         time_config<64, 3, true, 4, kBF16>(t) + time_config<64, 2, true, 2, kBF16>(t) +
+         time_config<64, 2, true, 4, kBF16>(t) + time_config<64, 4, true, 2, kBF16>(t) +
+         time_config<32, 3, true, 2, kBF16, false, 2>(t) +
          time_config<128, 2, true, 2, kBF16, false, 8>(t);
 }
 
@@ -267,12 +267,13 @@ void run_shape(const BenchShape& s) {
   const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::printf(
-      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, %d "
+      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
+      "%d "
       "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | variants ms:%s\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
-      s.hnd ? "HND" : "NHD",
-      decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
-      paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, variants.c_str());
+      s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
+      stats.num_merges, lib_per_sm, paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits,
+      variants.c_str());
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }

@@ -69,8 +69,8 @@ void expect_passes() {
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? (kFp8Mma ? "fp8mma_" : "fp8_") : "bf16_") +
                                 (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "w" +
-                                std::to_string(kWarps) + "x" +
-                                std::to_string(kStages) + "p" + std::to_string(kPrefetch));
+                                std::to_string(kWarps) + "x" + std::to_string(kStages) + "p" +
+                                std::to_string(kPrefetch));
 }
 
 template <int kBlockN, int kStages, bool kStream, int kPrefetch, bool kFp8Mma = false,

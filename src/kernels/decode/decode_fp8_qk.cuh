@@ -48,8 +48,9 @@ __device__ __forceinline__ void split_e4m3x4(const float (&x)[4], uint32_t& hi, 
   device::fp8x4_to_f16x2x2<device::Fp8Format::kE4M3>(hi, back01, back23);
   const float2 b01 = device::unpack_float2<__half>(back01);
   const float2 b23 = device::unpack_float2<__half>(back23);
-  lo = float2_to_e4m3x2(x[0] - b01.x, x[1] - b01.y) |
-       float2_to_e4m3x2(x[2] - b23.x, x[3] - b23.y) << 16;
+  const uint32_t lo01 = float2_to_e4m3x2(x[0] - b01.x, x[1] - b01.y);
+  const uint32_t lo23 = float2_to_e4m3x2(x[2] - b23.x, x[3] - b23.y);
+  lo = lo01 | lo23 << 16;
 }
 
 // Four query values of row `row` (nullptr: an invalid row) at column col, times the softmax
@@ -123,8 +124,8 @@ __device__ __forceinline__ void qk_step_fp8(float (&s)[4], const uint32_t (&qa)[
 template <typename Cfg>
 __device__ __forceinline__ void compute_scores_fp8_mma(float (&s)[Cfg::kWarpKeys / 8][4],
                                                        const uint32_t (&qa)[Cfg::kKSteps][4],
-                                                       const float (&inv_scale)[2],
-                                                       uint32_t k_smem, int warp_key0) {
+                                                       const float (&inv_scale)[2], uint32_t k_smem,
+                                                       int warp_key0) {
   constexpr int kSteps = Cfg::kHeadDim / 32;
   const int lane = threadIdx.x % 32;
 #pragma unroll

@@ -56,7 +56,8 @@ __device__ __forceinline__ void run_unit(const DecodeArgs& a, const UnitWork& w,
 }
 
 template <typename Cfg, typename T>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm) decode_kernel(const __grid_constant__ DecodeArgs a) {
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+    decode_kernel(const __grid_constant__ DecodeArgs a) {
   extern __shared__ __align__(128) char smem[];
   const char* plan = static_cast<const char*>(a.p.plan);
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);

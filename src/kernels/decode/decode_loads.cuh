@@ -159,8 +159,7 @@ __device__ __forceinline__ void prefetch_kv_tile(const DecodeArgs& a, const Unit
     const int row = idx / (2 * kLines), rest = idx % (2 * kLines);
     const int key = tile * Cfg::kBlockN + row;
     const int line = rest % kLines;
-    if (key < w.kv_begin || key >= w.kv_end ||
-        line * 128 >= a.p.head_size * Cfg::kElemBytes) {
+    if (key < w.kv_begin || key >= w.kv_end || line * 128 >= a.p.head_size * Cfg::kElemBytes) {
       continue;
     }
     const char* src = cache + key_row_offset<Cfg>(a, w, ids, row, key) + line * 128 +

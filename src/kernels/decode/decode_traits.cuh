@@ -75,10 +75,11 @@ struct DecodeConfig {
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
 // 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA with L2
-// prefetches 2 tiles ahead of the copies; FP8 Q K^T on FP8 tensor cores where the head size allows. Per-unit pipelines timed on the H200 in one call
-// (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
-// 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
-// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008.
+// prefetches 2 tiles ahead of the copies; FP8 Q K^T on FP8 tensor cores where the head size allows.
+// Per-unit pipelines timed on the H200 in one call (64 x 4096 decode, 32/8 heads, D 128, bf16
+// queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM) 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x
+// 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047, 128/2 0.1995 (4 x 32768: 0.1009 vs
+// 0.0956), 64/3 0.1992, 64/4 0.2008.
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
     DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3, true, 2,

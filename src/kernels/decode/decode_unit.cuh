@@ -15,7 +15,7 @@ namespace pagedattn::kernels::decode {
 // FP8 tensor cores for Q K^T: bf16 queries only (the hi + lo split keeps about a bf16 query's
 // precision, not an f16 one's).
 template <typename Cfg, typename T>
-inline constexpr bool kScoresOnFp8Mma = Cfg::kFp8Mma && std::is_same_v<T, __nv_bfloat16>;
+inline constexpr bool kScoresOnFp8Mma = Cfg::kFp8Mma&& std::is_same_v<T, __nv_bfloat16>;
 
 template <typename Cfg>
 struct UnitContext {
@@ -63,8 +63,8 @@ __device__ __forceinline__ void begin_unit(const DecodeArgs& a, const UnitWork& 
 // Tile `t` of the unit (K then V at `tile` in shared memory) into the warp's state.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void compute_tile(const DecodeArgs& a, const UnitWork& w,
-                                             const UnitContext<Cfg>& c, WarpState<Cfg>& st,
-                                             int t, const char* tile) {
+                                             const UnitContext<Cfg>& c, WarpState<Cfg>& st, int t,
+                                             const char* tile) {
   const int warp_key0 = (threadIdx.x / 32) * Cfg::kWarpKeys;
   const int key0 = t * Cfg::kBlockN;
   const bool need_mask = key0 < c.open_lo || key0 + Cfg::kBlockN - 1 > c.open_hi;
