@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -70,50 +71,58 @@ double median_ms(F&& launch) {
   return ms[ms.size() / 2];
 }
 
-// Kernel configurations other than the default (tile keys, stages, stream, L2 prefetch), D 128,
-// bf16 queries: each plans for its own occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, bool kStream, int kPrefetch, kernels::CacheKind kCache,
-          bool kFp8Mma = false, int kWarps = 4>
-std::string time_config(const TimeDecode& time_decode) {
-  using Cfg =
-      decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kPrefetch, kFp8Mma, kWarps>;
+// Kernel configurations other than the default (tile keys, stages, stream, warps; L2 fetch size
+// of the copies, 0 = the library's choice), D 128, bf16 queries: each plans for its own
+// occupancy and launches with the library's combine.
+template <int kBlockN, int kStages, bool kStream, kernels::CacheKind kCache, int kWarps = 4,
+          bool kBulk = false>
+std::string time_config(const TimeDecode& time_decode, int fetch = 0) {
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps, kBulk>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  auto launch = [](const kernels::DecodeAttentionParams& pp) {
-    const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+  auto launch = [fetch](const kernels::DecodeAttentionParams& pp) {
+    decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    if (fetch > 0) a.l2_fetch_bytes = fetch;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
-  return std::string(" ") + (kStream ? "stream" : "unit") + (kFp8Mma ? "mma8_" : "") +
+  return std::string(" ") + (kBulk ? "bulk" : (kStream ? "stream" : "unit")) +
          std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "s" + std::to_string(kStages) +
-         "p" + std::to_string(kPrefetch) + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
+         "f" + std::to_string(fetch) + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
 }
 
-// "unit..." is the previous kernel (one pipeline per unit): the baseline of the same run.
-std::string time_config_variants(DType cache, const TimeDecode& t) {
+// The stream with bulk copies (1-D TMA per key row).
+std::string time_bulk_variants(DType cache, const TimeDecode& t) {
   constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
   constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
-    return time_config<128, 3, false, 0, kE4M3>(t) + time_config<128, 2, false, 0, kE4M3>(t) +
-           time_config<128, 3, true, 0, kE4M3>(t) + time_config<128, 3, true, 2, kE4M3>(t) +
-           time_config<128, 3, true, 4, kE4M3>(t) + time_config<128, 2, true, 2, kE4M3>(t) +
-           time_config<128, 3, true, 0, kE4M3, true>(t) +
-           time_config<128, 3, true, 1, kE4M3, true>(t) +
-           time_config<128, 3, true, 4, kE4M3, true>(t) +
-           time_config<128, 2, true, 2, kE4M3, true>(t) +
-           time_config<128, 2, true, 4, kE4M3, true>(t) +
-           time_config<64, 3, true, 2, kE4M3, true>(t) +
-           time_config<64, 3, true, 2, kE4M3, true, 2>(t);
+    return time_config<128, 3, true, kE4M3, 4, true>(t) +
+           time_config<128, 5, true, kE4M3, 4, true>(t);
   }
-  return time_config<64, 3, false, 0, kBF16>(t) + time_config<64, 2, false, 0, kBF16>(t) +
-         time_config<64, 3, true, 0, kBF16>(t) + time_config<64, 3, true, 1, kBF16>(t) +
-         time_config<64, 3, true, 4, kBF16>(t) + time_config<64, 2, true, 2, kBF16>(t) +
-         time_config<64, 2, true, 4, kBF16>(t) + time_config<64, 4, true, 2, kBF16>(t) +
-         time_config<32, 3, true, 2, kBF16, false, 2>(t) +
-         time_config<128, 2, true, 2, kBF16, false, 8>(t);
+  return time_config<64, 3, true, kBF16, 4, true>(t) + time_config<64, 6, true, kBF16, 4, true>(t) +
+         time_config<32, 6, true, kBF16, 2, true>(t) + time_config<128, 3, true, kBF16, 8, true>(t);
 }
 
-void run_shape(const BenchShape& s) {
+// "unit...f256" is the previous kernel (one pipeline per unit, 256-byte L2 fetches): the
+// baseline of the same run.
+std::string time_config_variants(DType cache, const TimeDecode& t, bool bulk) {
+  if (bulk) return time_bulk_variants(cache, t);
+  constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
+  constexpr auto kBF16 = kernels::CacheKind::kBF16;
+  if (cache == DType::kFP8E4M3) {
+    return time_config<128, 3, false, kE4M3>(t, 256) + time_config<128, 3, true, kE4M3>(t, 256) +
+           time_config<128, 3, true, kE4M3>(t, 128) + time_config<128, 2, true, kE4M3>(t) +
+           time_config<128, 5, true, kE4M3>(t) + time_config<64, 6, true, kE4M3, 2>(t) +
+           time_config<64, 3, true, kE4M3, 2>(t);
+  }
+  return time_config<64, 3, false, kBF16>(t, 256) + time_config<64, 2, true, kBF16>(t) +
+         time_config<64, 6, true, kBF16>(t) + time_config<32, 3, true, kBF16, 2>(t) +
+         time_config<32, 6, true, kBF16, 2>(t) + time_config<128, 3, true, kBF16, 8>(t) +
+         time_config<64, 3, true, kBF16>(t, 128);
+}
+
+// bulk: the bulk-copy variants instead of the others (their own test: a hang stops only them).
+void run_shape(const BenchShape& s, bool bulk) {
   const int blocks_per_req = (s.seq_len + s.block - 1) / s.block;
   const int64_t num_blocks = int64_t{s.num_reqs} * blocks_per_req;
   const int elem = static_cast<int>(dtype_size(s.cache));
@@ -210,11 +219,7 @@ void run_shape(const BenchShape& s) {
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
   std::string variants;
-  for (int overhead : {16, 256}) {
-    variants += " c0=" + std::to_string(overhead) + ":" +
-                std::to_string(time_decode(lib_per_sm, overhead, library, nullptr));
-  }
-  if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
+  if (s.d == 128) variants += time_config_variants(s.cache, time_decode, bulk);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
   kernels::PagedAttentionParams a;
@@ -281,10 +286,9 @@ void run_shape(const BenchShape& s) {
 }
 
 // The issue's shapes: 64 x 4096 (32/8 heads) at pages 16 and 1024, and the peer suite's decode
-// shapes (64/8 heads; 32/32), each bf16 and FP8 e4m3, NHD and HND; then few long and many short
-// requests.
-TEST(DecodeBench, DISABLED_Shapes) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+// shapes (256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024 with 64/8, 32 x 8192 with 32/32),
+// each bf16 and FP8 e4m3, NHD and HND; then few long and many short requests.
+std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
   auto both_dtypes_and_layouts = [&](BenchShape s) {
     for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
@@ -300,12 +304,11 @@ TEST(DecodeBench, DISABLED_Shapes) {
     s.block = block;
     both_dtypes_and_layouts(s);
   }
-  for (const auto& [reqs, len] : {std::pair{256, 2048}, {8, 32768}, {128, 1024}}) {
+  for (const auto& [reqs, len, hq] : {std::tuple{256, 2048, 32}, {8, 32768, 32}, {128, 1024, 64}}) {
     BenchShape s;
     s.num_reqs = reqs;
     s.seq_len = len;
-    s.hq = 64;
-    s.hkv = 8;
+    s.hq = hq;
     both_dtypes_and_layouts(s);
   }
   BenchShape mha;
@@ -323,7 +326,17 @@ TEST(DecodeBench, DISABLED_Shapes) {
   many.num_reqs = 256;
   many.seq_len = 1024;
   shapes.push_back(many);
-  for (const BenchShape& s : shapes) run_shape(s);
+  return shapes;
+}
+
+TEST(DecodeBench, DISABLED_Shapes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const BenchShape& s : bench_shapes()) run_shape(s, false);
+}
+
+TEST(DecodeBench, DISABLED_Bulk) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const BenchShape& s : bench_shapes()) run_shape(s, true);
 }
 
 }  // namespace

@@ -100,6 +100,19 @@ __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitW
   }
 }
 
+// 16-byte global -> shared copy (zero-filled past src_bytes; 0 reads nothing) whose L2 miss
+// fetches kFetch bytes around it (256 or 128).
+template <int kFetch>
+__device__ __forceinline__ void cp_async_16_fetch(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (kFetch == 256) {
+    device::cp_async_16(dst, src, src_bytes);
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+}
+
 // Byte offset of key `key`'s K row of the unit's head in the cache (its block id from `ids`).
 template <typename Cfg>
 __device__ __forceinline__ int64_t key_row_offset(const DecodeArgs& a, const UnitWork& w,
@@ -132,8 +145,13 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
     const int col = c * kElemsPerChunk;
     if (!Cfg::kFp8 || a.wide_copies) {
       const int bytes = ok && col < a.p.head_size ? 16 : 0;
-      device::cp_async_16(device::smem_addr(k_dst), k_src + c * 16, bytes);
-      device::cp_async_16(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      if (a.l2_fetch_bytes == 256) {
+        cp_async_16_fetch<256>(device::smem_addr(k_dst), k_src + c * 16, bytes);
+        cp_async_16_fetch<256>(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      } else {
+        cp_async_16_fetch<128>(device::smem_addr(k_dst), k_src + c * 16, bytes);
+        cp_async_16_fetch<128>(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      }
     } else {  // FP8 rows only 8-byte aligned, or head_size % 16 == 8
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -142,29 +160,6 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
         device::cp_async_8(device::smem_addr(v_dst + 8 * half), v_src + c * 16 + 8 * half, bytes);
       }
     }
-  }
-}
-
-// L2 prefetches of tile `tile`'s K and V rows (block ids in ring slot `slot`, already landed):
-// one 128-byte line per thread and pass, no shared memory, nothing waits for them.
-template <typename Cfg>
-__device__ __forceinline__ void prefetch_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
-                                                 bool live, const int32_t* ring, int slot) {
-  constexpr int kLines = (Cfg::kHeadDim * Cfg::kElemBytes + 127) / 128;  // per K or V row
-  constexpr int kItems = 2 * Cfg::kBlockN * kLines;
-  if (!live) return;
-  const char* cache = static_cast<const char*>(a.p.kv_cache);
-  const int32_t* ids = ring + slot * Cfg::kBlockN;
-  for (int idx = threadIdx.x; idx < kItems; idx += Cfg::kThreads) {
-    const int row = idx / (2 * kLines), rest = idx % (2 * kLines);
-    const int key = tile * Cfg::kBlockN + row;
-    const int line = rest % kLines;
-    if (key < w.kv_begin || key >= w.kv_end || line * 128 >= a.p.head_size * Cfg::kElemBytes) {
-      continue;
-    }
-    const char* src = cache + key_row_offset<Cfg>(a, w, ids, row, key) + line * 128 +
-                      (rest >= kLines ? static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes : 0);
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(src));
   }
 }
 

@@ -1,9 +1,10 @@
 // The decode kernel's stream pipeline: a CTA's units are one sequence of KV tiles, and the
-// cp.async pipeline (and the block-id ring ahead of it, and the L2 prefetches ahead of that) runs
-// across unit boundaries, so the next unit's first tiles are in flight while this unit finishes
-// and writes its output. Stream position p: stage p % kStages, ring slot p % kRingTiles.
+// cp.async pipeline (and the block-id ring ahead of it) runs across unit boundaries, so the next
+// unit's first tiles are in flight while this unit finishes and writes its output. Stream position
+// p: stage p % kStages, ring slot p % kRingTiles.
 #pragma once
 
+#include "kernels/decode/decode_bulk.cuh"
 #include "kernels/decode/decode_epilogue.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
@@ -17,7 +18,7 @@ __device__ __forceinline__ int end_tile(const UnitWork& w, int block_n) {
 }
 
 // A position in the CTA's tile stream: unit u (of [u, u_end)), its tile t. Past the last unit it
-// stays dead (copies zero-fill, prefetches are skipped).
+// stays dead (copies zero-fill without reading).
 template <typename Cfg>
 struct TileCursor {
   const DecodeWorkUnit* units;
@@ -59,6 +60,13 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   constexpr int kAhead = Cfg::kStages - 1;  // K/V copies in flight ahead of the tile computed
   auto stage = [smem](int p) { return smem + (p % Cfg::kStages) * Cfg::kStageBytes; };
   auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kStages * Cfg::kStageBytes);
+  auto* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);  // kBulk: one per stage
+  if constexpr (Cfg::kBulk) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < Cfg::kStages; ++s) mbar_init(bars + s);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+  }
   // Block ids run kRingTiles positions ahead; a slot is rewritten only after its copies issued.
   TileCursor<Cfg> ids(units, a.group, u_begin, u_end);
   for (int x = 0; x < Cfg::kRingTiles; ++x, ids.advance()) {
@@ -68,14 +76,20 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   device::cp_async_wait<0>();
   __syncthreads();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
-  for (int x = 0; x < kAhead; ++x, kv.advance()) {
-    load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x, stage(x));
+  auto issue_kv = [&](int x) {  // position x (kv's) into its stage
+    if constexpr (Cfg::kBulk) {
+      if (kv.live()) {
+        bulk_load_kv_tile<Cfg>(a, kv.w, kv.t, ring, x % Cfg::kRingTiles, stage(x),
+                               bars + x % Cfg::kStages);
+      }
+    } else {
+      load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
+    }
+    kv.advance();
+  };
+  for (int x = 0; x < kAhead; ++x) {
+    issue_kv(x);
     device::cp_async_commit();
-  }
-  // L2 prefetches run kPrefetch positions ahead of the copies.
-  TileCursor<Cfg> pf = kv;
-  for (int x = kAhead; x < kAhead + Cfg::kPrefetch; ++x, pf.advance()) {
-    prefetch_kv_tile<Cfg>(a, pf.w, pf.t, pf.live(), ring, x % Cfg::kRingTiles);
   }
 
   int p = 0;
@@ -86,19 +100,14 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     begin_unit<Cfg, T>(a, w, c, st);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
+      if constexpr (Cfg::kBulk) fence_proxy_async();  // reads of the stage refilled below
       device::cp_async_wait<Cfg::kStages - 2>();
       __syncthreads();
-      const int x = p + kAhead;
-      load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
-      kv.advance();
-      if constexpr (Cfg::kPrefetch > 0) {
-        const int xp = x + Cfg::kPrefetch;
-        prefetch_kv_tile<Cfg>(a, pf.w, pf.t, pf.live(), ring, xp % Cfg::kRingTiles);
-        pf.advance();
-      }
+      issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();
       device::cp_async_commit();
+      if constexpr (Cfg::kBulk) mbar_wait(bars + p % Cfg::kStages, (p / Cfg::kStages) & 1);
       compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
     }
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages

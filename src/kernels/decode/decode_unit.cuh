@@ -3,24 +3,13 @@
 // the compute of one KV tile already in shared memory.
 #pragma once
 
-#include <cuda_bf16.h>
-
-#include <type_traits>
-
 #include "kernels/decode/decode_compute.cuh"
-#include "kernels/decode/decode_fp8_qk.cuh"
 
 namespace pagedattn::kernels::decode {
-
-// FP8 tensor cores for Q K^T: bf16 queries only (the hi + lo split keeps about a bf16 query's
-// precision, not an f16 one's).
-template <typename Cfg, typename T>
-inline constexpr bool kScoresOnFp8Mma = Cfg::kFp8Mma&& std::is_same_v<T, __nv_bfloat16>;
 
 template <typename Cfg>
 struct UnitContext {
   uint32_t qa[Cfg::kKSteps][4];
-  float q_inv_scale[2];  // kFp8Mma: the query rows' scales undone on the scores
   ScoreParams sp;
   float v_scale;
   int open_lo;  // keys [open_lo, open_hi] are visible to every row: tiles inside need no mask
@@ -33,11 +22,7 @@ template <typename Cfg, typename T>
 __device__ __forceinline__ void begin_unit(const DecodeArgs& a, const UnitWork& w,
                                            UnitContext<Cfg>& c, WarpState<Cfg>& st) {
   const DecodeAttentionParams& p = a.p;
-  if constexpr (kScoresOnFp8Mma<Cfg, T>) {
-    load_q_fp8_mma<Cfg, T>(a, w, c.qa, c.q_inv_scale);
-  } else {
-    load_q_fragments<Cfg, T>(a, w, c.qa);
-  }
+  load_q_fragments<Cfg, T>(a, w, c.qa);
   const int scale_idx = p.per_head_scales ? w.kv_head : 0;
   c.sp.qk_scale = Cfg::kFp8 ? p.k_scale[scale_idx] : p.scale;  // FP8: Q carries the scale
   c.sp.softcap = attention::soft_cap_applies(p.softcap);
@@ -69,11 +54,7 @@ __device__ __forceinline__ void compute_tile(const DecodeArgs& a, const UnitWork
   const int key0 = t * Cfg::kBlockN;
   const bool need_mask = key0 < c.open_lo || key0 + Cfg::kBlockN - 1 > c.open_hi;
   float s[Cfg::kWarpKeys / 8][4];
-  if constexpr (kScoresOnFp8Mma<Cfg, T>) {
-    compute_scores_fp8_mma<Cfg>(s, c.qa, c.q_inv_scale, device::smem_addr(tile), warp_key0);
-  } else {
-    compute_scores<Cfg, T>(s, c.qa, device::smem_addr(tile), warp_key0);
-  }
+  compute_scores<Cfg, T>(s, c.qa, device::smem_addr(tile), warp_key0);
   transform_scores<Cfg::kWarpKeys / 8>(s, c.sp, need_mask, a, w, key0 + warp_key0);
   online_softmax<Cfg>(s, st, c.sp.exp_scale);
   accumulate_pv<Cfg, T>(s, st, device::smem_addr(tile + Cfg::kTileBytes), warp_key0);
