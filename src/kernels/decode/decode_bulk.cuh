@@ -1,8 +1,8 @@
 // K/V tiles through the bulk copy engine (cp.async.bulk, one copy per key row, completing on one
 // mbarrier per stage) instead of 16-byte cp.async: one warp issues a tile, so the bytes in
 // flight no longer depend on the threads' copy queues. Rows outside the unit copy the tile's
-// first key row instead (finite; the mask gives them weight 0). Needs head_size == kHeadDim and
-// 16-byte aligned rows (the launcher's wide copies).
+// first key row instead (finite; the mask gives them weight 0). Whole rows only: the stream
+// takes the 16-byte copies for other head sizes and for rows not 16-byte aligned.
 #pragma once
 
 #include "kernels/decode/decode_loads.cuh"

@@ -76,8 +76,11 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   device::cp_async_wait<0>();
   __syncthreads();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
+  // Bulk copies move whole rows: other head sizes (zero-filled columns) and 8-byte aligned FP8
+  // rows take the 16-byte copies.
+  const bool bulk = Cfg::kBulk && a.p.head_size == Cfg::kHeadDim && a.wide_copies;
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
-    if constexpr (Cfg::kBulk) {
+    if (bulk) {
       if (kv.live()) {
         bulk_load_kv_tile<Cfg>(a, kv.w, kv.t, ring, x % Cfg::kRingTiles, stage(x),
                                bars + x % Cfg::kStages);
@@ -100,14 +103,14 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     begin_unit<Cfg, T>(a, w, c, st);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
-      if constexpr (Cfg::kBulk) fence_proxy_async();  // reads of the stage refilled below
+      if (bulk) fence_proxy_async();  // reads of the stage refilled below
       device::cp_async_wait<Cfg::kStages - 2>();
       __syncthreads();
       issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();
       device::cp_async_commit();
-      if constexpr (Cfg::kBulk) mbar_wait(bars + p % Cfg::kStages, (p / Cfg::kStages) & 1);
+      if (bulk) mbar_wait(bars + p % Cfg::kStages, (p / Cfg::kStages) & 1);
       compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
     }
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
