@@ -154,7 +154,8 @@ __device__ __forceinline__ void mma_fp8_v(float (&o_even)[4], float (&o_odd)[4],
 
 template <typename Cfg, typename T>
 __device__ __forceinline__ void accumulate_pv(const float (&s)[Cfg::kWarpKeys / 8][4],
-                                              WarpState<Cfg>& st, uint32_t v_smem, int warp_key0) {
+                                              WarpState<Cfg>& st, uint32_t v_smem,
+                                              int warp_key0) {
   using P = std::conditional_t<Cfg::kFp8, __half, T>;
   const int lane = threadIdx.x % 32;
 #pragma unroll

@@ -15,7 +15,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
   const DecodeAttentionParams& p = a.p;
   constexpr int kRows = kDecodeRowsPerTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  float* o_smem = reinterpret_cast<float*>(smem);                   // [warps][16][kORowFloats]
+  float* o_smem = reinterpret_cast<float*>(smem);  // [warps][16][kORowFloats]
   float* m_smem = o_smem + Cfg::kWarps * kRows * Cfg::kORowFloats;  // [warps][16]
   float* l_smem = m_smem + Cfg::kWarps * kRows;
 #pragma unroll

@@ -13,8 +13,8 @@ namespace pagedattn::kernels::decode {
 constexpr float kLog2e = 1.4426950408889634f;
 
 struct ScoreParams {
-  float qk_scale;                 // what the raw dot products still need (softmax scale, k_scale)
-  bool softcap;                   // attention::soft_cap_applies
+  float qk_scale;  // what the raw dot products still need (softmax scale, k_scale)
+  bool softcap;    // attention::soft_cap_applies
   attention::SoftCap<float> cap;  // folded with qk_scale and log2(e)
   bool alibi;
   float exp_scale;  // raw score -> base-2 logit in the softmax (1 once transformed)
