@@ -74,10 +74,9 @@ double median_ms(F&& launch) {
 // Kernel configurations other than the default (tile keys, stages, stream, warps; L2 fetch size
 // of the copies, 0 = the library's choice), D 128, bf16 queries: each plans for its own
 // occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, bool kStream, kernels::CacheKind kCache, int kWarps = 4,
-          bool kBulk = false>
+template <int kBlockN, int kStages, bool kStream, kernels::CacheKind kCache, int kWarps = 4>
 std::string time_config(const TimeDecode& time_decode, int fetch = 0) {
-  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps, kBulk>;
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
   auto launch = [fetch](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
@@ -86,43 +85,26 @@ std::string time_config(const TimeDecode& time_decode, int fetch = 0) {
     (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
-  return std::string(" ") + (kBulk ? "bulk" : (kStream ? "stream" : "unit")) +
-         std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "s" + std::to_string(kStages) +
-         "f" + std::to_string(fetch) + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
-}
-
-// The stream with bulk copies (1-D TMA per key row).
-std::string time_bulk_variants(DType cache, const TimeDecode& t) {
-  constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
-  constexpr auto kBF16 = kernels::CacheKind::kBF16;
-  if (cache == DType::kFP8E4M3) {
-    return time_config<128, 3, true, kE4M3, 4, true>(t) +
-           time_config<128, 5, true, kE4M3, 4, true>(t);
-  }
-  return time_config<64, 3, true, kBF16, 4, true>(t) + time_config<64, 6, true, kBF16, 4, true>(t) +
-         time_config<32, 6, true, kBF16, 2, true>(t) + time_config<128, 3, true, kBF16, 8, true>(t);
+  return std::string(" ") + (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "w" +
+         std::to_string(kWarps) + "s" + std::to_string(kStages) + "f" + std::to_string(fetch) +
+         "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
 }
 
 // "unit...f256" is the previous kernel (one pipeline per unit, 256-byte L2 fetches): the
-// baseline of the same run.
-std::string time_config_variants(DType cache, const TimeDecode& t, bool bulk) {
-  if (bulk) return time_bulk_variants(cache, t);
+// baseline of the same run; "stream...f256" the stream with the previous fetch size.
+std::string time_config_variants(DType cache, const TimeDecode& t) {
   constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
   constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
     return time_config<128, 3, false, kE4M3>(t, 256) + time_config<128, 3, true, kE4M3>(t, 256) +
-           time_config<128, 3, true, kE4M3>(t, 128) + time_config<128, 2, true, kE4M3>(t) +
-           time_config<128, 5, true, kE4M3>(t) + time_config<64, 6, true, kE4M3, 2>(t) +
-           time_config<64, 3, true, kE4M3, 2>(t);
+           time_config<128, 2, true, kE4M3>(t) + time_config<64, 3, true, kE4M3, 2>(t);
   }
-  return time_config<64, 3, false, kBF16>(t, 256) + time_config<64, 2, true, kBF16>(t) +
-         time_config<64, 6, true, kBF16>(t) + time_config<32, 3, true, kBF16, 2>(t) +
-         time_config<32, 6, true, kBF16, 2>(t) + time_config<128, 3, true, kBF16, 8>(t) +
-         time_config<64, 3, true, kBF16>(t, 128);
+  return time_config<64, 3, false, kBF16>(t, 256) + time_config<64, 3, true, kBF16>(t, 256) +
+         time_config<64, 2, true, kBF16>(t) + time_config<32, 3, true, kBF16, 2>(t) +
+         time_config<128, 3, true, kBF16, 8>(t);
 }
 
-// bulk: the bulk-copy variants instead of the others (their own test: a hang stops only them).
-void run_shape(const BenchShape& s, bool bulk) {
+void run_shape(const BenchShape& s) {
   const int blocks_per_req = (s.seq_len + s.block - 1) / s.block;
   const int64_t num_blocks = int64_t{s.num_reqs} * blocks_per_req;
   const int elem = static_cast<int>(dtype_size(s.cache));
@@ -219,7 +201,7 @@ void run_shape(const BenchShape& s, bool bulk) {
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
   std::string variants;
-  if (s.d == 128) variants += time_config_variants(s.cache, time_decode, bulk);
+  if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
   kernels::PagedAttentionParams a;
@@ -331,12 +313,7 @@ std::vector<BenchShape> bench_shapes() {
 
 TEST(DecodeBench, DISABLED_Shapes) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  for (const BenchShape& s : bench_shapes()) run_shape(s, false);
-}
-
-TEST(DecodeBench, DISABLED_Bulk) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  for (const BenchShape& s : bench_shapes()) run_shape(s, true);
+  for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The decode kernel configurations DecodeBench times, against the float64 oracle, so that the one
 // it finds fastest can become the default: the per-unit pipeline (the previous default) and tile
-// streams of 2 to 6 stages and 2 to 8 warps. Each runs on 3 CTAs, so that every CTA streams many
+// streams of 2 or 3 stages and 2 to 8 warps. Each runs on 3 CTAs, so that every CTA streams many
 // units, some shorter than its lookahead (DecodeKernel runs the default on the plan's grid).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
@@ -55,15 +55,14 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
 }
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
-template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kWarps = 4,
-          bool kBulk = false>
+template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kWarps = 4>
 void expect_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps, kBulk>;
+  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
-  expect_config_passes<Cfg>(
-      kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
-      std::string(kFp8 ? "fp8_" : "bf16_") + (kBulk ? "bulk" : (kStream ? "stream" : "unit")) +
-          std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "x" + std::to_string(kStages));
+  expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
+                            std::string(kFp8 ? "fp8_" : "bf16_") + (kStream ? "stream" : "unit") +
+                                std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "x" +
+                                std::to_string(kStages));
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
@@ -79,28 +78,14 @@ TEST(DecodeConfigs, PerUnitPipelines) {
 TEST(DecodeConfigs, Fp8Streams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_passes<kE4M3, 128, 2, true>();
-  expect_passes<kE4M3, 128, 5, true>();
-  expect_passes<kE4M3, 64, 6, true, 2>();
   expect_passes<kE4M3, 64, 3, true, 2>();
 }
 
 TEST(DecodeConfigs, Bf16Streams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_passes<kBF16, 64, 2, true>();
-  expect_passes<kBF16, 64, 6, true>();
   expect_passes<kBF16, 32, 3, true, 2>();
-  expect_passes<kBF16, 32, 6, true, 2>();
   expect_passes<kBF16, 128, 3, true, 8>();
-}
-
-TEST(DecodeConfigs, BulkCopyStreams) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kE4M3, 128, 3, true, 4, true>();
-  expect_passes<kE4M3, 128, 5, true, 4, true>();
-  expect_passes<kBF16, 64, 3, true, 4, true>();
-  expect_passes<kBF16, 64, 6, true, 4, true>();
-  expect_passes<kBF16, 32, 6, true, 2, true>();
-  expect_passes<kBF16, 128, 3, true, 8, true>();
 }
 
 }  // namespace

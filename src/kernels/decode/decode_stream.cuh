@@ -4,7 +4,6 @@
 // p: stage p % kStages, ring slot p % kRingTiles.
 #pragma once
 
-#include "kernels/decode/decode_bulk.cuh"
 #include "kernels/decode/decode_epilogue.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
@@ -60,13 +59,6 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   constexpr int kAhead = Cfg::kStages - 1;  // K/V copies in flight ahead of the tile computed
   auto stage = [smem](int p) { return smem + (p % Cfg::kStages) * Cfg::kStageBytes; };
   auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kStages * Cfg::kStageBytes);
-  auto* bars = reinterpret_cast<uint64_t*>(smem + Cfg::kBarrierOffset);  // kBulk: one per stage
-  if constexpr (Cfg::kBulk) {
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < Cfg::kStages; ++s) mbar_init(bars + s);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-  }
   // Block ids run kRingTiles positions ahead; a slot is rewritten only after its copies issued.
   TileCursor<Cfg> ids(units, a.group, u_begin, u_end);
   for (int x = 0; x < Cfg::kRingTiles; ++x, ids.advance()) {
@@ -76,18 +68,8 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   device::cp_async_wait<0>();
   __syncthreads();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
-  // Bulk copies move whole rows: other head sizes (zero-filled columns) and 8-byte aligned FP8
-  // rows take the 16-byte copies.
-  const bool bulk = Cfg::kBulk && a.p.head_size == Cfg::kHeadDim && a.wide_copies;
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
-    if (bulk) {
-      if (kv.live()) {
-        bulk_load_kv_tile<Cfg>(a, kv.w, kv.t, ring, x % Cfg::kRingTiles, stage(x),
-                               bars + x % Cfg::kStages);
-      }
-    } else {
-      load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
-    }
+    load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
     kv.advance();
   };
   for (int x = 0; x < kAhead; ++x) {
@@ -103,14 +85,12 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     begin_unit<Cfg, T>(a, w, c, st);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
-      if (bulk) fence_proxy_async();  // reads of the stage refilled below
       device::cp_async_wait<Cfg::kStages - 2>();
       __syncthreads();
       issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();
       device::cp_async_commit();
-      if (bulk) mbar_wait(bars + p % Cfg::kStages, (p / Cfg::kStages) & 1);
       compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
     }
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages

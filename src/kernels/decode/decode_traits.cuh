@@ -20,9 +20,8 @@ namespace pagedattn::kernels::decode {
 // kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
 // tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
 // drains its own pipeline). kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
-// kBulk: the stream's K/V rows through the bulk copy engine (decode_bulk.cuh).
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kWarps_ = 4, bool kBulk_ = false>
+          int kWarps_ = 4>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -34,7 +33,6 @@ struct DecodeConfig {
   static constexpr int kWarpKeys = kBlockN / kWarps;
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
   static constexpr bool kStream = kStream_;
-  static constexpr bool kBulk = kBulk_;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
@@ -50,8 +48,7 @@ struct DecodeConfig {
   // The stream's epilogue uses the stage its unit's last tile came from when it fits (the other
   // stages hold the next tiles in flight), else its own region after the ring.
   static constexpr bool kEpilogueInStage = kEpilogueBytes <= kStageBytes;
-  static constexpr int kBarrierOffset = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
-  static constexpr int kStreamSmemBytes = kBarrierOffset + (kBulk ? 8 * kStages : 0);
+  static constexpr int kStreamSmemBytes = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
   static constexpr int kUnitSmemBytes =
       kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
   static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
@@ -66,16 +63,17 @@ struct DecodeConfig {
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
   static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
   static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
-  static_assert(kStream || !kBulk, "bulk copies run in the stream");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
 // 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA. Timed on the
 // H200 (64 x 4096 decode, 32/8 heads, D 128, bf16 queries, NHD, page 16; ms), per-unit pipeline
-// then stream: bf16 64/3 0.2774 / 0.2774 (64/2, 3 CTAs per SM: 0.2815), FP8 e4m3 128/3 0.2004 /
+// then stream, both with 256-byte fetches: bf16 64/3 0.2774 / 0.2774, FP8 e4m3 128/3 0.2004 /
 // 0.1989; the stream gains up to 3% where units are short (FP8 HND 128 x 1024: 0.1048 / 0.1016).
-// L2 prefetches of the tiles beyond the pipeline (1 to 4 tiles) were 27-52% slower, and FP8 Q K^T
-// on FP8 tensor cores (Q split into two e4m3 terms) 2-11% slower than the f16 MMAs.
+// Slower on every decode shape: 64/2 (3 CTAs per SM), 6 stages (1 CTA), 2 warps x 32 keys
+// (4 CTAs), 8 warps x 128 keys (1 CTA); L2 prefetches of the tiles beyond the pipeline (27-52%);
+// FP8 Q K^T on FP8 tensor cores with Q split into two e4m3 terms (2-11%); bulk copies (1-D TMA)
+// of each key row, issued by one warp (2.2x).
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
     DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
@@ -90,10 +88,11 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  // L2 fetch size of the 16-byte copies: 256 where the 256 bytes around a row chunk are this
-  // head's keys (rows of >= 256 bytes, or tokens contiguous as in HND), else 128: a 256-byte
-  // fetch of a 128-byte NHD row would read the next head's row too.
-  int l2_fetch_bytes = 256;
+  // L2 fetch size of the 16-byte copies. 128: a 256-byte fetch of a 128-byte FP8 NHD row also
+  // reads the next head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3%
+  // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
+  // for DecodeBench's baseline.
+  int l2_fetch_bytes = 128;
 };
 
 // The arguments of a launch, derived from validated parameters.
@@ -111,9 +110,6 @@ inline DecodeArgs make_decode_args(const DecodeAttentionParams& params) {
                     params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
                     params.head_size % 16 == 0;
   }
-  const int64_t row_bytes = int64_t{params.head_size} * dtype_size(params.cache_dtype);
-  const bool tokens_contiguous = params.cache_token_stride == params.head_size;
-  a.l2_fetch_bytes = row_bytes >= 256 || tokens_contiguous ? 256 : 128;
   if ((params.block_size & (params.block_size - 1)) == 0) {
     a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
   }
