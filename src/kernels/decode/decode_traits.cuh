@@ -4,9 +4,8 @@
 // tile) of one KV head against a key range. Every warp holds the whole query tile in registers
 // and takes its own share of each KV tile's keys, with its own online-softmax state; the
 // epilogue merges the warps. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches
-// stay FP8 in shared memory (half the bytes per key, so tiles of 128 keys at D <= 128): Q K^T
-// on FP8 tensor cores (bf16 queries) or converted in registers to f16 MMAs, P V converted in
-// registers (every FP8 value is exact in f16).
+// stay FP8 in shared memory (half the bytes per key, so tiles of 128 keys at D <= 128) and are
+// converted in registers, with f16 MMAs (every FP8 value is exact in f16).
 #pragma once
 
 #include <cstdint>
