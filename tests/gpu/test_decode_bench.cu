@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <string>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_support.h"
@@ -43,6 +45,8 @@ using TimeDecode = std::function<double(
 struct BenchShape {
   int num_reqs = 64, seq_len = 4096, hq = 32, hkv = 8, d = 128, block = 16;
   DType cache = DType::kBF16;
+  bool hnd =
+      false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
 };
 
 template <typename F>
@@ -67,31 +71,37 @@ double median_ms(F&& launch) {
   return ms[ms.size() / 2];
 }
 
-// Kernel configurations other than the default (tile keys, stages), D 128, bf16 queries: each
-// plans for its own occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, kernels::CacheKind kCache>
-std::string time_config(const TimeDecode& time_decode) {
-  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages>;
+// Kernel configurations other than the default (tile keys, stages, stream, warps; L2 fetch size
+// of the copies, 0 = the library's choice), D 128, bf16 queries: each plans for its own
+// occupancy and launches with the library's combine.
+template <int kBlockN, int kStages, bool kStream, kernels::CacheKind kCache, int kWarps = 4>
+std::string time_config(const TimeDecode& time_decode, int fetch = 0) {
+  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
   const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  auto launch = [](const kernels::DecodeAttentionParams& pp) {
-    const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+  auto launch = [fetch](const kernels::DecodeAttentionParams& pp) {
+    decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    if (fetch > 0) a.l2_fetch_bytes = fetch;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
   };
   const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
-  return " n" + std::to_string(kBlockN) + "s" + std::to_string(kStages) + "x" +
-         std::to_string(per_sm) + ":" + std::to_string(ms);
+  return std::string(" ") + (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "w" +
+         std::to_string(kWarps) + "s" + std::to_string(kStages) + "f" + std::to_string(fetch) +
+         "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
 }
 
+// "unit...f256" is the previous kernel (one pipeline per unit, 256-byte L2 fetches): the
+// baseline of the same run; "stream...f256" the stream with the previous fetch size.
 std::string time_config_variants(DType cache, const TimeDecode& t) {
+  constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
+  constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
-    return time_config<64, 3, kernels::CacheKind::kFp8E4M3>(t) +
-           time_config<64, 4, kernels::CacheKind::kFp8E4M3>(t) +
-           time_config<128, 2, kernels::CacheKind::kFp8E4M3>(t);
+    return time_config<128, 3, false, kE4M3>(t, 256) + time_config<128, 3, true, kE4M3>(t, 256) +
+           time_config<128, 2, true, kE4M3>(t) + time_config<64, 3, true, kE4M3, 2>(t);
   }
-  return time_config<64, 2, kernels::CacheKind::kBF16>(t) +
-         time_config<64, 4, kernels::CacheKind::kBF16>(t) +
-         time_config<128, 2, kernels::CacheKind::kBF16>(t);
+  return time_config<64, 3, false, kBF16>(t, 256) + time_config<64, 3, true, kBF16>(t, 256) +
+         time_config<64, 2, true, kBF16>(t) + time_config<32, 3, true, kBF16, 2>(t) +
+         time_config<128, 3, true, kBF16, 8>(t);
 }
 
 void run_shape(const BenchShape& s) {
@@ -123,7 +133,7 @@ void run_shape(const BenchShape& s) {
   const uint32_t mask = elem == 1 ? 0xB7B7B7B7u : 0xBFFFBFFFu;
   fill_random_bytes<<<1024, 256>>>(static_cast<uint32_t*>(kv), cache_elems * elem / 4, 1, mask);
   fill_random_bytes<<<1024, 256>>>(static_cast<uint32_t*>(q), q_elems / 2, 2, 0xBFFFBFFFu);
-  const int64_t tok = int64_t{s.block} * s.hkv * s.d;  // NHD strides
+  const int64_t tok = int64_t{s.block} * s.hkv * s.d;  // K or V of one block
   const double kv_bytes = 2.0 * s.num_reqs * s.seq_len * s.hkv * s.d * elem;
 
   // Decode family: the library's launcher, then configuration and plan variants on the same data.
@@ -137,8 +147,8 @@ void run_shape(const BenchShape& s) {
   p.cache_dtype = s.cache;
   p.cache_block_stride = 2 * tok;
   p.cache_kv_stride = tok;
-  p.cache_token_stride = int64_t{s.hkv} * s.d;
-  p.cache_head_stride = s.d;
+  p.cache_token_stride = s.hnd ? s.d : int64_t{s.hkv} * s.d;
+  p.cache_head_stride = s.hnd ? int64_t{s.block} * s.d : s.d;
   p.k_scale = p.v_scale = static_cast<float*>(scales);
   p.block_table = static_cast<int32_t*>(tbl);
   p.block_table_stride = blocks_per_req;
@@ -191,10 +201,6 @@ void run_shape(const BenchShape& s) {
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
   std::string variants;
-  for (int overhead : {512, 4096}) {
-    variants += " c0=" + std::to_string(overhead) + ":" +
-                std::to_string(time_decode(lib_per_sm, overhead, library, nullptr));
-  }
   if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
@@ -207,7 +213,7 @@ void run_shape(const BenchShape& s) {
   a.cache_block_stride = p.cache_block_stride;
   a.cache_kv_stride = p.cache_kv_stride;
   a.cache_token_stride = p.cache_token_stride;
-  a.cache_head_stride = s.d;
+  a.cache_head_stride = p.cache_head_stride;
   a.k_scale = a.v_scale = static_cast<float*>(scales);
   a.cu_seqlens_q = static_cast<int32_t*>(cu_d);
   a.seqused_k = static_cast<int32_t*>(seq_d);
@@ -248,28 +254,50 @@ void run_shape(const BenchShape& s) {
   const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::printf(
-      "decode bench %dx%d hq %d hkv %d d %d block %d %s: decode %.4f ms (%.2f TB/s, %d units, %d "
+      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
+      "%d "
       "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | variants ms:%s\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
-      decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
-      paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, variants.c_str());
+      s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
+      stats.num_merges, lib_per_sm, paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits,
+      variants.c_str());
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }
   for (void* ptr : owned) cudaFree(ptr);
 }
 
-TEST(DecodeBench, DISABLED_Shapes) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+// The issue's shapes: 64 x 4096 (32/8 heads) at pages 16 and 1024, and the peer suite's decode
+// shapes (256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024 with 64/8, 32 x 8192 with 32/32),
+// each bf16 and FP8 e4m3, NHD and HND; then few long and many short requests.
+std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
-  for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
-    for (int block : {16, 1024}) {
-      BenchShape s;
-      s.cache = cache;
-      s.block = block;
-      shapes.push_back(s);
+  auto both_dtypes_and_layouts = [&](BenchShape s) {
+    for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
+      for (bool hnd : {false, true}) {
+        s.cache = cache;
+        s.hnd = hnd;
+        shapes.push_back(s);
+      }
     }
+  };
+  for (int block : {16, 1024}) {
+    BenchShape s;
+    s.block = block;
+    both_dtypes_and_layouts(s);
   }
+  for (const auto& [reqs, len, hq] : {std::tuple{256, 2048, 32}, {8, 32768, 32}, {128, 1024, 64}}) {
+    BenchShape s;
+    s.num_reqs = reqs;
+    s.seq_len = len;
+    s.hq = hq;
+    both_dtypes_and_layouts(s);
+  }
+  BenchShape mha;
+  mha.num_reqs = 32;
+  mha.seq_len = 8192;
+  mha.hkv = 32;
+  both_dtypes_and_layouts(mha);
   BenchShape small;  // few long requests: the plan must split
   small.num_reqs = 4;
   small.seq_len = 32768;
@@ -280,7 +308,12 @@ TEST(DecodeBench, DISABLED_Shapes) {
   many.num_reqs = 256;
   many.seq_len = 1024;
   shapes.push_back(many);
-  for (const BenchShape& s : shapes) run_shape(s);
+  return shapes;
+}
+
+TEST(DecodeBench, DISABLED_Shapes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
 }  // namespace

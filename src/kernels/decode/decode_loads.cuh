@@ -86,28 +86,50 @@ __device__ __forceinline__ int key_slot(const DecodeArgs& a, int key) {
   return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
 }
 
-// Block ids of tile `tile`'s key rows into its ring slot (cp.async, in the caller's group);
+// Block ids of tile `tile`'s key rows into ring slot `slot` (cp.async, in the caller's group);
 // rows outside the unit get 0.
 template <typename Cfg>
 __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitWork& w, int tile,
-                                                bool live, int32_t* ring) {
+                                                bool live, int32_t* ring, int slot) {
   if (threadIdx.x < Cfg::kBlockN) {
     const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
     const int key = tile * Cfg::kBlockN + threadIdx.x;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    device::cp_async_4(
-        device::smem_addr(ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN + threadIdx.x),
-        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+    device::cp_async_4(device::smem_addr(ring + slot * Cfg::kBlockN + threadIdx.x),
+                       ok ? table + key_block(a, key) : table, ok ? 4 : 0);
   }
+}
+
+// 16-byte global -> shared copy (zero-filled past src_bytes; 0 reads nothing) whose L2 miss
+// fetches kFetch bytes around it (256 or 128).
+template <int kFetch>
+__device__ __forceinline__ void cp_async_16_fetch(uint32_t dst, const void* src, int src_bytes) {
+  if constexpr (kFetch == 256) {
+    device::cp_async_16(dst, src, src_bytes);
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+}
+
+// Byte offset of key `key`'s K row of the unit's head in the cache (its block id from `ids`).
+template <typename Cfg>
+__device__ __forceinline__ int64_t key_row_offset(const DecodeArgs& a, const UnitWork& w,
+                                                  const int32_t* ids, int row, int key) {
+  return (static_cast<int64_t>(ids[row]) * a.block_stride + key_slot(a, key) * a.token_stride +
+          w.kv_head * a.head_stride) *
+         Cfg::kElemBytes;
 }
 
 // K and V rows of tile `tile` into a stage (rows of kRowBytes; K then V). Consecutive threads
 // copy consecutive 16-byte chunks of a row.
 template <typename Cfg>
 __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
-                                             bool live, const int32_t* ring, char* stage) {
+                                             bool live, const int32_t* ring, int slot,
+                                             char* stage) {
   const char* cache = static_cast<const char*>(a.p.kv_cache);
-  const int32_t* ids = ring + (tile % Cfg::kRingTiles) * Cfg::kBlockN;
+  const int32_t* ids = ring + slot * Cfg::kBlockN;
   constexpr int kPasses = Cfg::kBlockN * Cfg::kChunks / Cfg::kThreads;
   constexpr int kElemsPerChunk = 16 / Cfg::kElemBytes;
 #pragma unroll
@@ -116,17 +138,20 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
     const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
     const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    const char* k_src = cache + (static_cast<int64_t>(ids[row]) * a.block_stride +
-                                 key_slot(a, key) * a.token_stride + w.kv_head * a.head_stride) *
-                                    Cfg::kElemBytes;
+    const char* k_src = cache + key_row_offset<Cfg>(a, w, ids, row, key);
     const char* v_src = k_src + static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes;
     char* k_dst = stage + row * Cfg::kRowBytes + c * 16;
     char* v_dst = k_dst + Cfg::kTileBytes;
     const int col = c * kElemsPerChunk;
     if (!Cfg::kFp8 || a.wide_copies) {
       const int bytes = ok && col < a.p.head_size ? 16 : 0;
-      device::cp_async_16(device::smem_addr(k_dst), k_src + c * 16, bytes);
-      device::cp_async_16(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      if (a.l2_fetch_bytes == 256) {
+        cp_async_16_fetch<256>(device::smem_addr(k_dst), k_src + c * 16, bytes);
+        cp_async_16_fetch<256>(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      } else {
+        cp_async_16_fetch<128>(device::smem_addr(k_dst), k_src + c * 16, bytes);
+        cp_async_16_fetch<128>(device::smem_addr(v_dst), v_src + c * 16, bytes);
+      }
     } else {  // FP8 rows only 8-byte aligned, or head_size % 16 == 8
 #pragma unroll
       for (int half = 0; half < 2; ++half) {

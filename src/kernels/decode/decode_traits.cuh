@@ -1,11 +1,11 @@
 // Tile configuration of the decode kernel and the arguments it receives.
 //
-// A CTA has 4 warps and runs one work unit at a time: 16 packed query rows (one m16 tile) of one
-// KV head against a key range. Every warp holds the whole query tile in registers and takes its
-// own quarter of each KV tile's keys, with its own online-softmax state; the epilogue merges the
-// four. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches stay FP8 in shared
-// memory (half the bytes per key, so tiles of 128 keys at D <= 128) and are converted in
-// registers, with f16 MMAs (every FP8 value is exact in f16).
+// A CTA has 4 warps (by default) and runs one work unit at a time: 16 packed query rows (one m16
+// tile) of one KV head against a key range. Every warp holds the whole query tile in registers
+// and takes its own share of each KV tile's keys, with its own online-softmax state; the
+// epilogue merges the warps. 16-bit caches run bf16/f16 MMAs on tiles of 64 keys; FP8 caches
+// stay FP8 in shared memory (half the bytes per key, so tiles of 128 keys at D <= 128) and are
+// converted in registers, with f16 MMAs (every FP8 value is exact in f16).
 #pragma once
 
 #include <cstdint>
@@ -16,17 +16,22 @@
 
 namespace pagedattn::kernels::decode {
 
-template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_>
+// kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
+// tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
+// drains its own pipeline). kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
+          int kWarps_ = 4>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
   static constexpr bool kFp8 = is_fp8(kCache);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;
-  static constexpr int kThreads = 128;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
+  static constexpr bool kStream = kStream_;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
@@ -39,8 +44,19 @@ struct DecodeConfig {
   static constexpr int kORowFloats = kHeadDim + 4;
   static constexpr int kEpilogueBytes = kWarps * kDecodeRowsPerTile * (kORowFloats + 2) * 4;
   static constexpr int kPipelineBytes = kStages * kStageBytes + kRingBytes;
-  static constexpr int kSmemBytes =
+  // The stream's epilogue uses the stage its unit's last tile came from when it fits (the other
+  // stages hold the next tiles in flight), else its own region after the ring.
+  static constexpr bool kEpilogueInStage = kEpilogueBytes <= kStageBytes;
+  static constexpr int kStreamSmemBytes = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
+  static constexpr int kUnitSmemBytes =
       kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
+  static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
+  // The stream's register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB
+  // reserved per CTA; at most 4), so that registers never lower the occupancy. The per-unit
+  // pipeline keeps the compiler's own choice (as it was timed).
+  static constexpr int kSmemCtasPerSm = 233472 / (kSmemBytes + 1024);
+  static constexpr int kMinCtasPerSm =
+      !kStream || kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
@@ -49,11 +65,14 @@ struct DecodeConfig {
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
-// 128-key tiles (the bytes of 64 16-bit keys), 3 stages. Alternatives timed on the H200 in one call
-// (64 x 4096 decode, 32/8 heads, D 128, bf16 queries; ms): bf16 64/3 0.2767, 64/2 (3 CTAs per SM)
-// 0.2739, 64/4 0.2879, 128/2 0.2996 (4 x 32768: 64/3 0.1512, 64/2 0.1538); FP8 e4m3 128/3 0.2047,
-// 128/2 0.1995 (4 x 32768: 0.1009 vs 0.0956), 64/3 0.1992, 64/4 0.2008. FP8 128/2 is the next
-// candidate once its results have been checked against the oracle on the device.
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA. Timed on the
+// H200 (64 x 4096 decode, 32/8 heads, D 128, bf16 queries, NHD, page 16; ms), per-unit pipeline
+// then stream, both with 256-byte fetches: bf16 64/3 0.2774 / 0.2774, FP8 e4m3 128/3 0.2004 /
+// 0.1989; the stream gains up to 3% where units are short (FP8 HND 128 x 1024: 0.1048 / 0.1016).
+// Slower on every decode shape: 64/2 (3 CTAs per SM), 6 stages (1 CTA), 2 warps x 32 keys
+// (4 CTAs), 8 warps x 128 keys (1 CTA); L2 prefetches of the tiles beyond the pipeline (27-52%);
+// FP8 Q K^T on FP8 tensor cores with Q split into two e4m3 terms (2-11%); bulk copies (1-D TMA)
+// of each key row, issued by one warp (2.2x).
 template <int kHeadDim, CacheKind kCache>
 using DefaultDecodeConfig =
     DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
@@ -68,6 +87,11 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
+  // L2 fetch size of the 16-byte copies. 128: a 256-byte fetch of a 128-byte FP8 NHD row also
+  // reads the next head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3%
+  // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
+  // for DecodeBench's baseline.
+  int l2_fetch_bytes = 128;
 };
 
 // The arguments of a launch, derived from validated parameters.

@@ -1,0 +1,106 @@
+// The decode kernel's stream pipeline: a CTA's units are one sequence of KV tiles, and the
+// cp.async pipeline (and the block-id ring ahead of it) runs across unit boundaries, so the next
+// unit's first tiles are in flight while this unit finishes and writes its output. Stream position
+// p: stage p % kStages, ring slot p % kRingTiles.
+#pragma once
+
+#include "kernels/decode/decode_epilogue.cuh"
+#include "kernels/decode/decode_unit.cuh"
+
+namespace pagedattn::kernels::decode {
+
+__device__ __forceinline__ int first_tile(const UnitWork& w, int block_n) {
+  return w.kv_begin / block_n;
+}
+__device__ __forceinline__ int end_tile(const UnitWork& w, int block_n) {
+  return (w.kv_end + block_n - 1) / block_n;
+}
+
+// A position in the CTA's tile stream: unit u (of [u, u_end)), its tile t. Past the last unit it
+// stays dead (copies zero-fill without reading).
+template <typename Cfg>
+struct TileCursor {
+  const DecodeWorkUnit* units;
+  int group;
+  int u;
+  int u_end;
+  int t = 0;
+  int t_end = 0;
+  UnitWork w{};
+
+  __device__ __forceinline__ TileCursor(const DecodeWorkUnit* units_, int group_, int u_begin,
+                                        int u_end_)
+      : units(units_), group(group_), u(u_begin), u_end(u_end_) {
+    enter();
+  }
+  __device__ __forceinline__ bool live() const { return u < u_end; }
+  // Moves to the first tile of unit u or the next unit that has one.
+  __device__ __forceinline__ void enter() {
+    for (; live(); ++u) {
+      w = load_unit(units, u, group);
+      t = first_tile(w, Cfg::kBlockN);
+      t_end = end_tile(w, Cfg::kBlockN);
+      if (t < t_end) return;
+    }
+  }
+  __device__ __forceinline__ void advance() {
+    if (!live()) return;
+    if (++t == t_end) {
+      ++u;
+      enter();
+    }
+  }
+};
+
+template <typename Cfg, typename T>
+__device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWorkUnit* units,
+                                           int u_begin, int u_end, char* smem) {
+  if (u_begin >= u_end) return;
+  constexpr int kAhead = Cfg::kStages - 1;  // K/V copies in flight ahead of the tile computed
+  auto stage = [smem](int p) { return smem + (p % Cfg::kStages) * Cfg::kStageBytes; };
+  auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kStages * Cfg::kStageBytes);
+  // Block ids run kRingTiles positions ahead; a slot is rewritten only after its copies issued.
+  TileCursor<Cfg> ids(units, a.group, u_begin, u_end);
+  for (int x = 0; x < Cfg::kRingTiles; ++x, ids.advance()) {
+    fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, x);
+  }
+  device::cp_async_commit();
+  device::cp_async_wait<0>();
+  __syncthreads();
+  TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
+  auto issue_kv = [&](int x) {  // position x (kv's) into its stage
+    load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
+    kv.advance();
+  };
+  for (int x = 0; x < kAhead; ++x) {
+    issue_kv(x);
+    device::cp_async_commit();
+  }
+
+  int p = 0;
+  for (int u = u_begin; u < u_end; ++u) {
+    const UnitWork w = load_unit(units, u, a.group);
+    UnitContext<Cfg> c;
+    WarpState<Cfg> st;
+    begin_unit<Cfg, T>(a, w, c, st);
+    const int t_end = end_tile(w, Cfg::kBlockN);
+    for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
+      device::cp_async_wait<Cfg::kStages - 2>();
+      __syncthreads();
+      issue_kv(p + kAhead);
+      fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
+      ids.advance();
+      device::cp_async_commit();
+      compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
+    }
+    // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
+    // of the next tiles keep their copies in flight.
+    __syncthreads();
+    char* epilogue =
+        Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
+    store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue);
+  }
+  device::cp_async_wait<0>();  // no copy outlives the CTA
+}
+
+}  // namespace pagedattn::kernels::decode
