@@ -5,6 +5,11 @@
 // capture build launches both whatever the mix, so the graph replays any mix of the same request
 // and token counts. forward is CUDA-graph safe by construction: host checks of shapes, then
 // launches.
+//
+// Ragged prefill (FlashInfer's prefill over contiguous K/V): the prefill launch gets the new
+// tokens' key/value, so requests without context (first prefills) read them instead of the cache
+// (16-bit caches; FP8 caches read every key from the cache). Encoder and encoder-only attention
+// also run with no cache at all: no cache write, every request read from key/value.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -32,24 +37,46 @@ class FlashInferImpl final : public gpu::GpuImpl {
 
   std::string_view kernel_generation() const override { return "decode+v2"; }
 
+  Status do_kv_cache_update(const TensorView& key, const TensorView& value,
+                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVScales& scales, StreamHandle stream) override {
+    if (!kv_cache.defined() && runs_without_cache()) return ok_status();  // nothing to write
+    return GpuImpl::do_kv_cache_update(key, value, kv_cache, slot_mapping, scales, stream);
+  }
+
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
                  const TensorView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
+    const bool no_cache = !kv_cache.defined();
+    if (no_cache && !runs_without_cache()) {
+      return invalid_argument("FLASHINFER forward: kv_cache is undefined; only encoder and "
+                              "encoder-only attention run without a cache (attn_type is " +
+                              std::string(attention_type_name(params_.attn_type)) + ")");
+    }
     PAGEDATTN_ASSIGN_OR_RETURN(
         const FlashInferMetadata* md,
         forward_metadata<FlashInferMetadata>("FLASHINFER", metadata, query, kv_cache, output,
-                                             output_lse, scales));
+                                             output_lse, scales, /*cache_optional=*/no_cache));
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
+    if (no_cache) PAGEDATTN_RETURN_IF_ERROR(check_cacheless_step(*md));
+    PAGEDATTN_ASSIGN_OR_RETURN(const bool ragged, ragged_source_usable(*md, kv_cache, key, value));
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
     const bool capture = md->for_cudagraph_capture;
-    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
+    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out,
+                           bool read_new_tokens) -> Status {
       kernels::PagedAttentionParams p = paged_params(query, kv_cache, scales, *md, pass, capture);
       if (int64_t{p.max_num_splits} * p.num_tokens > md->split.token_capacity) {
         return internal_error("split workspace too small: " + std::to_string(p.max_num_splits) +
                               " splits x " + std::to_string(p.num_tokens) + " tokens");
+      }
+      if (read_new_tokens) {
+        p.k_new = key.data();
+        p.v_new = value.data();
+        p.new_token_stride = key.stride(0);
+        p.new_head_stride = key.stride(1);
       }
       set_output(p, out);
       return kernels::launch_paged_attention(p, stream);
@@ -61,15 +88,16 @@ class FlashInferImpl final : public gpu::GpuImpl {
       return gpu::run_cascade(
           md->cascade, md->step, query.device(), output, output_lse,
           [&](gpu::CascadePass pass, const gpu::PassOutput& out) {
-            return paged(pass == gpu::CascadePass::kPrefix ? md->cascade_prefix : md->prefill, out);
+            return paged(pass == gpu::CascadePass::kPrefix ? md->cascade_prefix : md->prefill, out,
+                         /*read_new_tokens=*/false);
           },
           stream);
     }
     const gpu::PassOutput out = gpu::caller_output(output, output_lse);
     if (capture || md->parts.num_prefills > 0) {
-      PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out));
+      PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out, ragged));
     }
-    if (md->decode.kernel && (capture || md->parts.num_decodes > 0)) {
+    if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
       return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, *md, out),
                                               stream);
     }
@@ -77,11 +105,54 @@ class FlashInferImpl final : public gpu::GpuImpl {
   }
 
  private:
+  // vLLM runs encoder and encoder-only attention on the new tokens alone, with no cache.
+  bool runs_without_cache() const {
+    return params_.attn_type == AttentionType::kEncoder ||
+           params_.attn_type == AttentionType::kEncoderOnly;
+  }
+
+  // Without a cache every key must be a new token of its own request, and no request may be a
+  // decode (the decode kernel reads the cache).
+  static Status check_cacheless_step(const FlashInferMetadata& md) {
+    if (md.first_request_with_context >= 0) {
+      return invalid_argument(
+          "FLASHINFER forward without a kv_cache: request " +
+          std::to_string(md.first_request_with_context) + " has " +
+          std::to_string(md.first_context_len) +
+          " tokens of context; without a cache every request's seq_len must equal its query "
+          "length");
+    }
+    if (md.decode.kernel && md.parts.num_decodes > 0) {
+      return invalid_argument("FLASHINFER forward without a kv_cache: " +
+                              std::to_string(md.parts.num_decodes) +
+                              " requests run as decodes, which read the cache (build the step "
+                              "non-causal, as encoder attention is)");
+    }
+    return ok_status();
+  }
+
+  // Whether the prefill launch reads first prefills from key/value: a 16-bit cache (or none)
+  // and well-formed key/value. Without a cache they are required; with one, a step that lacks
+  // them reads the cache as before.
+  StatusOr<bool> ragged_source_usable(const FlashInferMetadata& md, const TensorView& kv_cache,
+                                      const TensorView& key, const TensorView& value) const {
+    const Status shapes = gpu::check_new_tokens(params_, md.step, key, value);
+    if (!kv_cache.defined()) {
+      if (!shapes.ok()) return shapes;
+      return true;
+    }
+    return !is_fp8(cache_dtype_) && shapes.ok();
+  }
+
   kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
                                              const KVScales& scales, const FlashInferMetadata& md,
                                              const PassMetadata& pass, bool capture) const {
     kernels::PagedAttentionParams p;
     fill_layer(p, query, kv_cache, scales);
+    if (!kv_cache.defined()) {  // the ragged source alone: it has the query's dtype
+      p.cache_dtype = params_.dtype;
+      p.block_size = md.step.block_size;
+    }
     p.num_tokens = md.step.num_actual_tokens;
     p.window_right = params_.sliding_window.right;
     p.split_out = md.split.out;

@@ -27,6 +27,7 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   constexpr bool kFp8 = is_fp8(kCache);
   const PagedAttentionParams& p = a.p;
 
+  const KvSource src = kv_source<Cfg, kCache>(a, w);
   const SplitTiles tiles = split_tiles<Cfg>(a, w, num_splits);
   const int t_begin = tiles.begin, t_end = tiles.end;
 
@@ -63,7 +64,7 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   // first 2 * (kStages - 1) tiles and waits for them (the copies of the first kStages - 1 need
   // them now).
   for (int x = t_begin; x < min(t_end, t_begin + 2 * Cfg::kStages - 2); ++x) {
-    fetch_tile_blocks<Cfg>(a, w, x, true, table_ring);
+    fetch_tile_blocks<Cfg>(a, w, src, x, true, table_ring);
   }
   device::cp_async_commit();
   device::cp_async_wait<0>();
@@ -71,7 +72,8 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 1; ++s) {
     if (t_begin + s < t_end) {
-      load_kv_tile<Cfg, T, kCache>(a, w, t_begin + s, true, table_ring, stages + s * kStageStride);
+      load_kv_tile<Cfg, T, kCache>(a, w, src, t_begin + s, true, table_ring,
+                                   stages + s * kStageStride);
     }
     device::cp_async_commit();
   }
@@ -84,9 +86,9 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     // the MMAs below, so ptxas interleaves their address arithmetic with the tensor-core issue.
     const int t_next = t + Cfg::kStages - 1;
     char* stage = stages + ((it + Cfg::kStages - 1) % Cfg::kStages) * kStageStride;
-    load_kv_tile<Cfg, T, kCache>(a, w, t_next, t_next < t_end, table_ring, stage);
-    fetch_tile_blocks<Cfg>(a, w, t_next + Cfg::kStages - 1, t_next + Cfg::kStages - 1 < t_end,
-                           table_ring);
+    load_kv_tile<Cfg, T, kCache>(a, w, src, t_next, t_next < t_end, table_ring, stage);
+    fetch_tile_blocks<Cfg>(a, w, src, t_next + Cfg::kStages - 1,
+                           t_next + Cfg::kStages - 1 < t_end, table_ring);
     device::cp_async_commit();
     char* tile = stages + (it % Cfg::kStages) * kStageStride;
     if constexpr (kFp8) {

@@ -1,0 +1,373 @@
+// FLASHINFER's ragged prefill on the GPU against the float64 oracle: requests without context
+// (first prefills) read the new tokens' key/value instead of the cache. Their cache slots stay
+// NaN (the step runs without the cache write; every other request's new tokens are written on the
+// host), so an output that matches proves the ragged source was read, next to chunked prefills,
+// speculative verification and decodes that read the cache. Encoder and encoder-only attention
+// run with no cache at all; bad combinations are Status values.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.h"
+#include "kernels/attention/paged_attention.h"
+#include "paged_attention_harness.h"
+#include "test_flashinfer_support.h"
+
+namespace pagedattn::test {
+namespace {
+
+using testing::CaseSpec;
+
+// A request the prefill launch serves from key/value: no context, and not a decode (in a causal
+// step the one-token requests run in the decode kernel, which reads the cache).
+bool reads_new_tokens(const CaseSpec& s, int r) {
+  return s.seq_lens[r] == s.query_lens[r] && s.query_lens[r] > 0 &&
+         (!s.causal || s.query_lens[r] > 1);
+}
+
+// Writes every request's new tokens into the batch's host cache except those of requests read
+// from key/value, whose slots keep make_host_batch's NaN (checked here: otherwise the test could
+// not fail). Returns how many requests read key/value.
+int write_cache_except_ragged(testing::HostBatch& b) {
+  const CaseSpec& s = b.spec;
+  int64_t* slots = b.slot_mapping.data<int64_t>();
+  const std::vector<int64_t> saved(slots, slots + s.num_tokens());
+  const TensorView& cache = b.kv_cache.view();
+  int ragged = 0;
+  int64_t t = 0;
+  for (int r = 0; r < s.num_reqs(); ++r) {
+    const bool skip = reads_new_tokens(s, r);
+    ragged += skip ? 1 : 0;
+    for (int i = 0; i < s.query_lens[r]; ++i, ++t) {
+      if (!skip) continue;
+      const int64_t at = (slots[t] / s.block_size) * cache.stride(0) +
+                         (slots[t] % s.block_size) * cache.stride(2);
+      EXPECT_TRUE(std::isnan(load_as_float(cache.data(), cache.dtype(), at))) << s.name;
+      slots[t] = -1;
+    }
+  }
+  write_new_tokens_on_host(b, cache);
+  std::copy(saved.begin(), saved.end(), slots);
+  return ragged;
+}
+
+BuilderParams roomy_builder(const CaseSpec& spec, KVCacheLayout layout) {
+  BuilderParams bp = testing::builder_params_for(spec, layout, Device::cuda(0));
+  bp.max_model_len = 1 << 17;
+  return bp;
+}
+
+// One step through FLASHINFER without the device cache write, against the oracle over the cache
+// with every new token written.
+void expect_ragged_matches_oracle(const CaseSpec& case_spec,
+                                  KVCacheLayout layout = KVCacheLayout::kNHD) {
+  const AttentionBackend* backend = find_backend("FLASHINFER");
+  ASSERT_NE(backend, nullptr);
+  CaseSpec spec = testing::reorder_decode_first(case_spec, 1);
+  spec.kv_layout = layout;
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, layout);
+  ASSERT_TRUE(batch.ok()) << spec.name << ": " << batch.status().to_string();
+  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
+  EXPECT_GT(write_cache_except_ragged(*batch), 0) << spec.name << ": no request reads key/value";
+  testing::StepOptions options;
+  options.builder_params = roomy_builder(spec, layout);
+  auto run = testing::StepRunner::for_batch(*batch, *backend, Device::cuda(0), options);
+  ASSERT_TRUE(run.ok()) << spec.name << ": " << run.status().to_string();
+  const Status st = (*run)->run_step(/*write_cache=*/false);
+  ASSERT_TRUE(st.ok()) << spec.name << ": " << st.to_string();
+  const reference::Comparison c = compare_with_oracle(**run, expected_cache);
+  EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
+                      << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
+                      << c.max_lse_error << "\n" << c.detail;
+}
+
+// A case of 8/2 heads (GQA 4; tests ask for more where they need it: the float64 oracle runs on
+// the host). query_lens empty: every request is a first prefill (query_len == seq_len).
+CaseSpec small_case(std::string name, uint64_t seed, std::vector<int> seq_lens,
+                    std::vector<int> query_lens = {}) {
+  CaseSpec s;
+  s.name = std::move(name);
+  s.seed = seed;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.query_lens = query_lens.empty() ? seq_lens : std::move(query_lens);
+  s.seq_lens = std::move(seq_lens);
+  return s;
+}
+
+CaseSpec first_prefills(std::string name, uint64_t seed) {
+  return small_case(std::move(name), seed, {17, 333, 2, 129, 1, 64, 701});
+}
+
+// First prefills (odd lengths) with a chunked prefill over context, speculative verification,
+// decodes (one of a 1-token sequence) and a padding request.
+CaseSpec mixed_ragged(std::string name, uint64_t seed) {
+  return small_case(std::move(name), seed, {37, 200, 1, 630, 77, 300, 5000, 3, 40},
+                    {1, 200, 1, 130, 77, 4, 1, 3, 0});
+}
+
+TEST(FlashInferRagged, FirstPrefillsOnly) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const bool causal : {true, false}) {
+    for (const DType dtype : {DType::kBF16, DType::kF16}) {
+      CaseSpec s = first_prefills(std::string(causal ? "causal_" : "noncausal_") +
+                                      std::string(dtype_name(dtype)),
+                                  causal ? 1 : 2);
+      s.causal = causal;
+      s.dtype = dtype;
+      expect_ragged_matches_oracle(s, KVCacheLayout::kNHD);
+      expect_ragged_matches_oracle(s, KVCacheLayout::kHND);
+    }
+  }
+}
+
+TEST(FlashInferRagged, MixedWithChunkedPrefillsAndDecodes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const bool causal : {true, false}) {
+    CaseSpec s = mixed_ragged(causal ? "mixed_causal" : "mixed_noncausal", causal ? 3 : 4);
+    s.causal = causal;
+    expect_ragged_matches_oracle(s, KVCacheLayout::kNHD);
+    s.dtype = DType::kF16;
+    s.block_size = 64;
+    expect_ragged_matches_oracle(s, KVCacheLayout::kHND);
+  }
+}
+
+TEST(FlashInferRagged, GqaGroupsAndHeadSizes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const auto& [hq, hkv] : {std::pair{8, 8}, std::pair{28, 4}, std::pair{64, 8}}) {
+    CaseSpec s = mixed_ragged("gqa_" + std::to_string(hq) + "_" + std::to_string(hkv), 5);
+    s.num_heads = hq;
+    s.num_kv_heads = hkv;
+    expect_ragged_matches_oracle(s);
+  }
+  // Padded loads (72), 32-key tiles (256) and two output-column chunks (512).
+  for (const int d : {64, 72, 256, 512}) {
+    if (kernels::paged_attention_kernel_head_size(d) == 0) continue;
+    CaseSpec s = mixed_ragged("head_size_" + std::to_string(d), 6);
+    s.head_size = d;
+    expect_ragged_matches_oracle(s, KVCacheLayout::kHND);
+  }
+}
+
+TEST(FlashInferRagged, Features) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = mixed_ragged("window_softcap", 7);
+  s.sliding_window = SlidingWindow{63, 0};
+  s.logits_soft_cap = 30.0;
+  expect_ragged_matches_oracle(s);
+  s = mixed_ragged("encoder_window_alibi_sinks", 8);
+  s.causal = false;
+  s.sliding_window = SlidingWindow{31, 31};
+  s.alibi = true;
+  s.sinks = true;
+  expect_ragged_matches_oracle(s, KVCacheLayout::kHND);
+}
+
+// One long first prefill over few heads: the prefill plan splits its keys.
+TEST(FlashInferRagged, SplitKv) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = small_case("split_first_prefill", 9, {1500});
+  s.num_heads = 4;
+  s.num_kv_heads = 1;
+  s.causal = false;
+  expect_ragged_matches_oracle(s);
+}
+
+// FP8 caches never go ragged: first prefills read the cache, which the step's cache write fills.
+TEST(FlashInferRagged, Fp8CacheReadsTheCache) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = mixed_ragged("fp8_mixed", 10);
+  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  expect_flashinfer_matches_oracle(s);
+}
+
+// Encoder attention with no KV cache: builder and impl driven by hand on `device` (FLASHINFER on
+// cuda:0, or CPU_ATTN on the host for parity), forward given an undefined cache.
+struct CachelessRun {
+  Status forward;
+  reference::Comparison cmp;
+};
+
+CachelessRun run_without_cache(const CaseSpec& spec, AttentionType type,
+                               const std::string& backend_name = "FLASHINFER",
+                               const Device& device = Device::cuda(0)) {
+  CachelessRun result;
+  const AttentionBackend* backend = find_backend(backend_name);
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
+  EXPECT_TRUE(backend != nullptr && batch.ok()) << backend_name << ", " << spec.name;
+  if (backend == nullptr || !batch.ok()) return result;
+  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
+  testing::HostTensor out(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
+  testing::HostTensor lse(DType::kF32, {spec.num_heads, spec.num_tokens()});
+  std::unique_ptr<testing::Placement> placement;
+  if (device.is_cpu()) {
+    placement = testing::place_on_host(*batch, out, lse);
+  } else if (auto on_gpu = testing::place_on_cuda(*batch, device.index); on_gpu.ok()) {
+    placement = std::move(on_gpu).value();
+  }
+  BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
+  bp.max_model_len = 1 << 17;
+  auto builder = backend->make_builder(bp);
+  AttentionImplParams ip = batch->params;
+  ip.device = device;
+  ip.attn_type = type;
+  auto impl = backend->make_impl(ip);
+  EXPECT_TRUE(placement != nullptr && builder.ok() && impl.ok()) << spec.name;
+  if (placement == nullptr || !builder.ok() || !impl.ok()) return result;
+  const testing::StepOperands& o = placement->operands();
+  auto md = (*builder)->build(0, o.meta);
+  EXPECT_TRUE(md.ok()) << md.status().to_string();
+  if (!md.ok()) return result;
+  EXPECT_TRUE(placement->poison_outputs().ok());
+  result.forward =
+      (*impl)->forward(o.query, o.key, o.value, TensorView(), **md, o.output, o.lse, o.scales);
+  if (!result.forward.ok()) return result;
+  EXPECT_TRUE(placement->synchronize().ok());
+  EXPECT_TRUE(placement->download(*batch, out, lse).ok());
+  const reference::ReferenceOutputs ref = oracle(*batch, expected_cache.view());
+  result.cmp = reference::compare_to_reference(out.view(), lse.view(), ref.out, ref.lse,
+                                               reference::tolerance_for(spec.dtype));
+  return result;
+}
+
+void expect_cacheless_matches_oracle(const CaseSpec& spec, AttentionType type,
+                                     const std::string& backend = "FLASHINFER",
+                                     const Device& device = Device::cuda(0)) {
+  const CachelessRun r = run_without_cache(spec, type, backend, device);
+  ASSERT_TRUE(r.forward.ok()) << spec.name << ": " << r.forward.to_string();
+  EXPECT_TRUE(r.cmp.pass) << backend << " " << spec.name << ": max abs " << r.cmp.max_abs_error
+                          << ", rel frob " << r.cmp.rel_frobenius << ", lse "
+                          << r.cmp.max_lse_error << "\n" << r.cmp.detail;
+}
+
+// The cache update of an encoder layer without a cache writes nothing and succeeds; a decoder
+// layer's needs the cache.
+TEST(FlashInferRagged, CacheUpdateWithoutCache) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  const AttentionBackend* backend = find_backend("FLASHINFER");
+  ASSERT_NE(backend, nullptr);
+  const CaseSpec s = small_case("cache_update", 19, {5});
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok());
+  auto placement = testing::place_on_cuda(*batch, 0);
+  ASSERT_TRUE(placement.ok());
+  const testing::StepOperands& o = (*placement)->operands();
+  for (const AttentionType type : {AttentionType::kEncoderOnly, AttentionType::kDecoder}) {
+    AttentionImplParams ip = impl_params_for(*batch);
+    ip.attn_type = type;
+    auto impl = backend->make_impl(ip);
+    ASSERT_TRUE(impl.ok());
+    const Status st =
+        (*impl)->do_kv_cache_update(o.key, o.value, TensorView(), o.meta.slot_mapping, o.scales);
+    EXPECT_EQ(st.ok(), type == AttentionType::kEncoderOnly) << st.to_string();
+  }
+}
+
+CaseSpec encoder_batch(std::string name, uint64_t seed) {
+  CaseSpec s = small_case(std::move(name), seed, {1, 7, 128, 300, 45, 513});
+  s.causal = false;
+  return s;
+}
+
+TEST(FlashInferRagged, EncoderOnlyWithoutCache) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_cacheless_matches_oracle(encoder_batch("encoder_only_bf16", 11),
+                                  AttentionType::kEncoderOnly);
+  CaseSpec s = encoder_batch("encoder_f16_gqa_window_softcap", 12);
+  s.dtype = DType::kF16;
+  s.num_heads = 28;
+  s.num_kv_heads = 4;
+  s.sliding_window = SlidingWindow{31, 31};
+  s.logits_soft_cap = 20.0;
+  expect_cacheless_matches_oracle(s, AttentionType::kEncoder);
+  s = encoder_batch("encoder_only_alibi_sinks", 13);
+  s.alibi = true;
+  s.sinks = true;
+  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
+  s = encoder_batch("causal_without_cache", 14);
+  s.causal = true;
+  s.query_lens = {9, 1, 250};  // the first is no decode: every request is a prefill
+  s.seq_lens = s.query_lens;
+  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
+}
+
+// CPU_ATTN runs encoder-only attention without a cache the same way (on the host: no GPU needed).
+TEST(FlashInferRagged, CpuParityEncoderOnlyWithoutCache) {
+  CaseSpec s = encoder_batch("cpu_encoder_only", 18);
+  s.query_lens = s.seq_lens = {3, 40, 129};
+  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly, "CPU_ATTN", Device::cpu());
+  const CachelessRun r = run_without_cache(s, AttentionType::kDecoder, "CPU_ATTN", Device::cpu());
+  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument) << r.forward.to_string();
+}
+
+TEST(FlashInferRagged, WithoutCacheRefusesWhatNeedsOne) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = encoder_batch("context_without_cache", 15);
+  s.query_lens = {10, 20};
+  s.seq_lens = {10, 60};
+  CachelessRun r = run_without_cache(s, AttentionType::kEncoderOnly);
+  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.forward.message().find("request 1 has 40 tokens of context"), std::string::npos)
+      << r.forward.to_string();
+
+  r = run_without_cache(encoder_batch("decoder_without_cache", 16), AttentionType::kDecoder);
+  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.forward.message().find("only encoder and encoder-only"), std::string::npos)
+      << r.forward.to_string();
+
+  s = encoder_batch("decodes_without_cache", 17);
+  s.causal = true;
+  s.query_lens = {1, 1, 1};
+  s.seq_lens = s.query_lens;
+  r = run_without_cache(s, AttentionType::kEncoderOnly);
+  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.forward.message().find("3 requests run as decodes"), std::string::npos)
+      << r.forward.to_string();
+}
+
+// The launcher's checks of the ragged source (nothing is launched).
+TEST(FlashInferRagged, KernelRejectsBadRaggedSources) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  if (kernels::paged_attention_kernel_head_size(128) == 0) GTEST_SKIP() << "no head size 128";
+  DeviceBuffer buf(1 << 16);
+  kernels::PagedAttentionParams p;
+  p.q = p.out = buf.get();
+  p.cu_seqlens_q = p.seqused_k = buf.as<int32_t>();
+  p.num_reqs = p.num_tokens = p.max_query_len = 1;
+  p.num_heads = p.num_kv_heads = 1;
+  p.head_size = 128;
+  p.block_size = 16;
+  const auto expect_error = [&](StatusCode code, const std::string& text) {
+    const Status s = kernels::launch_paged_attention(p, nullptr);
+    EXPECT_EQ(s.code(), code) << s.to_string();
+    EXPECT_NE(s.message().find(text), std::string::npos) << s.to_string();
+  };
+  expect_error(StatusCode::kInvalidArgument, "kv_cache is required without k_new/v_new");
+  p.k_new = buf.get();
+  expect_error(StatusCode::kInvalidArgument, "k_new and v_new must be given together");
+  p.v_new = static_cast<char*>(buf.get()) + 8;
+  expect_error(StatusCode::kInvalidArgument, "16-byte aligned");
+  p.v_new = buf.get();
+  p.kv_cache = buf.get();
+  p.cache_dtype = DType::kFP8E4M3;
+  p.k_scale = p.v_scale = buf.as<float>();
+  expect_error(StatusCode::kInvalidArgument, "need a cache of q_dtype or none");
+  p.kv_cache = nullptr;
+  p.cache_dtype = DType::kBF16;
+  p.new_token_stride = int64_t{1} << 31;
+  expect_error(StatusCode::kInvalidArgument, "below 2^31");
+  p.new_token_stride = 128;
+  p.generation = kernels::KernelGeneration::kV3;
+  const Status v3 = kernels::paged_attention_serves(p);
+  EXPECT_FALSE(v3.ok());
+  if (kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+    EXPECT_NE(v3.message().find("no ragged KV source"), std::string::npos) << v3.to_string();
+    expect_error(StatusCode::kUnimplemented, "no ragged KV source");
+  }
+}
+
+}  // namespace
+}  // namespace pagedattn::test
