@@ -355,7 +355,8 @@ TEST(FlashInferRagged, KernelRejectsBadRaggedSources) {
   p.cache_dtype = DType::kFP8E4M3;
   p.k_scale = p.v_scale = buf.as<float>();
   expect_error(StatusCode::kInvalidArgument, "need a cache of q_dtype or none");
-  p.kv_cache = nullptr;
+  p.kv_cache = nullptr;  // an FP8 cache_dtype picks the FP8 kernels, which never read k_new
+  expect_error(StatusCode::kInvalidArgument, "need a cache of q_dtype or none");
   p.cache_dtype = DType::kBF16;
   p.new_token_stride = int64_t{1} << 31;
   expect_error(StatusCode::kInvalidArgument, "below 2^31");

@@ -35,10 +35,10 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
     if (p.kv_cache != nullptr || p.num_tokens == 0) return ok_status();
     return invalid_argument("paged attention: kv_cache is required without k_new/v_new");
   }
-  if (p.kv_cache != nullptr && p.cache_dtype != p.q_dtype) {
+  if (p.cache_dtype != p.q_dtype) {  // also without a cache: it picks the instantiation
     return invalid_argument(
-        "paged attention: k_new/v_new (the ragged source) need a cache of q_dtype or none; "
-        "cache_dtype is " + std::string(dtype_name(p.cache_dtype)));
+        "paged attention: k_new/v_new (the ragged source) need a cache of q_dtype or none "
+        "(cache_dtype = q_dtype); cache_dtype is " + std::string(dtype_name(p.cache_dtype)));
   }
   if (!aligned(p.k_new, 16) || !aligned(p.v_new, 16) || p.new_token_stride % 8 != 0 ||
       p.new_head_stride % 8 != 0 || p.new_token_stride < 0 || p.new_head_stride < 0) {
@@ -47,7 +47,9 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
         "that are multiples of 8 (token " + str(p.new_token_stride) + ", head " +
         str(p.new_head_stride) + ")");
   }
-  const int64_t max_offset = int64_t{p.max_query_len} * p.new_token_stride +
+  // + 64: the rows of a request's last KV tile past its keys (their addresses are formed, never
+  // read).
+  const int64_t max_offset = (int64_t{p.max_query_len} + 64) * p.new_token_stride +
                              (p.num_kv_heads - 1) * p.new_head_stride + p.head_size;
   if (max_offset > INT32_MAX) {
     return invalid_argument("paged attention: max_query_len " + str(p.max_query_len) +
