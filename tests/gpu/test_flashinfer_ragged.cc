@@ -184,8 +184,85 @@ TEST(FlashInferRagged, Fp8CacheReadsTheCache) {
   expect_flashinfer_matches_oracle(s);
 }
 
-// Encoder attention with no KV cache: builder and impl driven by hand on `device` (FLASHINFER on
-// cuda:0, or CPU_ATTN on the host for parity), forward given an undefined cache.
+// One case driven by hand on `device` (FLASHINFER on cuda:0, or CPU_ATTN on the host for
+// parity): builder, impl and the placed batch; forward may get an undefined cache or key/value.
+class ManualStep {
+ public:
+  ManualStep(const CaseSpec& spec, AttentionType type, const std::string& backend_name,
+             const Device& device)
+      : spec_(spec) {
+    const AttentionBackend* backend = find_backend(backend_name);
+    StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
+    EXPECT_TRUE(backend != nullptr && batch.ok()) << backend_name << ", " << spec.name;
+    if (backend == nullptr || !batch.ok()) return;
+    batch_ = std::make_unique<testing::HostBatch>(std::move(batch).value());
+    expected_cache_ = host_cache_after_write(*batch_);
+    out_ = testing::HostTensor(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
+    lse_ = testing::HostTensor(DType::kF32, {spec.num_heads, spec.num_tokens()});
+    if (device.is_cpu()) {
+      placement_ = testing::place_on_host(*batch_, out_, lse_);
+    } else if (auto on_gpu = testing::place_on_cuda(*batch_, device.index); on_gpu.ok()) {
+      placement_ = std::move(on_gpu).value();
+    }
+    BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
+    bp.max_model_len = 1 << 17;
+    auto builder = backend->make_builder(bp);
+    AttentionImplParams ip = batch_->params;
+    ip.device = device;
+    ip.attn_type = type;
+    auto impl = backend->make_impl(ip);
+    EXPECT_TRUE(placement_ != nullptr && builder.ok() && impl.ok()) << spec.name;
+    if (placement_ == nullptr || !builder.ok() || !impl.ok()) return;
+    auto md = (*builder)->build(0, placement_->operands().meta);
+    EXPECT_TRUE(md.ok()) << md.status().to_string();
+    if (!md.ok()) return;
+    builder_ = std::move(builder).value();
+    impl_ = std::move(impl).value();
+    md_ = std::move(md).value();
+  }
+
+  bool ready() const { return md_ != nullptr; }
+
+  // Poisoned outputs, the cache update (with_cache), forward, download.
+  Status run(bool with_cache, bool with_new_tokens) {
+    if (!ready()) return internal_error("the step was not prepared");
+    const testing::StepOperands& o = placement_->operands();
+    PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
+    if (with_cache) {
+      PAGEDATTN_RETURN_IF_ERROR(
+          impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
+    }
+    const TensorView none;
+    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(
+        o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
+        with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
+    PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
+    return placement_->download(*batch_, out_, lse_);
+  }
+
+  reference::Comparison compare() const {
+    const reference::ReferenceOutputs ref = oracle(*batch_, expected_cache_.view());
+    return reference::compare_to_reference(out_.view(), lse_.view(), ref.out, ref.lse,
+                                           reference::tolerance_for(spec_.dtype));
+  }
+
+  std::vector<uint8_t> output_bytes() const {
+    const auto* bytes = static_cast<const uint8_t*>(out_.view().data());
+    return {bytes, bytes + out_.view().nbytes()};
+  }
+
+ private:
+  CaseSpec spec_;
+  std::unique_ptr<testing::HostBatch> batch_;
+  KVCacheAllocation expected_cache_;
+  testing::HostTensor out_, lse_;
+  std::unique_ptr<testing::Placement> placement_;
+  std::unique_ptr<AttentionMetadataBuilder> builder_;
+  std::unique_ptr<AttentionImpl> impl_;
+  std::unique_ptr<AttentionMetadata> md_;
+};
+
+// Encoder attention with no KV cache: forward's status, and the comparison when it ran.
 struct CachelessRun {
   Status forward;
   reference::Comparison cmp;
@@ -194,42 +271,10 @@ struct CachelessRun {
 CachelessRun run_without_cache(const CaseSpec& spec, AttentionType type,
                                const std::string& backend_name = "FLASHINFER",
                                const Device& device = Device::cuda(0)) {
+  ManualStep step(spec, type, backend_name, device);
   CachelessRun result;
-  const AttentionBackend* backend = find_backend(backend_name);
-  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
-  EXPECT_TRUE(backend != nullptr && batch.ok()) << backend_name << ", " << spec.name;
-  if (backend == nullptr || !batch.ok()) return result;
-  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
-  testing::HostTensor out(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
-  testing::HostTensor lse(DType::kF32, {spec.num_heads, spec.num_tokens()});
-  std::unique_ptr<testing::Placement> placement;
-  if (device.is_cpu()) {
-    placement = testing::place_on_host(*batch, out, lse);
-  } else if (auto on_gpu = testing::place_on_cuda(*batch, device.index); on_gpu.ok()) {
-    placement = std::move(on_gpu).value();
-  }
-  BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
-  bp.max_model_len = 1 << 17;
-  auto builder = backend->make_builder(bp);
-  AttentionImplParams ip = batch->params;
-  ip.device = device;
-  ip.attn_type = type;
-  auto impl = backend->make_impl(ip);
-  EXPECT_TRUE(placement != nullptr && builder.ok() && impl.ok()) << spec.name;
-  if (placement == nullptr || !builder.ok() || !impl.ok()) return result;
-  const testing::StepOperands& o = placement->operands();
-  auto md = (*builder)->build(0, o.meta);
-  EXPECT_TRUE(md.ok()) << md.status().to_string();
-  if (!md.ok()) return result;
-  EXPECT_TRUE(placement->poison_outputs().ok());
-  result.forward =
-      (*impl)->forward(o.query, o.key, o.value, TensorView(), **md, o.output, o.lse, o.scales);
-  if (!result.forward.ok()) return result;
-  EXPECT_TRUE(placement->synchronize().ok());
-  EXPECT_TRUE(placement->download(*batch, out, lse).ok());
-  const reference::ReferenceOutputs ref = oracle(*batch, expected_cache.view());
-  result.cmp = reference::compare_to_reference(out.view(), lse.view(), ref.out, ref.lse,
-                                               reference::tolerance_for(spec.dtype));
+  result.forward = step.run(/*with_cache=*/false, /*with_new_tokens=*/true);
+  if (result.forward.ok()) result.cmp = step.compare();
   return result;
 }
 
@@ -241,6 +286,27 @@ void expect_cacheless_matches_oracle(const CaseSpec& spec, AttentionType type,
   EXPECT_TRUE(r.cmp.pass) << backend << " " << spec.name << ": max abs " << r.cmp.max_abs_error
                           << ", rel frob " << r.cmp.rel_frobenius << ", lse "
                           << r.cmp.max_lse_error << "\n" << r.cmp.detail;
+}
+
+// The same step with key/value (first prefills read them) and without (every key from the
+// cache, written by the step's cache update): the same tiles and math, so the same bits.
+TEST(FlashInferRagged, RaggedAndPagedAgreeBitForBit) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const bool causal : {true, false}) {
+    CaseSpec s = mixed_ragged(causal ? "bits_causal" : "bits_noncausal", 20);
+    s.causal = causal;
+    s = testing::reorder_decode_first(s, 1);
+    ManualStep step(s, AttentionType::kDecoder, "FLASHINFER", Device::cuda(0));
+    ASSERT_TRUE(step.ready());
+    const Status paged = step.run(/*with_cache=*/true, /*with_new_tokens=*/false);
+    ASSERT_TRUE(paged.ok()) << paged.to_string();
+    const reference::Comparison c = step.compare();
+    EXPECT_TRUE(c.pass) << s.name << ": " << c.detail;
+    const std::vector<uint8_t> paged_bits = step.output_bytes();
+    const Status ragged = step.run(/*with_cache=*/true, /*with_new_tokens=*/true);
+    ASSERT_TRUE(ragged.ok()) << ragged.to_string();
+    EXPECT_TRUE(step.output_bytes() == paged_bits) << s.name;
+  }
 }
 
 // The cache update of an encoder layer without a cache writes nothing and succeeds; a decoder
