@@ -2,8 +2,9 @@
 // (first prefills) read the new tokens' key/value instead of the cache. Their cache slots stay
 // NaN (the step runs without the cache write; every other request's new tokens are written on the
 // host), so an output that matches proves the ragged source was read, next to chunked prefills,
-// speculative verification and decodes that read the cache. Encoder and encoder-only attention
-// run with no cache at all; bad combinations are Status values.
+// speculative verification and decodes that read the cache. Also: the same bits as the paged
+// source, and the launcher's checks of the ragged source. (No cache at all:
+// test_flashinfer_cacheless.cc.)
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,9 +12,9 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "flashinfer_manual_step.h"
 #include "kernels/attention/paged_attention.h"
 #include "paged_attention_harness.h"
-#include "test_flashinfer_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -81,20 +82,6 @@ void expect_ragged_matches_oracle(const CaseSpec& case_spec,
   EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
                       << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
                       << c.max_lse_error << "\n" << c.detail;
-}
-
-// A case of 8/2 heads (GQA 4; tests ask for more where they need it: the float64 oracle runs on
-// the host). query_lens empty: every request is a first prefill (query_len == seq_len).
-CaseSpec small_case(std::string name, uint64_t seed, std::vector<int> seq_lens,
-                    std::vector<int> query_lens = {}) {
-  CaseSpec s;
-  s.name = std::move(name);
-  s.seed = seed;
-  s.num_heads = 8;
-  s.num_kv_heads = 2;
-  s.query_lens = query_lens.empty() ? seq_lens : std::move(query_lens);
-  s.seq_lens = std::move(seq_lens);
-  return s;
 }
 
 CaseSpec first_prefills(std::string name, uint64_t seed) {
@@ -184,110 +171,6 @@ TEST(FlashInferRagged, Fp8CacheReadsTheCache) {
   expect_flashinfer_matches_oracle(s);
 }
 
-// One case driven by hand on `device` (FLASHINFER on cuda:0, or CPU_ATTN on the host for
-// parity): builder, impl and the placed batch; forward may get an undefined cache or key/value.
-class ManualStep {
- public:
-  ManualStep(const CaseSpec& spec, AttentionType type, const std::string& backend_name,
-             const Device& device)
-      : spec_(spec) {
-    const AttentionBackend* backend = find_backend(backend_name);
-    StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
-    EXPECT_TRUE(backend != nullptr && batch.ok()) << backend_name << ", " << spec.name;
-    if (backend == nullptr || !batch.ok()) return;
-    batch_ = std::make_unique<testing::HostBatch>(std::move(batch).value());
-    expected_cache_ = host_cache_after_write(*batch_);
-    out_ = testing::HostTensor(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
-    lse_ = testing::HostTensor(DType::kF32, {spec.num_heads, spec.num_tokens()});
-    if (device.is_cpu()) {
-      placement_ = testing::place_on_host(*batch_, out_, lse_);
-    } else if (auto on_gpu = testing::place_on_cuda(*batch_, device.index); on_gpu.ok()) {
-      placement_ = std::move(on_gpu).value();
-    }
-    BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
-    bp.max_model_len = 1 << 17;
-    auto builder = backend->make_builder(bp);
-    AttentionImplParams ip = batch_->params;
-    ip.device = device;
-    ip.attn_type = type;
-    auto impl = backend->make_impl(ip);
-    EXPECT_TRUE(placement_ != nullptr && builder.ok() && impl.ok()) << spec.name;
-    if (placement_ == nullptr || !builder.ok() || !impl.ok()) return;
-    auto md = (*builder)->build(0, placement_->operands().meta);
-    EXPECT_TRUE(md.ok()) << md.status().to_string();
-    if (!md.ok()) return;
-    builder_ = std::move(builder).value();
-    impl_ = std::move(impl).value();
-    md_ = std::move(md).value();
-  }
-
-  bool ready() const { return md_ != nullptr; }
-
-  // Poisoned outputs, the cache update (with_cache), forward, download.
-  Status run(bool with_cache, bool with_new_tokens) {
-    if (!ready()) return internal_error("the step was not prepared");
-    const testing::StepOperands& o = placement_->operands();
-    PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
-    if (with_cache) {
-      PAGEDATTN_RETURN_IF_ERROR(
-          impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
-    }
-    const TensorView none;
-    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(
-        o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
-        with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
-    PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
-    return placement_->download(*batch_, out_, lse_);
-  }
-
-  reference::Comparison compare() const {
-    const reference::ReferenceOutputs ref = oracle(*batch_, expected_cache_.view());
-    return reference::compare_to_reference(out_.view(), lse_.view(), ref.out, ref.lse,
-                                           reference::tolerance_for(spec_.dtype));
-  }
-
-  std::vector<uint8_t> output_bytes() const {
-    const auto* bytes = static_cast<const uint8_t*>(out_.view().data());
-    return {bytes, bytes + out_.view().nbytes()};
-  }
-
- private:
-  CaseSpec spec_;
-  std::unique_ptr<testing::HostBatch> batch_;
-  KVCacheAllocation expected_cache_;
-  testing::HostTensor out_, lse_;
-  std::unique_ptr<testing::Placement> placement_;
-  std::unique_ptr<AttentionMetadataBuilder> builder_;
-  std::unique_ptr<AttentionImpl> impl_;
-  std::unique_ptr<AttentionMetadata> md_;
-};
-
-// Encoder attention with no KV cache: forward's status, and the comparison when it ran.
-struct CachelessRun {
-  Status forward;
-  reference::Comparison cmp;
-};
-
-CachelessRun run_without_cache(const CaseSpec& spec, AttentionType type,
-                               const std::string& backend_name = "FLASHINFER",
-                               const Device& device = Device::cuda(0)) {
-  ManualStep step(spec, type, backend_name, device);
-  CachelessRun result;
-  result.forward = step.run(/*with_cache=*/false, /*with_new_tokens=*/true);
-  if (result.forward.ok()) result.cmp = step.compare();
-  return result;
-}
-
-void expect_cacheless_matches_oracle(const CaseSpec& spec, AttentionType type,
-                                     const std::string& backend = "FLASHINFER",
-                                     const Device& device = Device::cuda(0)) {
-  const CachelessRun r = run_without_cache(spec, type, backend, device);
-  ASSERT_TRUE(r.forward.ok()) << spec.name << ": " << r.forward.to_string();
-  EXPECT_TRUE(r.cmp.pass) << backend << " " << spec.name << ": max abs " << r.cmp.max_abs_error
-                          << ", rel frob " << r.cmp.rel_frobenius << ", lse "
-                          << r.cmp.max_lse_error << "\n" << r.cmp.detail;
-}
-
 // The same step with key/value (first prefills read them) and without (every key from the
 // cache, written by the step's cache update): the same tiles and math, so the same bits.
 TEST(FlashInferRagged, RaggedAndPagedAgreeBitForBit) {
@@ -307,91 +190,6 @@ TEST(FlashInferRagged, RaggedAndPagedAgreeBitForBit) {
     ASSERT_TRUE(ragged.ok()) << ragged.to_string();
     EXPECT_TRUE(step.output_bytes() == paged_bits) << s.name;
   }
-}
-
-// The cache update of an encoder layer without a cache writes nothing and succeeds; a decoder
-// layer's needs the cache.
-TEST(FlashInferRagged, CacheUpdateWithoutCache) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const AttentionBackend* backend = find_backend("FLASHINFER");
-  ASSERT_NE(backend, nullptr);
-  const CaseSpec s = small_case("cache_update", 19, {5});
-  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
-  ASSERT_TRUE(batch.ok());
-  auto placement = testing::place_on_cuda(*batch, 0);
-  ASSERT_TRUE(placement.ok());
-  const testing::StepOperands& o = (*placement)->operands();
-  for (const AttentionType type : {AttentionType::kEncoderOnly, AttentionType::kDecoder}) {
-    AttentionImplParams ip = impl_params_for(*batch);
-    ip.attn_type = type;
-    auto impl = backend->make_impl(ip);
-    ASSERT_TRUE(impl.ok());
-    const Status st =
-        (*impl)->do_kv_cache_update(o.key, o.value, TensorView(), o.meta.slot_mapping, o.scales);
-    EXPECT_EQ(st.ok(), type == AttentionType::kEncoderOnly) << st.to_string();
-  }
-}
-
-CaseSpec encoder_batch(std::string name, uint64_t seed) {
-  CaseSpec s = small_case(std::move(name), seed, {1, 7, 128, 300, 45, 513});
-  s.causal = false;
-  return s;
-}
-
-TEST(FlashInferRagged, EncoderOnlyWithoutCache) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_cacheless_matches_oracle(encoder_batch("encoder_only_bf16", 11),
-                                  AttentionType::kEncoderOnly);
-  CaseSpec s = encoder_batch("encoder_f16_gqa_window_softcap", 12);
-  s.dtype = DType::kF16;
-  s.num_heads = 28;
-  s.num_kv_heads = 4;
-  s.sliding_window = SlidingWindow{31, 31};
-  s.logits_soft_cap = 20.0;
-  expect_cacheless_matches_oracle(s, AttentionType::kEncoder);
-  s = encoder_batch("encoder_only_alibi_sinks", 13);
-  s.alibi = true;
-  s.sinks = true;
-  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
-  s = encoder_batch("causal_without_cache", 14);
-  s.causal = true;
-  s.query_lens = {9, 1, 250};  // the first is no decode: every request is a prefill
-  s.seq_lens = s.query_lens;
-  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
-}
-
-// CPU_ATTN runs encoder-only attention without a cache the same way (on the host: no GPU needed).
-TEST(FlashInferRagged, CpuParityEncoderOnlyWithoutCache) {
-  CaseSpec s = encoder_batch("cpu_encoder_only", 18);
-  s.query_lens = s.seq_lens = {3, 40, 129};
-  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly, "CPU_ATTN", Device::cpu());
-  const CachelessRun r = run_without_cache(s, AttentionType::kDecoder, "CPU_ATTN", Device::cpu());
-  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument) << r.forward.to_string();
-}
-
-TEST(FlashInferRagged, WithoutCacheRefusesWhatNeedsOne) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s = encoder_batch("context_without_cache", 15);
-  s.query_lens = {10, 20};
-  s.seq_lens = {10, 60};
-  CachelessRun r = run_without_cache(s, AttentionType::kEncoderOnly);
-  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.forward.message().find("request 1 has 40 tokens of context"), std::string::npos)
-      << r.forward.to_string();
-
-  r = run_without_cache(encoder_batch("decoder_without_cache", 16), AttentionType::kDecoder);
-  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.forward.message().find("only encoder and encoder-only"), std::string::npos)
-      << r.forward.to_string();
-
-  s = encoder_batch("decodes_without_cache", 17);
-  s.causal = true;
-  s.query_lens = {1, 1, 1};
-  s.seq_lens = s.query_lens;
-  r = run_without_cache(s, AttentionType::kEncoderOnly);
-  EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.forward.message().find("3 requests run as decodes"), std::string::npos)
-      << r.forward.to_string();
 }
 
 // The launcher's checks of the ragged source (nothing is launched).

@@ -1,0 +1,108 @@
+// Shared by the FLASHINFER ragged-source and cacheless GPU tests: small cases, and one step driven
+// by hand (builder, impl, placed batch) so that forward can get an undefined cache or key/value.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_flashinfer_support.h"
+
+namespace pagedattn::test {
+
+// A case of 8/2 heads (GQA 4; tests ask for more where they need it: the float64 oracle runs on
+// the host). query_lens empty: every request is a first prefill (query_len == seq_len).
+inline testing::CaseSpec small_case(std::string name, uint64_t seed, std::vector<int> seq_lens,
+                    std::vector<int> query_lens = {}) {
+  testing::CaseSpec s;
+  s.name = std::move(name);
+  s.seed = seed;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.query_lens = query_lens.empty() ? seq_lens : std::move(query_lens);
+  s.seq_lens = std::move(seq_lens);
+  return s;
+}
+
+// One case driven by hand on `device` (FLASHINFER on cuda:0, or CPU_ATTN on the host for
+// parity): builder, impl and the placed batch; forward may get an undefined cache or key/value.
+class ManualStep {
+ public:
+  ManualStep(const testing::CaseSpec& spec, AttentionType type, const std::string& backend_name,
+             const Device& device)
+      : spec_(spec) {
+    const AttentionBackend* backend = find_backend(backend_name);
+    StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
+    EXPECT_TRUE(backend != nullptr && batch.ok()) << backend_name << ", " << spec.name;
+    if (backend == nullptr || !batch.ok()) return;
+    batch_ = std::make_unique<testing::HostBatch>(std::move(batch).value());
+    expected_cache_ = host_cache_after_write(*batch_);
+    out_ = testing::HostTensor(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
+    lse_ = testing::HostTensor(DType::kF32, {spec.num_heads, spec.num_tokens()});
+    if (device.is_cpu()) {
+      placement_ = testing::place_on_host(*batch_, out_, lse_);
+    } else if (auto on_gpu = testing::place_on_cuda(*batch_, device.index); on_gpu.ok()) {
+      placement_ = std::move(on_gpu).value();
+    }
+    BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
+    bp.max_model_len = 1 << 17;
+    auto builder = backend->make_builder(bp);
+    AttentionImplParams ip = batch_->params;
+    ip.device = device;
+    ip.attn_type = type;
+    auto impl = backend->make_impl(ip);
+    EXPECT_TRUE(placement_ != nullptr && builder.ok() && impl.ok()) << spec.name;
+    if (placement_ == nullptr || !builder.ok() || !impl.ok()) return;
+    auto md = (*builder)->build(0, placement_->operands().meta);
+    EXPECT_TRUE(md.ok()) << md.status().to_string();
+    if (!md.ok()) return;
+    builder_ = std::move(builder).value();
+    impl_ = std::move(impl).value();
+    md_ = std::move(md).value();
+  }
+
+  bool ready() const { return md_ != nullptr; }
+
+  // Poisoned outputs, the cache update (with_cache), forward, download.
+  Status run(bool with_cache, bool with_new_tokens) {
+    if (!ready()) return internal_error("the step was not prepared");
+    const testing::StepOperands& o = placement_->operands();
+    PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
+    if (with_cache) {
+      PAGEDATTN_RETURN_IF_ERROR(
+          impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
+    }
+    const TensorView none;
+    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(
+        o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
+        with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
+    PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
+    return placement_->download(*batch_, out_, lse_);
+  }
+
+  reference::Comparison compare() const {
+    const reference::ReferenceOutputs ref = oracle(*batch_, expected_cache_.view());
+    return reference::compare_to_reference(out_.view(), lse_.view(), ref.out, ref.lse,
+                                           reference::tolerance_for(spec_.dtype));
+  }
+
+  std::vector<uint8_t> output_bytes() const {
+    const auto* bytes = static_cast<const uint8_t*>(out_.view().data());
+    return {bytes, bytes + out_.view().nbytes()};
+  }
+
+ private:
+  testing::CaseSpec spec_;
+  std::unique_ptr<testing::HostBatch> batch_;
+  KVCacheAllocation expected_cache_;
+  testing::HostTensor out_, lse_;
+  std::unique_ptr<testing::Placement> placement_;
+  std::unique_ptr<AttentionMetadataBuilder> builder_;
+  std::unique_ptr<AttentionImpl> impl_;
+  std::unique_ptr<AttentionMetadata> md_;
+};
+
+}  // namespace pagedattn::test
