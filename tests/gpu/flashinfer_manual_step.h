@@ -16,7 +16,7 @@ namespace pagedattn::test {
 // A case of 8/2 heads (GQA 4; tests ask for more where they need it: the float64 oracle runs on
 // the host). query_lens empty: every request is a first prefill (query_len == seq_len).
 inline testing::CaseSpec small_case(std::string name, uint64_t seed, std::vector<int> seq_lens,
-                    std::vector<int> query_lens = {}) {
+                                    std::vector<int> query_lens = {}) {
   testing::CaseSpec s;
   s.name = std::move(name);
   s.seed = seed;
@@ -76,9 +76,9 @@ class ManualStep {
           impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
     }
     const TensorView none;
-    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(
-        o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
-        with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
+    PAGEDATTN_RETURN_IF_ERROR(
+        impl_->forward(o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
+                       with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
     PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
     return placement_->download(*batch_, out_, lse_);
   }

@@ -43,8 +43,8 @@ int write_cache_except_ragged(testing::HostBatch& b) {
     ragged += skip ? 1 : 0;
     for (int i = 0; i < s.query_lens[r]; ++i, ++t) {
       if (!skip) continue;
-      const int64_t at = (slots[t] / s.block_size) * cache.stride(0) +
-                         (slots[t] % s.block_size) * cache.stride(2);
+      const int64_t at =
+          (slots[t] / s.block_size) * cache.stride(0) + (slots[t] % s.block_size) * cache.stride(2);
       EXPECT_TRUE(std::isnan(load_as_float(cache.data(), cache.dtype(), at))) << s.name;
       slots[t] = -1;
     }
@@ -81,7 +81,8 @@ void expect_ragged_matches_oracle(const CaseSpec& case_spec,
   const reference::Comparison c = compare_with_oracle(**run, expected_cache);
   EXPECT_TRUE(c.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
                       << c.max_abs_error << ", rel frob " << c.rel_frobenius << ", lse "
-                      << c.max_lse_error << "\n" << c.detail;
+                      << c.max_lse_error << "\n"
+                      << c.detail;
 }
 
 CaseSpec first_prefills(std::string name, uint64_t seed) {
@@ -99,9 +100,9 @@ TEST(FlashInferRagged, FirstPrefillsOnly) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   for (const bool causal : {true, false}) {
     for (const DType dtype : {DType::kBF16, DType::kF16}) {
-      CaseSpec s = first_prefills(std::string(causal ? "causal_" : "noncausal_") +
-                                      std::string(dtype_name(dtype)),
-                                  causal ? 1 : 2);
+      CaseSpec s = first_prefills(
+          std::string(causal ? "causal_" : "noncausal_") + std::string(dtype_name(dtype)),
+          causal ? 1 : 2);
       s.causal = causal;
       s.dtype = dtype;
       expect_ragged_matches_oracle(s, KVCacheLayout::kNHD);

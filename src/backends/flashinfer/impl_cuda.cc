@@ -50,9 +50,10 @@ class FlashInferImpl final : public gpu::GpuImpl {
                  StreamHandle stream) override {
     const bool no_cache = !kv_cache.defined();
     if (no_cache && !runs_without_cache()) {
-      return invalid_argument("FLASHINFER forward: kv_cache is undefined; only encoder and "
-                              "encoder-only attention run without a cache (attn_type is " +
-                              std::string(attention_type_name(params_.attn_type)) + ")");
+      return invalid_argument(
+          "FLASHINFER forward: kv_cache is undefined; only encoder and "
+          "encoder-only attention run without a cache (attn_type is " +
+          std::string(attention_type_name(params_.attn_type)) + ")");
     }
     PAGEDATTN_ASSIGN_OR_RETURN(
         const FlashInferMetadata* md,
@@ -123,10 +124,10 @@ class FlashInferImpl final : public gpu::GpuImpl {
           "length");
     }
     if (md.decode.kernel && md.parts.num_decodes > 0) {
-      return invalid_argument("FLASHINFER forward without a kv_cache: " +
-                              std::to_string(md.parts.num_decodes) +
-                              " requests run as decodes, which read the cache (build the step "
-                              "non-causal, as encoder attention is)");
+      return invalid_argument(
+          "FLASHINFER forward without a kv_cache: " + std::to_string(md.parts.num_decodes) +
+          " requests run as decodes, which read the cache (build the step "
+          "non-causal, as encoder attention is)");
     }
     return ok_status();
   }

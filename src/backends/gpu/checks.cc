@@ -219,7 +219,8 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
 Status check_new_tokens(const AttentionImplParams& p, const StepInfo& step, const TensorView& key,
                         const TensorView& value) {
   const int64_t t = step.num_actual_tokens;
-  PAGEDATTN_RETURN_IF_ERROR(check_rows(key, "key", t, p.num_kv_heads, p.head_size, p.dtype, p.device));
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(key, "key", t, p.num_kv_heads, p.head_size, p.dtype, p.device));
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(value, "value", t, p.num_kv_heads, p.head_size, p.dtype, p.device));
   if (key.stride(0) != value.stride(0) || key.stride(1) != value.stride(1)) {

@@ -38,14 +38,15 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
   if (p.cache_dtype != p.q_dtype) {  // also without a cache: it picks the instantiation
     return invalid_argument(
         "paged attention: k_new/v_new (the ragged source) need a cache of q_dtype or none "
-        "(cache_dtype = q_dtype); cache_dtype is " + std::string(dtype_name(p.cache_dtype)));
+        "(cache_dtype = q_dtype); cache_dtype is " +
+        std::string(dtype_name(p.cache_dtype)));
   }
   if (!aligned(p.k_new, 16) || !aligned(p.v_new, 16) || p.new_token_stride % 8 != 0 ||
       p.new_head_stride % 8 != 0 || p.new_token_stride < 0 || p.new_head_stride < 0) {
     return invalid_argument(
         "paged attention: k_new and v_new must be 16-byte aligned with non-negative strides "
-        "that are multiples of 8 (token " + str(p.new_token_stride) + ", head " +
-        str(p.new_head_stride) + ")");
+        "that are multiples of 8 (token " +
+        str(p.new_token_stride) + ", head " + str(p.new_head_stride) + ")");
   }
   // + 64: the rows of a request's last KV tile past its keys (their addresses are formed, never
   // read).
@@ -75,9 +76,9 @@ Status validate(const PagedAttentionParams& p) {
   }
   PAGEDATTN_RETURN_IF_ERROR(check_operand_layout("paged attention", p));
   PAGEDATTN_RETURN_IF_ERROR(validate_ragged_source(p));
-  if (p.num_tokens > 0 && (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
-                           (p.kv_cache != nullptr && p.block_table == nullptr) ||
-                           p.out == nullptr || p.q == nullptr)) {
+  if (p.num_tokens > 0 &&
+      (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
+       (p.kv_cache != nullptr && p.block_table == nullptr) || p.out == nullptr || p.q == nullptr)) {
     return invalid_argument(
         "paged attention: q, out, cu_seqlens_q, seqused_k and (with a cache) block_table "
         "are required");

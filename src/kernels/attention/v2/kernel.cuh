@@ -87,8 +87,8 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     const int t_next = t + Cfg::kStages - 1;
     char* stage = stages + ((it + Cfg::kStages - 1) % Cfg::kStages) * kStageStride;
     load_kv_tile<Cfg, T, kCache>(a, w, src, t_next, t_next < t_end, table_ring, stage);
-    fetch_tile_blocks<Cfg>(a, w, src, t_next + Cfg::kStages - 1,
-                           t_next + Cfg::kStages - 1 < t_end, table_ring);
+    fetch_tile_blocks<Cfg>(a, w, src, t_next + Cfg::kStages - 1, t_next + Cfg::kStages - 1 < t_end,
+                           table_ring);
     device::cp_async_commit();
     char* tile = stages + (it % Cfg::kStages) * kStageStride;
     if constexpr (kFp8) {

@@ -13,12 +13,12 @@
 namespace pagedattn::kernels::attention::v2 {
 
 struct KvSource {
-  const char* k;      // K row of slot 0 in block 0, at this CTA's KV head
-  int64_t v_delta;    // bytes from a key's K row to this CTA's V columns
-  int block_stride;   // elements (paged)
-  int token_stride;   // elements
-  int block_shift;    // log2 of the keys per block, or -1 (paged, not a power of two: divide)
-  bool paged;         // false: the ragged source (no block-table reads)
+  const char* k;     // K row of slot 0 in block 0, at this CTA's KV head
+  int64_t v_delta;   // bytes from a key's K row to this CTA's V columns
+  int block_stride;  // elements (paged)
+  int token_stride;  // elements
+  int block_shift;   // log2 of the keys per block, or -1 (paged, not a power of two: divide)
+  bool paged;        // false: the ragged source (no block-table reads)
 
   // Slot of `key` in its block (power-of-two blocks avoid the division).
   __device__ __forceinline__ int slot(int key, int block_size) const {
@@ -45,11 +45,11 @@ __device__ __forceinline__ KvSource kv_source(const KernelArgs& a, CtaWork& w) {
     s.token_stride = a.token_stride;
     s.block_shift = a.block_shift;
   } else {
-    const auto k_new = reinterpret_cast<uintptr_t>(p.k_new);
-    s.k = static_cast<const char*>(p.k_new) +
-          (static_cast<int64_t>(w.q_start) * p.new_token_stride +
-           static_cast<int64_t>(w.kv_head) * p.new_head_stride) * 2;
-    s.v_delta = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.v_new) - k_new) +
+    const int64_t first_row = static_cast<int64_t>(w.q_start) * p.new_token_stride +
+                              static_cast<int64_t>(w.kv_head) * p.new_head_stride;
+    s.k = static_cast<const char*>(p.k_new) + first_row * 2;
+    s.v_delta = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.v_new) -
+                                     reinterpret_cast<uintptr_t>(p.k_new)) +
                 static_cast<int64_t>(w.dchunk) * Cfg::kDV * 2;
     s.block_stride = 0;
     s.token_stride = static_cast<int>(p.new_token_stride);
