@@ -66,8 +66,9 @@ class ManualStep {
 
   bool ready() const { return md_ != nullptr; }
 
-  // Poisoned outputs, the cache update (with_cache), forward, download.
-  Status run(bool with_cache, bool with_new_tokens) {
+  // Poisoned outputs, the cache update (with_cache), forward with `key`/`value` (undefined:
+  // none) and the cache (with_cache), download.
+  Status run(bool with_cache, const TensorView& key, const TensorView& value) {
     if (!ready()) return internal_error("the step was not prepared");
     const testing::StepOperands& o = placement_->operands();
     PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
@@ -75,12 +76,27 @@ class ManualStep {
       PAGEDATTN_RETURN_IF_ERROR(
           impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
     }
-    const TensorView none;
-    PAGEDATTN_RETURN_IF_ERROR(
-        impl_->forward(o.query, with_new_tokens ? o.key : none, with_new_tokens ? o.value : none,
-                       with_cache ? o.kv_cache : none, *md_, o.output, o.lse, o.scales));
+    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(o.query, key, value,
+                                             with_cache ? o.kv_cache : TensorView(), *md_, o.output,
+                                             o.lse, o.scales));
     PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
     return placement_->download(*batch_, out_, lse_);
+  }
+  // The step's own key/value, or none.
+  Status run(bool with_cache, bool with_new_tokens) {
+    if (!ready()) return internal_error("the step was not prepared");
+    const testing::StepOperands& o = placement_->operands();
+    return with_new_tokens ? run(with_cache, o.key, o.value)
+                           : run(with_cache, TensorView(), TensorView());
+  }
+
+  // A [T, Hkv, D] view 8 bytes into the query buffer (inside it: Hq > Hkv): key/value rows the
+  // kernel cannot copy in 16-byte pieces.
+  TensorView unaligned_new_tokens() const {
+    const TensorView& q = placement_->operands().query;
+    const int64_t shape[] = {q.size(0), spec_.num_kv_heads, spec_.head_size};
+    const int64_t strides[] = {q.stride(0), spec_.head_size, 1};
+    return TensorView(static_cast<char*>(q.data()) + 8, q.dtype(), q.device(), shape, strides);
   }
 
   reference::Comparison compare() const {

@@ -121,6 +121,14 @@ TEST(FlashInferCacheless, WithoutCacheRefusesWhatNeedsOne) {
   EXPECT_EQ(r.forward.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.forward.message().find("3 requests run as decodes"), std::string::npos)
       << r.forward.to_string();
+
+  ManualStep step(encoder_batch("unaligned_without_cache", 21), AttentionType::kEncoderOnly,
+                  "FLASHINFER", Device::cuda(0));
+  ASSERT_TRUE(step.ready());
+  const TensorView skewed = step.unaligned_new_tokens();
+  const Status st = step.run(/*with_cache=*/false, skewed, skewed);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("16-byte aligned"), std::string::npos) << st.to_string();
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 // also run with no cache at all: no cache write, every request read from key/value.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "backends/factories.h"
@@ -133,8 +134,9 @@ class FlashInferImpl final : public gpu::GpuImpl {
   }
 
   // Whether the prefill launch reads first prefills from key/value: a 16-bit cache (or none)
-  // and well-formed key/value. Without a cache they are required; with one, a step that lacks
-  // them reads the cache as before.
+  // and well-formed key/value. Without a cache they are required (the launcher names what it
+  // cannot read); with one, a step whose key/value are missing or not the 16-byte rows the
+  // kernel copies reads the cache as before.
   StatusOr<bool> ragged_source_usable(const FlashInferMetadata& md, const TensorView& kv_cache,
                                       const TensorView& key, const TensorView& value) const {
     const Status shapes = gpu::check_new_tokens(params_, md.step, key, value);
@@ -142,7 +144,11 @@ class FlashInferImpl final : public gpu::GpuImpl {
       if (!shapes.ok()) return shapes;
       return true;
     }
-    return !is_fp8(cache_dtype_) && shapes.ok();
+    const auto rows_16b = [](const TensorView& t) {
+      return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.stride(0) % 8 == 0 &&
+             t.stride(1) % 8 == 0;
+    };
+    return !is_fp8(cache_dtype_) && shapes.ok() && rows_16b(key) && rows_16b(value);
   }
 
   kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
