@@ -2,9 +2,11 @@
 // by hand (builder, impl, placed batch) so that forward can get an undefined cache or key/value.
 #pragma once
 
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,12 +29,23 @@ inline testing::CaseSpec small_case(std::string name, uint64_t seed, std::vector
   return s;
 }
 
+// How a ManualStep is prepared: metadata for CUDA-graph capture, and an edit of the host batch
+// before it is placed (the expected cache is taken first: every new token written).
+struct ManualStepOptions {
+  bool capture = false;
+  std::function<void(testing::HostBatch&)> edit;
+};
+
+// What forward gets as its cache: the placed cache after the step's cache update, the placed cache
+// as it is, or none.
+enum class StepCache { kUpdated, kAsPlaced, kNone };
+
 // One case driven by hand on `device` (FLASHINFER on cuda:0, or CPU_ATTN on the host for
 // parity): builder, impl and the placed batch; forward may get an undefined cache or key/value.
 class ManualStep {
  public:
   ManualStep(const testing::CaseSpec& spec, AttentionType type, const std::string& backend_name,
-             const Device& device)
+             const Device& device, const ManualStepOptions& options = {})
       : spec_(spec) {
     const AttentionBackend* backend = find_backend(backend_name);
     StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
@@ -40,6 +53,7 @@ class ManualStep {
     if (backend == nullptr || !batch.ok()) return;
     batch_ = std::make_unique<testing::HostBatch>(std::move(batch).value());
     expected_cache_ = host_cache_after_write(*batch_);
+    if (options.edit) options.edit(*batch_);
     out_ = testing::HostTensor(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
     lse_ = testing::HostTensor(DType::kF32, {spec.num_heads, spec.num_tokens()});
     if (device.is_cpu()) {
@@ -56,7 +70,9 @@ class ManualStep {
     auto impl = backend->make_impl(ip);
     EXPECT_TRUE(placement_ != nullptr && builder.ok() && impl.ok()) << spec.name;
     if (placement_ == nullptr || !builder.ok() || !impl.ok()) return;
-    auto md = (*builder)->build(0, placement_->operands().meta);
+    const CommonAttentionMetadata& meta = placement_->operands().meta;
+    auto md = options.capture ? (*builder)->build_for_cudagraph_capture(meta)
+                              : (*builder)->build(0, meta);
     EXPECT_TRUE(md.ok()) << md.status().to_string();
     if (!md.ok()) return;
     builder_ = std::move(builder).value();
@@ -66,29 +82,44 @@ class ManualStep {
 
   bool ready() const { return md_ != nullptr; }
 
-  // Poisoned outputs, the cache update (with_cache), forward with `key`/`value` (undefined:
-  // none) and the cache (with_cache), download.
-  Status run(bool with_cache, const TensorView& key, const TensorView& value) {
-    if (!ready()) return internal_error("the step was not prepared");
-    const testing::StepOperands& o = placement_->operands();
-    PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
-    if (with_cache) {
-      PAGEDATTN_RETURN_IF_ERROR(
-          impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales));
-    }
-    PAGEDATTN_RETURN_IF_ERROR(impl_->forward(o.query, key, value,
-                                             with_cache ? o.kv_cache : TensorView(), *md_, o.output,
-                                             o.lse, o.scales));
-    PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
-    return placement_->download(*batch_, out_, lse_);
+  // Poisoned outputs, forward with `key`/`value` (undefined: none) and `cache`, download.
+  Status run(StepCache cache, const TensorView& key, const TensorView& value) {
+    PAGEDATTN_RETURN_IF_ERROR(prepare_forward(cache));
+    PAGEDATTN_RETURN_IF_ERROR(forward(cache, key, value, nullptr));
+    return finish();
   }
   // The step's own key/value, or none.
-  Status run(bool with_cache, bool with_new_tokens) {
+  Status run(StepCache cache, bool with_new_tokens) {
     if (!ready()) return internal_error("the step was not prepared");
     const testing::StepOperands& o = placement_->operands();
-    return with_new_tokens ? run(with_cache, o.key, o.value)
-                           : run(with_cache, TensorView(), TensorView());
+    return with_new_tokens ? run(cache, o.key, o.value) : run(cache, TensorView(), TensorView());
   }
+  // The same forward captured in a CUDA graph on a stream of its own, then replayed.
+  Status run_in_graph(StepCache cache, const TensorView& key, const TensorView& value) {
+    PAGEDATTN_RETURN_IF_ERROR(prepare_forward(cache));
+    cudaStream_t stream = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    Status st = cuda_status(cudaStreamCreate(&stream), "cudaStreamCreate");
+    if (st.ok())
+      st = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                       "cudaStreamBeginCapture");
+    if (st.ok()) {
+      st = forward(cache, key, value, stream);
+      const Status end = cuda_status(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+      if (st.ok()) st = end;
+    }
+    if (st.ok()) st = cuda_status(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (st.ok()) st = cuda_status(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    if (st.ok()) st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    PAGEDATTN_RETURN_IF_ERROR(st);
+    return finish();
+  }
+
+  const testing::StepOperands& operands() const { return placement_->operands(); }
 
   // A [T, Hkv, D] view 8 bytes into the query buffer (inside it: Hq > Hkv): key/value rows the
   // kernel cannot copy in 16-byte pieces.
@@ -111,6 +142,31 @@ class ManualStep {
   }
 
  private:
+  static Status cuda_status(cudaError_t err, const char* what) {
+    if (err == cudaSuccess) return ok_status();
+    return internal_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+
+  // Poisoned outputs, then the step's cache update where `cache` asks for it.
+  Status prepare_forward(StepCache cache) {
+    if (!ready()) return internal_error("the step was not prepared");
+    PAGEDATTN_RETURN_IF_ERROR(placement_->poison_outputs());
+    if (cache != StepCache::kUpdated) return ok_status();
+    const testing::StepOperands& o = placement_->operands();
+    return impl_->do_kv_cache_update(o.key, o.value, o.kv_cache, o.meta.slot_mapping, o.scales);
+  }
+
+  Status forward(StepCache cache, const TensorView& key, const TensorView& value, void* stream) {
+    const testing::StepOperands& o = placement_->operands();
+    const TensorView& kv_cache = cache == StepCache::kNone ? TensorView() : o.kv_cache;
+    return impl_->forward(o.query, key, value, kv_cache, *md_, o.output, o.lse, o.scales, stream);
+  }
+
+  Status finish() {
+    PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
+    return placement_->download(*batch_, out_, lse_);
+  }
+
   testing::CaseSpec spec_;
   std::unique_ptr<testing::HostBatch> batch_;
   KVCacheAllocation expected_cache_;

@@ -22,7 +22,7 @@ CachelessRun run_without_cache(const CaseSpec& spec, AttentionType type,
                                const Device& device = Device::cuda(0)) {
   ManualStep step(spec, type, backend_name, device);
   CachelessRun result;
-  result.forward = step.run(/*with_cache=*/false, /*with_new_tokens=*/true);
+  result.forward = step.run(StepCache::kNone, /*with_new_tokens=*/true);
   if (result.forward.ok()) result.cmp = step.compare();
   return result;
 }
@@ -126,7 +126,7 @@ TEST(FlashInferCacheless, WithoutCacheRefusesWhatNeedsOne) {
                   "FLASHINFER", Device::cuda(0));
   ASSERT_TRUE(step.ready());
   const TensorView skewed = step.unaligned_new_tokens();
-  const Status st = step.run(/*with_cache=*/false, skewed, skewed);
+  const Status st = step.run(StepCache::kNone, skewed, skewed);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("16-byte aligned"), std::string::npos) << st.to_string();
 }

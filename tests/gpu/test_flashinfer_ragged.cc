@@ -182,20 +182,48 @@ TEST(FlashInferRagged, RaggedAndPagedAgreeBitForBit) {
     s = testing::reorder_decode_first(s, 1);
     ManualStep step(s, AttentionType::kDecoder, "FLASHINFER", Device::cuda(0));
     ASSERT_TRUE(step.ready());
-    const Status paged = step.run(/*with_cache=*/true, /*with_new_tokens=*/false);
+    const Status paged = step.run(StepCache::kUpdated, /*with_new_tokens=*/false);
     ASSERT_TRUE(paged.ok()) << paged.to_string();
     const reference::Comparison c = step.compare();
     EXPECT_TRUE(c.pass) << s.name << ": " << c.detail;
     const std::vector<uint8_t> paged_bits = step.output_bytes();
-    const Status ragged = step.run(/*with_cache=*/true, /*with_new_tokens=*/true);
+    const Status ragged = step.run(StepCache::kUpdated, /*with_new_tokens=*/true);
     ASSERT_TRUE(ragged.ok()) << ragged.to_string();
     EXPECT_TRUE(step.output_bytes() == paged_bits) << s.name;
     // Key/value rows the kernel cannot copy in 16 bytes: with a cache the step reads the cache
     // instead of failing.
     const TensorView skewed = step.unaligned_new_tokens();
-    const Status fallback = step.run(/*with_cache=*/true, skewed, skewed);
+    const Status fallback = step.run(StepCache::kUpdated, skewed, skewed);
     ASSERT_TRUE(fallback.ok()) << fallback.to_string();
     EXPECT_TRUE(step.output_bytes() == paged_bits) << s.name << " (unaligned key/value)";
+  }
+}
+
+// Metadata built for CUDA-graph capture (the decode kernel launched whatever the mix, the
+// graph-safe split bound), eagerly and captured in a graph: first prefills still read key/value
+// (their cache slots are NaN; the step's cache update does not run).
+TEST(FlashInferRagged, CudaGraphCapture) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const bool causal : {true, false}) {
+    CaseSpec s = mixed_ragged(causal ? "graph_causal" : "graph_noncausal", 23);
+    s.causal = causal;
+    s = testing::reorder_decode_first(s, 1);
+    ManualStepOptions options;
+    options.capture = true;
+    options.edit = [](testing::HostBatch& b) { EXPECT_GT(write_cache_except_ragged(b), 0); };
+    ManualStep step(s, AttentionType::kDecoder, "FLASHINFER", Device::cuda(0), options);
+    ASSERT_TRUE(step.ready());
+    const testing::StepOperands& o = step.operands();
+    Status st = step.run(StepCache::kAsPlaced, o.key, o.value);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    reference::Comparison c = step.compare();
+    EXPECT_TRUE(c.pass) << s.name << " (eager): " << c.detail;
+    const std::vector<uint8_t> eager_bits = step.output_bytes();
+    st = step.run_in_graph(StepCache::kAsPlaced, o.key, o.value);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    c = step.compare();
+    EXPECT_TRUE(c.pass) << s.name << " (graph): " << c.detail;
+    EXPECT_TRUE(step.output_bytes() == eager_bits) << s.name;
   }
 }
 
