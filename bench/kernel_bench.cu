@@ -216,6 +216,15 @@ void run_issue_shapes() {
       }
     }
   }
+  // A chunk over context (paged) beside first prefills (ragged when the new tokens are given).
+  for (const bool ragged : {false, true}) {
+    Shape mixed;
+    mixed.q_lens = {2048, 512, 512, 512, 512};
+    mixed.seq_lens = {4096, 512, 512, 512, 512};
+    mixed.ragged = ragged;
+    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged" : "prefill 2048-chunk + 4x512 first, paged",
+           time_shape(mixed));
+  }
   // PAGEDATTN_BENCH_PREFILL_ONLY=1: stop here (for profiling one shape).
   const char* only = std::getenv("PAGEDATTN_BENCH_PREFILL_ONLY");
   if (only != nullptr && only[0] == '1') return;

@@ -26,7 +26,7 @@ std::string str(int64_t v) {
 }
 
 // The ragged source (k_new/v_new): both or neither, of q_dtype beside a 16-bit cache or none,
-// 16-byte rows, and a request's rows addressed with 32-bit offsets from its first token.
+// 16-byte rows, and 32-bit strides.
 Status validate_ragged_source(const PagedAttentionParams& p) {
   if ((p.k_new == nullptr) != (p.v_new == nullptr)) {
     return invalid_argument("paged attention: k_new and v_new must be given together");
@@ -48,14 +48,12 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
         "that are multiples of 8 (token " +
         str(p.new_token_stride) + ", head " + str(p.new_head_stride) + ")");
   }
-  // + 64: the rows of a request's last KV tile past its keys (their addresses are formed, never
-  // read).
-  const int64_t max_offset = (int64_t{p.max_query_len} + 64) * p.new_token_stride +
-                             (p.num_kv_heads - 1) * p.new_head_stride + p.head_size;
-  if (max_offset > INT32_MAX) {
-    return invalid_argument("paged attention: max_query_len " + str(p.max_query_len) +
-                            " times k_new's token stride " + str(p.new_token_stride) +
-                            " must stay below 2^31 elements");
+  // The kernels take the strides, and a token's offset inside its row, as 32-bit values.
+  const int64_t max_in_row = (p.num_kv_heads - 1) * p.new_head_stride + p.head_size;
+  if (p.new_token_stride > INT32_MAX || max_in_row > INT32_MAX) {
+    return invalid_argument("paged attention: k_new's token stride " + str(p.new_token_stride) +
+                            " and largest offset inside a token (" + str(max_in_row) +
+                            ") must stay below 2^31 elements");
   }
   return ok_status();
 }

@@ -1,9 +1,9 @@
 // Where a CTA of the v2 paged attention kernel reads its keys and values: the paged cache through
 // the block table, or (the ragged source, FlashInfer's prefill over contiguous K/V) the new
-// tokens' rows. The choice is made here once per CTA; the tile loads address both the same way:
-// a key's K row is `k + (block * block_stride + slot * token_stride)` and its V columns are
-// `v_delta` bytes further. A ragged request has every key in "block" 0, so slot = key, and never
-// reads the block table.
+// tokens' rows. Each source is a template parameter of its own kernels (reads_new_tokens says
+// which kernel serves a CTA), so the paged kernels address the cache from the kernel's arguments
+// exactly as before the ragged source existed: a source chosen at run time and held in registers
+// cost about 1.3% of paged prefill speed on the H200, and both sources in one kernel spilled.
 #pragma once
 
 #include <cstdint>
@@ -12,50 +12,72 @@
 
 namespace pagedattn::kernels::attention::v2 {
 
-struct KvSource {
-  const char* k;     // K row of slot 0 in block 0, at this CTA's KV head
-  int64_t v_delta;   // bytes from a key's K row to this CTA's V columns
-  int block_stride;  // elements (paged)
-  int token_stride;  // elements
-  int block_shift;   // log2 of the keys per block, or -1 (paged, not a power of two: divide)
-  bool paged;        // false: the ragged source (no block-table reads)
+// A key row's K and V columns (the CTA's KV head and output-column chunk).
+struct KvRows {
+  const char* k;
+  const char* v;
+};
 
-  // Slot of `key` in its block (power-of-two blocks avoid the division).
-  __device__ __forceinline__ int slot(int key, int block_size) const {
-    return block_shift >= 0 ? key & static_cast<int>((1u << block_shift) - 1u) : key % block_size;
+// Both sources address a key row the same way: a 4-byte "block" per key row, staged by
+// fetch_tile_blocks from table()[index(key)] into the block-id ring, then rows(block, key).
+
+// The paged cache: key `key` lives in block `block` (from the request's block-table row) at its
+// slot.
+struct PagedKv {
+  static constexpr bool kPaged = true;
+
+  __device__ __forceinline__ static const int32_t* table(const KernelArgs& a, const CtaWork& w) {
+    return a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
+  }
+  // Power-of-two block sizes (the common case) avoid the integer division.
+  __device__ __forceinline__ static int index(const KernelArgs& a, int key) {
+    return a.block_shift >= 0 ? key >> a.block_shift : key / a.p.block_size;
+  }
+  __device__ __forceinline__ static int key_slot(const KernelArgs& a, int key) {
+    return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
+  }
+
+  template <typename Cfg, int kElemBytes>
+  __device__ __forceinline__ static KvRows rows(const KernelArgs& a, const CtaWork& w, int block,
+                                                int key) {
+    const char* cache = static_cast<const char*>(a.p.kv_cache);
+    const int head_off = w.kv_head * a.head_stride;
+    const int v_off = (a.kv_stride + w.dchunk * Cfg::kDV) * kElemBytes;
+    const char* k = cache + (static_cast<int64_t>(block) * a.block_stride +
+                             key_slot(a, key) * a.token_stride + head_off) *
+                                kElemBytes;
+    return {k, k + v_off};
   }
 };
 
-// Ragged when the caller gave the new tokens and this request's keys are exactly its new tokens
-// (no context; key j is token q_start + j). FP8 caches never go ragged (the launcher refuses
-// k_new beside them). Without a cache a request with context sees no keys: the backend refuses
-// such batches; here it only keeps the CTA from reading through a null cache.
-template <typename Cfg, CacheKind kCache>
-__device__ __forceinline__ KvSource kv_source(const KernelArgs& a, CtaWork& w) {
-  constexpr int kElemBytes = is_fp8(kCache) ? 1 : 2;
-  const PagedAttentionParams& p = a.p;
-  KvSource s;
-  s.paged = is_fp8(kCache) || p.k_new == nullptr || w.ctx != 0;
-  if (s.paged) {
-    if (p.kv_cache == nullptr) w.kv_len = 0;
-    s.k = static_cast<const char*>(p.kv_cache) +
-          static_cast<int64_t>(w.kv_head) * a.head_stride * kElemBytes;
-    s.v_delta = static_cast<int64_t>(a.kv_stride + w.dchunk * Cfg::kDV) * kElemBytes;
-    s.block_stride = a.block_stride;
-    s.token_stride = a.token_stride;
-    s.block_shift = a.block_shift;
-  } else {
-    const int64_t first_row = static_cast<int64_t>(w.q_start) * p.new_token_stride +
-                              static_cast<int64_t>(w.kv_head) * p.new_head_stride;
-    s.k = static_cast<const char*>(p.k_new) + first_row * 2;
-    s.v_delta = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p.v_new) -
-                                     reinterpret_cast<uintptr_t>(p.k_new)) +
-                static_cast<int64_t>(w.dchunk) * Cfg::kDV * 2;
-    s.block_stride = 0;
-    s.token_stride = static_cast<int>(p.new_token_stride);
-    s.block_shift = 31;
+// The new tokens' rows (16-bit, the query's dtype): key j of the request is token q_start + j.
+// Its "block" is the request's first token (cu_seqlens_q[req], staged like a block id), so the
+// rows are addressed in the paged form and nothing per CTA stays in registers.
+struct RaggedKv {
+  static constexpr bool kPaged = false;
+
+  __device__ __forceinline__ static const int32_t* table(const KernelArgs& a, const CtaWork& w) {
+    return a.p.cu_seqlens_q + w.req;
   }
-  return s;
+  __device__ __forceinline__ static int index(const KernelArgs&, int) { return 0; }
+
+  template <typename Cfg, int kElemBytes>
+  __device__ __forceinline__ static KvRows rows(const KernelArgs& a, const CtaWork& w,
+                                                int first_token, int key) {
+    const int64_t off = (static_cast<int64_t>(first_token + key) * a.new_token_stride +
+                         w.kv_head * a.new_head_stride) *
+                        2;
+    const char* k = static_cast<const char*>(a.p.k_new) + off;
+    return {k, k + a.new_v_delta + w.dchunk * Cfg::kDV * 2};
+  }
+};
+
+// Whether a CTA reads the ragged source: the caller gave the new tokens and its request's keys
+// are exactly its new tokens (no context). The paged and the ragged kernels both ask, and each
+// serves only its own requests. FP8 caches never go ragged (the launcher refuses k_new beside
+// them); without a cache only the ragged kernels run (no request may have context then).
+__device__ __forceinline__ bool reads_new_tokens(const KernelArgs& a, const CtaWork& w) {
+  return a.p.k_new != nullptr && w.ctx == 0;
 }
 
 }  // namespace pagedattn::kernels::attention::v2

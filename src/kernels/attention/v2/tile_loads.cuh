@@ -42,27 +42,21 @@ struct TileRows {
   }
 };
 
-// Block of the request's block table holding key `key` (paged sources). Power-of-two block
-// sizes (the common case) avoid the integer division.
-__device__ __forceinline__ int key_block(const KernelArgs& a, int key) {
-  return a.block_shift >= 0 ? key >> a.block_shift : key / a.p.block_size;
-}
-
-// Stages the block ids of the key rows of tile `tile` (zeros unless live and paged) into its
-// slot of the shared-memory ring (cp.async, in the caller's commit group). The kernel fetches
-// them kStages - 1 tiles before the copy that needs them, so block-table reads (global memory
-// latency) overlap compute instead of stalling the copy. Rows past the sequence get 0.
-template <typename Cfg>
-__device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const CtaWork& w,
-                                                  const KvSource& src, int tile, bool live,
-                                                  int32_t* ring) {
+// Stages the block ids of the key rows of tile `tile` (zeros unless live) into its slot of the
+// shared-memory ring (cp.async, in the caller's commit group): Kv::table()[Kv::index(key)]
+// (ragged: the request's first token). The kernel fetches them kStages - 1 tiles before the copy
+// that needs them, so block-table reads (global memory latency) overlap compute instead of
+// stalling the copy. Rows past the sequence get 0.
+template <typename Cfg, typename Kv>
+__device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const CtaWork& w, int tile,
+                                                  bool live, int32_t* ring) {
   if (threadIdx.x < Cfg::kBlockN) {
-    const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
+    const int32_t* table = Kv::table(a, w);
     const int key = tile * Cfg::kBlockN + threadIdx.x;
-    const bool ok = live && src.paged && key < w.kv_len;
+    const bool ok = live && key < w.kv_len;
     device::cp_async_4(
         device::smem_addr(ring + (tile % Cfg::kTableSlots) * Cfg::kBlockN + threadIdx.x),
-        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+        ok ? table + Kv::index(a, key) : table, ok ? 4 : 0);
   }
 }
 
@@ -87,15 +81,14 @@ __device__ __forceinline__ void copy_row(char* dst, const char* src, int col0, b
   }
 }
 
-// One K/V tile whose rows' block ids are in the ring (fetch_tile_blocks, completed); a tile
-// that is not live is zero-filled without reading memory.
+// One K/V tile from the source Kv whose rows' block ids are in the ring (fetch_tile_blocks,
+// completed); a tile that is not live is zero-filled without reading memory.
 // 8 consecutive threads copy 8 consecutive chunks of one row (128 contiguous bytes for 16-bit
 // sources). 16-bit sources land in the padded compute layout; FP8 caches land unpadded
 // (kHeadDim + kDV bytes per key) and are converted by convert_fp8_rows.
-template <typename Cfg, typename T, CacheKind kCache>
-__device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w,
-                                             const KvSource& src, int tile, bool live,
-                                             const int32_t* ring, char* stage) {
+template <typename Cfg, typename T, CacheKind kCache, typename Kv>
+__device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w, int tile,
+                                             bool live, const int32_t* ring, char* stage) {
   constexpr bool kFp8 = is_fp8(kCache);
   constexpr int kElemBytes = kFp8 ? 1 : 2;
   const PagedAttentionParams& p = a.p;
@@ -105,13 +98,9 @@ __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork&
     const int row = TileRows<Cfg>::row(pass);
     const int key = tile * Cfg::kBlockN + row;
     const bool row_ok = live && key < w.kv_len;
-    // Rows past the sequence (and every row of a ragged source) have block 0 in the ring: a
-    // valid address, and rows past the sequence are never read.
+    // Rows past the sequence have block 0 in the ring: a valid address, and never read.
     const int block = ring[(tile % Cfg::kTableSlots) * Cfg::kBlockN + row];
-    const char* k_src = src.k + (static_cast<int64_t>(block) * src.block_stride +
-                                 src.slot(key, p.block_size) * src.token_stride) *
-                                    kElemBytes;
-    const char* v_src = k_src + src.v_delta;
+    const auto [k_src, v_src] = Kv::template rows<Cfg, kElemBytes>(a, w, block, key);
     const int v_col0 = w.dchunk * Cfg::kDV;
     if constexpr (kFp8) {
       char* raw_k = stage + row * Cfg::kHeadDim;
