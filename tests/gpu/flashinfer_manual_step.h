@@ -1,16 +1,17 @@
-// Shared by the FLASHINFER ragged-source and cacheless GPU tests: small cases, and one step driven
-// by hand (builder, impl, placed batch) so that forward can get an undefined cache or key/value.
+// Shared by the FLASHINFER first-prefill and cacheless GPU tests: small cases, and one step driven
+// by hand (builder, impl, placed batch) so that forward can get an undefined cache, key/value of
+// its choice, or run in a CUDA graph.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/device_buffer.h"
 #include "test_flashinfer_support.h"
 
 namespace pagedattn::test {
@@ -29,16 +30,13 @@ inline testing::CaseSpec small_case(std::string name, uint64_t seed, std::vector
   return s;
 }
 
-// How a ManualStep is prepared: metadata for CUDA-graph capture, and an edit of the host batch
-// before it is placed (the expected cache is taken first: every new token written).
+// How a ManualStep is prepared: metadata for CUDA-graph capture or not.
 struct ManualStepOptions {
   bool capture = false;
-  std::function<void(testing::HostBatch&)> edit;
 };
 
-// What forward gets as its cache: the placed cache after the step's cache update, the placed cache
-// as it is, or none.
-enum class StepCache { kUpdated, kAsPlaced, kNone };
+// What forward gets as its cache: the placed cache after the step's cache update, or none.
+enum class StepCache { kUpdated, kNone };
 
 // One case driven by hand on `device` (FLASHINFER on cuda:0, or CPU_ATTN on the host for
 // parity): builder, impl and the placed batch; forward may get an undefined cache or key/value.
@@ -53,7 +51,6 @@ class ManualStep {
     if (backend == nullptr || !batch.ok()) return;
     batch_ = std::make_unique<testing::HostBatch>(std::move(batch).value());
     expected_cache_ = host_cache_after_write(*batch_);
-    if (options.edit) options.edit(*batch_);
     out_ = testing::HostTensor(spec.dtype, {spec.num_tokens(), spec.num_heads, spec.head_size});
     lse_ = testing::HostTensor(DType::kF32, {spec.num_heads, spec.num_tokens()});
     if (device.is_cpu()) {
@@ -94,9 +91,12 @@ class ManualStep {
     const testing::StepOperands& o = placement_->operands();
     return with_new_tokens ? run(cache, o.key, o.value) : run(cache, TensorView(), TensorView());
   }
-  // The same forward captured in a CUDA graph on a stream of its own, then replayed.
+  // The same forward captured in a CUDA graph on a stream of its own, then replayed; counts the
+  // graph's kernel nodes (graph_kernel_nodes).
   Status run_in_graph(StepCache cache, const TensorView& key, const TensorView& value) {
     PAGEDATTN_RETURN_IF_ERROR(prepare_forward(cache));
+    // The cache update ran on the default stream; the capture stream must not overtake it.
+    PAGEDATTN_RETURN_IF_ERROR(cuda_status(cudaDeviceSynchronize(), "cudaDeviceSynchronize"));
     cudaStream_t stream = nullptr;
     cudaGraph_t graph = nullptr;
     cudaGraphExec_t exec = nullptr;
@@ -109,6 +109,7 @@ class ManualStep {
       const Status end = cuda_status(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
       if (st.ok()) st = end;
     }
+    if (st.ok()) st = count_kernel_nodes(graph);
     if (st.ok()) st = cuda_status(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
     if (st.ok()) st = cuda_status(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
     if (st.ok()) st = cuda_status(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
@@ -120,6 +121,23 @@ class ManualStep {
   }
 
   const testing::StepOperands& operands() const { return placement_->operands(); }
+  int graph_kernel_nodes() const { return graph_kernel_nodes_; }
+
+  // Key/value of the step's shape filled with NaN (owned by the step): a forward that reads them
+  // for a request gives NaN there.
+  StatusOr<TensorView> nan_new_tokens() {
+    const TensorView& k = placement_->operands().key;
+    const int64_t shape[] = {k.size(0), k.size(1), k.size(2)};
+    const int64_t bytes =
+        k.size(0) * k.size(1) * k.size(2) * static_cast<int64_t>(dtype_size(k.dtype()));
+    if (nan_rows_.data() == nullptr) {
+      PAGEDATTN_ASSIGN_OR_RETURN(nan_rows_,
+                                 runtime::DeviceBuffer::allocate(k.device().index, bytes));
+      PAGEDATTN_RETURN_IF_ERROR(
+          cuda_status(cudaMemset(nan_rows_.data(), 0xFF, bytes), "cudaMemset"));  // NaN in f16/bf16
+    }
+    return TensorView(nan_rows_.data(), k.dtype(), k.device(), shape);
+  }
 
   // A [T, Hkv, D] view 8 bytes into the query buffer (inside it: Hq > Hkv): key/value rows the
   // kernel cannot copy in 16-byte pieces.
@@ -145,6 +163,23 @@ class ManualStep {
   static Status cuda_status(cudaError_t err, const char* what) {
     if (err == cudaSuccess) return ok_status();
     return internal_error(std::string(what) + ": " + cudaGetErrorString(err));
+  }
+
+  Status count_kernel_nodes(cudaGraph_t graph) {
+    size_t n = 0;
+    PAGEDATTN_RETURN_IF_ERROR(
+        cuda_status(cudaGraphGetNodes(graph, nullptr, &n), "cudaGraphGetNodes"));
+    std::vector<cudaGraphNode_t> nodes(n);
+    PAGEDATTN_RETURN_IF_ERROR(
+        cuda_status(cudaGraphGetNodes(graph, nodes.data(), &n), "cudaGraphGetNodes"));
+    graph_kernel_nodes_ = 0;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      PAGEDATTN_RETURN_IF_ERROR(
+          cuda_status(cudaGraphNodeGetType(node, &type), "cudaGraphNodeGetType"));
+      graph_kernel_nodes_ += type == cudaGraphNodeTypeKernel ? 1 : 0;
+    }
+    return ok_status();
   }
 
   // Poisoned outputs, then the step's cache update where `cache` asks for it.
@@ -175,6 +210,8 @@ class ManualStep {
   std::unique_ptr<AttentionMetadataBuilder> builder_;
   std::unique_ptr<AttentionImpl> impl_;
   std::unique_ptr<AttentionMetadata> md_;
+  runtime::DeviceBuffer nan_rows_;
+  int graph_kernel_nodes_ = -1;
 };
 
 }  // namespace pagedattn::test

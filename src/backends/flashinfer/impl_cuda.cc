@@ -6,10 +6,13 @@
 // and token counts. forward is CUDA-graph safe by construction: host checks of shapes, then
 // launches.
 //
-// Ragged prefill (FlashInfer's prefill over contiguous K/V): the prefill launch gets the new
-// tokens' key/value, so requests without context (first prefills) read them instead of the cache
-// (16-bit caches; FP8 caches read every key from the cache). Encoder and encoder-only attention
-// also run with no cache at all: no cache write, every request read from key/value.
+// With a cache every prefill, first prefills included, reads the cache, as vLLM's FlashInfer
+// backend does: key/value are not passed to the kernel, so only the paged kernels start (given
+// key/value the launcher adds the ragged kernels, and each kernel's CTAs for the other's requests
+// return at once, which costs real time in a CUDA graph); on the H200 the ragged kernels also ran
+// first-prefill-only batches 3% slower (docs/kernels.md). The ragged source (FlashInfer's prefill
+// over contiguous K/V) serves encoder and encoder-only layers run with no cache: no cache write,
+// every request read from key/value.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -61,20 +64,21 @@ class FlashInferImpl final : public gpu::GpuImpl {
         forward_metadata<FlashInferMetadata>("FLASHINFER", metadata, query, kv_cache, output,
                                              output_lse, scales, /*cache_optional=*/no_cache));
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
-    if (no_cache) PAGEDATTN_RETURN_IF_ERROR(check_cacheless_step(*md));
-    PAGEDATTN_ASSIGN_OR_RETURN(const bool ragged, ragged_source_usable(*md, kv_cache, key, value));
+    if (no_cache) {
+      PAGEDATTN_RETURN_IF_ERROR(check_cacheless_step(*md));
+      PAGEDATTN_RETURN_IF_ERROR(gpu::check_new_tokens(params_, md->step, key, value));
+    }
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
     const bool capture = md->for_cudagraph_capture;
-    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out,
-                           bool read_new_tokens) -> Status {
+    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
       kernels::PagedAttentionParams p = paged_params(query, kv_cache, scales, *md, pass, capture);
       if (int64_t{p.max_num_splits} * p.num_tokens > md->split.token_capacity) {
         return internal_error("split workspace too small: " + std::to_string(p.max_num_splits) +
                               " splits x " + std::to_string(p.num_tokens) + " tokens");
       }
-      if (read_new_tokens) {
+      if (no_cache) {  // the ragged source: every request's keys are its new tokens
         p.k_new = key.data();
         p.v_new = value.data();
         p.new_token_stride = key.stride(0);
@@ -90,14 +94,13 @@ class FlashInferImpl final : public gpu::GpuImpl {
       return gpu::run_cascade(
           md->cascade, md->step, query.device(), output, output_lse,
           [&](gpu::CascadePass pass, const gpu::PassOutput& out) {
-            return paged(pass == gpu::CascadePass::kPrefix ? md->cascade_prefix : md->prefill, out,
-                         /*read_new_tokens=*/false);
+            return paged(pass == gpu::CascadePass::kPrefix ? md->cascade_prefix : md->prefill, out);
           },
           stream);
     }
     const gpu::PassOutput out = gpu::caller_output(output, output_lse);
     if (capture || md->parts.num_prefills > 0) {
-      PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out, ragged));
+      PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out));
     }
     if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
       return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, *md, out),
@@ -131,24 +134,6 @@ class FlashInferImpl final : public gpu::GpuImpl {
           "non-causal, as encoder attention is)");
     }
     return ok_status();
-  }
-
-  // Whether the prefill launch reads first prefills from key/value: a 16-bit cache (or none)
-  // and well-formed key/value. Without a cache they are required (the launcher names what it
-  // cannot read); with one, a step whose key/value are missing or not the 16-byte rows the
-  // kernel copies reads the cache as before.
-  StatusOr<bool> ragged_source_usable(const FlashInferMetadata& md, const TensorView& kv_cache,
-                                      const TensorView& key, const TensorView& value) const {
-    const Status shapes = gpu::check_new_tokens(params_, md.step, key, value);
-    if (!kv_cache.defined()) {
-      if (!shapes.ok()) return shapes;
-      return true;
-    }
-    const auto rows_16b = [](const TensorView& t) {
-      return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0 && t.stride(0) % 8 == 0 &&
-             t.stride(1) % 8 == 0;
-    };
-    return !is_fp8(cache_dtype_) && shapes.ok() && rows_16b(key) && rows_16b(value);
   }
 
   kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
