@@ -44,6 +44,7 @@ struct Shape {
   int splits = 1;
   int window_left = -1;  // sliding window (decode shapes only: bytes count the visible keys)
   bool hnd = false;      // cache layout; NHD otherwise
+  bool ragged = false;   // pass the new tokens' K/V: requests without context read them
 };
 
 struct Timing {
@@ -100,6 +101,14 @@ Timing time_shape(const Shape& s) {
   }
   fill_random_bf16<<<1024, 256>>>(q, q_elems, 1);
   fill_random_bf16<<<4096, 256>>>(cache, cache_elems, 2);
+  __nv_bfloat16 *k_new = nullptr, *v_new = nullptr;
+  if (s.ragged) {
+    const int64_t new_elems = static_cast<int64_t>(tokens) * s.hkv * s.d;
+    cudaMalloc(&k_new, new_elems * 2);
+    cudaMalloc(&v_new, new_elems * 2);
+    fill_random_bf16<<<1024, 256>>>(k_new, new_elems, 3);
+    fill_random_bf16<<<1024, 256>>>(v_new, new_elems, 4);
+  }
   int* d_cu = dev_copy(cu);
   int* d_seq = dev_copy(s.seq_lens);
   int* d_table = dev_copy(table);
@@ -136,6 +145,10 @@ Timing time_shape(const Shape& s) {
   p.max_num_splits = s.splits;
   p.split_out = split_out;
   p.split_lse = split_lse;
+  p.k_new = k_new;
+  p.v_new = v_new;
+  p.new_token_stride = s.hkv * s.d;
+  p.new_head_stride = s.d;
 
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
@@ -157,7 +170,8 @@ Timing time_shape(const Shape& s) {
   for (void* ptr :
        {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(cache),
         static_cast<void*>(lse), static_cast<void*>(split_out), static_cast<void*>(split_lse),
-        static_cast<void*>(d_cu), static_cast<void*>(d_seq), static_cast<void*>(d_table)}) {
+        static_cast<void*>(d_cu), static_cast<void*>(d_seq), static_cast<void*>(d_table),
+        static_cast<void*>(k_new), static_cast<void*>(v_new)}) {
     cudaFree(ptr);
   }
   cudaEventDestroy(start);
@@ -186,6 +200,31 @@ void run_issue_shapes() {
   report("prefill 8192 noncausal", time_shape(prefill));
   prefill.causal = true;
   report("prefill 8192 causal", time_shape(prefill));
+  // First prefills from the paged cache and from the ragged source (the new tokens' K/V).
+  for (const bool causal : {false, true}) {
+    for (const int reqs : {1, 16}) {
+      for (const bool ragged : {false, true}) {
+        Shape first;
+        first.q_lens.assign(reqs, 8192 / reqs);
+        first.seq_lens = first.q_lens;
+        first.causal = causal;
+        first.ragged = ragged;
+        char name[64];
+        std::snprintf(name, sizeof name, "prefill %dx%d %s %s", reqs, 8192 / reqs,
+                      causal ? "causal" : "noncausal", ragged ? "ragged" : "paged");
+        report(name, time_shape(first));
+      }
+    }
+  }
+  // A chunk over context (paged) beside first prefills (ragged when the new tokens are given).
+  for (const bool ragged : {false, true}) {
+    Shape mixed;
+    mixed.q_lens = {2048, 512, 512, 512, 512};
+    mixed.seq_lens = {4096, 512, 512, 512, 512};
+    mixed.ragged = ragged;
+    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged" : "prefill 2048-chunk + 4x512 first, paged",
+           time_shape(mixed));
+  }
   // PAGEDATTN_BENCH_PREFILL_ONLY=1: stop here (for profiling one shape).
   const char* only = std::getenv("PAGEDATTN_BENCH_PREFILL_ONLY");
   if (only != nullptr && only[0] == '1') return;

@@ -1,11 +1,14 @@
 // Test harness for the paged attention kernel: builds a random paged batch (make_host_batch),
-// writes the new tokens into the cache the way the cache-write kernel would, runs the kernel on
-// the device with poisoned outputs and compares with the float64 oracle.
+// writes the new tokens into the cache the way the cache-write kernel would (or, for the ragged
+// source, passes them to the kernel instead), runs the kernel on the device with poisoned outputs
+// and compares with the float64 oracle.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -53,6 +56,15 @@ struct SplitOptions {
   int extra_max_query_len = 0;  // added to max_query_len (graph capture passes an upper bound)
 };
 
+// The ragged source (PagedAttentionParams::k_new/v_new) in run_paged_case: the kernel gets the
+// new tokens' K/V, and the cache slots of the requests that read them (no context) keep
+// make_host_batch's NaN, so only the ragged source gives the oracle's result for them.
+struct RaggedSource {
+  bool enabled = false;
+  int token_pad = 0;       // NaN elements after each token's K/V row (a multiple of 8)
+  bool with_cache = true;  // false: kv_cache nullptr (no request may have context)
+};
+
 struct RunResult {
   reference::Comparison cmp;
   std::vector<uint16_t> out;  // raw output bits
@@ -85,19 +97,71 @@ inline void write_new_tokens(testing::HostBatch& b) {
   }
 }
 
+// A request the ragged source serves: its keys are exactly its new tokens.
+inline bool without_context(const testing::CaseSpec& s, int r) {
+  return s.query_lens[r] > 0 && s.seq_lens[r] == s.query_lens[r];
+}
+
+// Writes the new tokens of requests with context only (their slots -1 meanwhile); the others'
+// slots must still be NaN, or the ragged test could not fail. Returns how many were left out.
+inline int write_new_tokens_with_context(testing::HostBatch& b) {
+  const testing::CaseSpec& s = b.spec;
+  int64_t* slots = b.slot_mapping.data<int64_t>();
+  const std::vector<int64_t> saved(slots, slots + s.num_tokens());
+  const TensorView& cache = b.kv_cache.view();
+  int left_out = 0;
+  for (int r = 0; r < s.num_reqs(); ++r) {
+    if (!without_context(s, r)) continue;
+    ++left_out;
+    const int32_t* qsl = b.query_start_loc.data<int32_t>();
+    for (int64_t t = qsl[r]; t < qsl[r + 1]; ++t) {
+      const int64_t at =
+          (slots[t] / s.block_size) * cache.stride(0) + (slots[t] % s.block_size) * cache.stride(2);
+      EXPECT_TRUE(std::isnan(load_as_float(cache.data(), cache.dtype(), at))) << s.name;
+      slots[t] = -1;
+    }
+  }
+  write_new_tokens(b);
+  std::copy(saved.begin(), saved.end(), slots);
+  return left_out;
+}
+
+// The new tokens' K or V as the kernel reads them: token rows of Hkv * D + pad elements, NaN pad.
+inline DeviceBuffer upload_new_tokens(const testing::HostTensor& src, const testing::CaseSpec& s,
+                                      int pad) {
+  const size_t row = static_cast<size_t>(s.num_kv_heads) * s.head_size * 2;
+  const size_t padded = row + static_cast<size_t>(pad) * 2;
+  std::vector<uint8_t> host(padded * s.num_tokens(), 0xFF);
+  for (int64_t t = 0; t < s.num_tokens(); ++t) {
+    std::memcpy(host.data() + t * padded, static_cast<const uint8_t*>(src.view().data()) + t * row,
+                row);
+  }
+  return DeviceBuffer(host.data(), host.size());
+}
+
 using PagedAttentionLauncher = Status (*)(const kernels::PagedAttentionParams&, void* stream);
 
-// Runs the case through the kernel (or another launcher with the same contract) and compares
-// with the oracle. Fails the test on errors.
+// Runs the case through the kernel (or another launcher with the same contract), with the
+// ragged source where asked, and compares with the oracle. Fails the test on errors.
 inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout layout,
                                 const SplitOptions& splits = {},
-                                PagedAttentionLauncher launch = kernels::launch_paged_attention) {
+                                PagedAttentionLauncher launch = kernels::launch_paged_attention,
+                                const RaggedSource& ragged = {}) {
   RunResult result;
   auto batch_or = testing::make_host_batch(spec, layout);
   EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
   if (!batch_or.ok()) return result;
   testing::HostBatch& b = batch_or.value();
-  write_new_tokens(b);
+  const TensorView& cache = b.kv_cache.view();
+  // With the ragged source the device's cache lacks the new tokens of requests without context;
+  // the oracle's has every new token.
+  if (ragged.enabled) {
+    EXPECT_GT(write_new_tokens_with_context(b), 0) << spec.name << ": no request reads k_new";
+  } else {
+    write_new_tokens(b);
+  }
+  DeviceBuffer kv(cache.data(), cache.nbytes());
+  if (ragged.enabled) write_new_tokens(b);
 
   auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
                                             b.params);
@@ -106,9 +170,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
 
   const int T = static_cast<int>(spec.num_tokens()), hq = spec.num_heads, d = spec.head_size;
   const int num_reqs = spec.num_reqs();
-  const TensorView& cache = b.kv_cache.view();
   DeviceBuffer q(b.query.view().data(), b.query.view().nbytes());
-  DeviceBuffer kv(cache.data(), cache.nbytes());
   DeviceBuffer table(b.block_table.view().data(), b.block_table.view().nbytes());
   DeviceBuffer seq(b.seq_lens.view().data(), b.seq_lens.view().nbytes());
   DeviceBuffer cu(b.query_start_loc.view().data(), b.query_start_loc.view().nbytes());
@@ -172,6 +234,20 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   p.num_splits_per_req = nsplit.as<int32_t>();
   p.split_out = split_out.as<float>();
   p.split_lse = split_lse.as<float>();
+  DeviceBuffer k_new, v_new;
+  if (ragged.enabled) {
+    k_new = upload_new_tokens(b.key, spec, ragged.token_pad);
+    v_new = upload_new_tokens(b.value, spec, ragged.token_pad);
+    p.k_new = k_new.get();
+    p.v_new = v_new.get();
+    p.new_token_stride = static_cast<int64_t>(spec.num_kv_heads) * d + ragged.token_pad;
+    p.new_head_stride = d;
+    if (!ragged.with_cache) {
+      p.kv_cache = nullptr;
+      p.block_table = nullptr;
+      p.cache_dtype = spec.dtype;
+    }
+  }
 
   const Status st = launch(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();

@@ -125,9 +125,11 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   pass.window = p.sliding_window;
   pass.causal = md.causal;
 
-  const bool encoder = p.attn_type == AttentionType::kEncoder;
+  // Encoder attention has no cache, nor does encoder-only attention given none: each request
+  // attends to its own new tokens.
+  const bool encoder = p.attn_type == AttentionType::kEncoder ||
+                       (p.attn_type == AttentionType::kEncoderOnly && !kv_cache.defined());
   if (encoder) {
-    // Encoder attention has no cache: each request attends to its own new tokens.
     PAGEDATTN_RETURN_IF_ERROR(
         check_rows(key, "key", p.dtype, num_real_tokens, p.num_kv_heads, p.head_size));
     PAGEDATTN_RETURN_IF_ERROR(

@@ -80,6 +80,12 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
     plan::paged_kv_indptr(seqs, params_.block_size, indptr, last_page);
     md->paged_kv_indptr = indptr.data();
     md->paged_kv_last_page_len = last_page.data();
+    for (int r = 0; r < n && md->first_request_with_context < 0; ++r) {
+      if (const int context = seqs[r] - (qsl[r + 1] - qsl[r]); context > 0) {
+        md->first_request_with_context = r;
+        md->first_context_len = context;
+      }
+    }
 
     PassMetadata& prefill = md->prefill;
     prefill.cu_seqlens_q = reinterpret_cast<const int32_t*>(dev + l.prefill_cu_offset);

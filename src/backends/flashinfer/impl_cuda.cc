@@ -5,8 +5,17 @@
 // capture build launches both whatever the mix, so the graph replays any mix of the same request
 // and token counts. forward is CUDA-graph safe by construction: host checks of shapes, then
 // launches.
+//
+// With a cache every prefill, first prefills included, reads the cache, as vLLM's FlashInfer
+// backend does: key/value are not passed to the kernel, so only the paged kernels start (given
+// key/value the launcher adds the ragged kernels, and each kernel's CTAs for the other's requests
+// return at once, which costs real time in a CUDA graph); on the H200 the ragged kernels also ran
+// first-prefill-only batches 3% slower (docs/kernels.md). The ragged source (FlashInfer's prefill
+// over contiguous K/V) serves encoder and encoder-only layers run with no cache: no cache write,
+// every request read from key/value.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "backends/factories.h"
@@ -32,15 +41,33 @@ class FlashInferImpl final : public gpu::GpuImpl {
 
   std::string_view kernel_generation() const override { return "decode+v2"; }
 
+  Status do_kv_cache_update(const TensorView& key, const TensorView& value,
+                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVScales& scales, StreamHandle stream) override {
+    if (!kv_cache.defined() && runs_without_cache()) return ok_status();  // nothing to write
+    return GpuImpl::do_kv_cache_update(key, value, kv_cache, slot_mapping, scales, stream);
+  }
+
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
                  const TensorView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
+    const bool no_cache = !kv_cache.defined();
+    if (no_cache && !runs_without_cache()) {
+      return invalid_argument(
+          "FLASHINFER forward: kv_cache is undefined; only encoder and "
+          "encoder-only attention run without a cache (attn_type is " +
+          std::string(attention_type_name(params_.attn_type)) + ")");
+    }
     PAGEDATTN_ASSIGN_OR_RETURN(
         const FlashInferMetadata* md,
         forward_metadata<FlashInferMetadata>("FLASHINFER", metadata, query, kv_cache, output,
-                                             output_lse, scales));
+                                             output_lse, scales, /*cache_optional=*/no_cache));
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
+    if (no_cache) {
+      PAGEDATTN_RETURN_IF_ERROR(check_cacheless_step(*md));
+      PAGEDATTN_RETURN_IF_ERROR(gpu::check_new_tokens(params_, md->step, key, value));
+    }
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
@@ -50,6 +77,12 @@ class FlashInferImpl final : public gpu::GpuImpl {
       if (int64_t{p.max_num_splits} * p.num_tokens > md->split.token_capacity) {
         return internal_error("split workspace too small: " + std::to_string(p.max_num_splits) +
                               " splits x " + std::to_string(p.num_tokens) + " tokens");
+      }
+      if (no_cache) {  // the ragged source: every request's keys are its new tokens
+        p.k_new = key.data();
+        p.v_new = value.data();
+        p.new_token_stride = key.stride(0);
+        p.new_head_stride = key.stride(1);
       }
       set_output(p, out);
       return kernels::launch_paged_attention(p, stream);
@@ -69,7 +102,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
     if (capture || md->parts.num_prefills > 0) {
       PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out));
     }
-    if (md->decode.kernel && (capture || md->parts.num_decodes > 0)) {
+    if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
       return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, *md, out),
                                               stream);
     }
@@ -77,11 +110,41 @@ class FlashInferImpl final : public gpu::GpuImpl {
   }
 
  private:
+  // vLLM runs encoder and encoder-only attention on the new tokens alone, with no cache.
+  bool runs_without_cache() const {
+    return params_.attn_type == AttentionType::kEncoder ||
+           params_.attn_type == AttentionType::kEncoderOnly;
+  }
+
+  // Without a cache every key must be a new token of its own request, and no request may be a
+  // decode (the decode kernel reads the cache).
+  static Status check_cacheless_step(const FlashInferMetadata& md) {
+    if (md.first_request_with_context >= 0) {
+      return invalid_argument(
+          "FLASHINFER forward without a kv_cache: request " +
+          std::to_string(md.first_request_with_context) + " has " +
+          std::to_string(md.first_context_len) +
+          " tokens of context; without a cache every request's seq_len must equal its query "
+          "length");
+    }
+    if (md.decode.kernel && md.parts.num_decodes > 0) {
+      return invalid_argument(
+          "FLASHINFER forward without a kv_cache: " + std::to_string(md.parts.num_decodes) +
+          " requests run as decodes, which read the cache (build the step "
+          "non-causal, as encoder attention is)");
+    }
+    return ok_status();
+  }
+
   kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
                                              const KVScales& scales, const FlashInferMetadata& md,
                                              const PassMetadata& pass, bool capture) const {
     kernels::PagedAttentionParams p;
     fill_layer(p, query, kv_cache, scales);
+    if (!kv_cache.defined()) {  // the ragged source alone: it has the query's dtype
+      p.cache_dtype = params_.dtype;
+      p.block_size = md.step.block_size;
+    }
     p.num_tokens = md.step.num_actual_tokens;
     p.window_right = params_.sliding_window.right;
     p.split_out = md.split.out;

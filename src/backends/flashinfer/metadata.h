@@ -32,6 +32,10 @@ struct FlashInferMetadata final : AttentionMetadata {
   flash_attn::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
   gpu::CascadeMetadata cascade;
   flash_attn::PassMetadata cascade_prefix;
+  // The first request with context (seq_len > query_len) and its context length; -1 when every
+  // request's keys are its new tokens (what a forward without a cache needs).
+  int first_request_with_context = -1;
+  int first_context_len = 0;
   // vLLM's FlashInfer arrays of this step (host, valid until the next build()): [num_reqs + 1]
   // and [num_reqs].
   const int32_t* paged_kv_indptr = nullptr;

@@ -167,7 +167,7 @@ Status check_cache_update(const AttentionImplParams& p, DType cache_dtype, const
 
 Status check_forward(const AttentionImplParams& p, DType cache_dtype, const StepInfo& step,
                      const TensorView& query, const TensorView& kv_cache, const TensorView& output,
-                     const TensorView& output_lse, const KVScales& scales) {
+                     const TensorView& output_lse, const KVScales& scales, bool cache_optional) {
   const int64_t t = step.num_actual_tokens;
   if (step.num_heads != p.num_heads || step.num_kv_heads != p.num_kv_heads ||
       step.head_size != p.head_size) {
@@ -194,10 +194,12 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
                               str(p.num_heads) + ", >= " + str(t) + "] f32, contiguous rows");
     }
   }
-  PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
-  if (kv_cache.size(2) != step.block_size) {
-    return invalid_argument("kv_cache block size " + str(kv_cache.size(2)) +
-                            " differs from the builder's block_size " + str(step.block_size));
+  if (kv_cache.defined() || !cache_optional) {
+    PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
+    if (kv_cache.size(2) != step.block_size) {
+      return invalid_argument("kv_cache block size " + str(kv_cache.size(2)) +
+                              " differs from the builder's block_size " + str(step.block_size));
+    }
   }
   PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.k_scale, "k_scale", p));
   PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.v_scale, "v_scale", p));
@@ -205,6 +207,20 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
       (scales.k_scale.defined() && scales.k_scale.numel() != scales.v_scale.numel())) {
     return invalid_argument(
         "k_scale and v_scale must both be given (same size) or both be left out");
+  }
+  return ok_status();
+}
+
+Status check_new_tokens(const AttentionImplParams& p, const StepInfo& step, const TensorView& key,
+                        const TensorView& value) {
+  const int64_t t = step.num_actual_tokens;
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(key, "key", t, p.num_kv_heads, p.head_size, p.dtype, p.device));
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_rows(value, "value", t, p.num_kv_heads, p.head_size, p.dtype, p.device));
+  if (key.stride(0) != value.stride(0) || key.stride(1) != value.stride(1)) {
+    return invalid_argument("key " + key.describe() + " and value " + value.describe() +
+                            " must have the same strides");
   }
   return ok_status();
 }

@@ -33,9 +33,16 @@ Status check_cache_update(const AttentionImplParams& params, DType cache_dtype,
                           const TensorView& kv_cache);
 
 // forward: metadata built for this layer's heads and device, query/output rows, the optional LSE,
-// the cache (with the builder's block size) and the FP8 scales.
+// the cache (with the builder's block size; an undefined one passes when cache_optional) and the
+// FP8 scales.
 Status check_forward(const AttentionImplParams& params, DType cache_dtype, const StepInfo& step,
                      const TensorView& query, const TensorView& kv_cache, const TensorView& output,
-                     const TensorView& output_lse, const KVScales& scales);
+                     const TensorView& output_lse, const KVScales& scales,
+                     bool cache_optional = false);
+
+// The new tokens' key and value read as a ragged KV source: [>= num_actual_tokens, Hkv, D] of the
+// layer's dtype on its device with a contiguous head dim, both with the same strides.
+Status check_new_tokens(const AttentionImplParams& params, const StepInfo& step,
+                        const TensorView& key, const TensorView& value);
 
 }  // namespace pagedattn::gpu

@@ -32,19 +32,19 @@ class GpuImpl : public AttentionImpl {
 
  protected:
   // The step's metadata as the backend's own type M (which holds a StepInfo `step`), after the
-  // forward checks of this layer's tensors against it.
+  // forward checks of this layer's tensors against it (cache_optional: kv_cache may be undefined).
   template <typename M>
   StatusOr<const M*> forward_metadata(std::string_view backend, const AttentionMetadata& metadata,
                                       const TensorView& query, const TensorView& kv_cache,
                                       const TensorView& output, const TensorView& output_lse,
-                                      const KVScales& scales) const {
+                                      const KVScales& scales, bool cache_optional = false) const {
     const auto* md = dynamic_cast<const M*>(&metadata);
     if (md == nullptr) {
       return invalid_argument(std::string(backend) + " forward needs metadata from a " +
                               std::string(backend) + " builder");
     }
     PAGEDATTN_RETURN_IF_ERROR(check_forward(params_, cache_dtype_, md->step, query, kv_cache,
-                                            output, output_lse, scales));
+                                            output, output_lse, scales, cache_optional));
     return md;
   }
 

@@ -23,6 +23,39 @@ std::string str(int64_t v) {
   return std::to_string(v);
 }
 
+// The ragged source (k_new/v_new): both or neither, of q_dtype beside a 16-bit cache or none,
+// 16-byte rows, and 32-bit strides.
+Status validate_ragged_source(const PagedAttentionParams& p) {
+  if ((p.k_new == nullptr) != (p.v_new == nullptr)) {
+    return invalid_argument("paged attention: k_new and v_new must be given together");
+  }
+  if (p.k_new == nullptr) {
+    if (p.kv_cache != nullptr || p.num_tokens == 0) return ok_status();
+    return invalid_argument("paged attention: kv_cache is required without k_new/v_new");
+  }
+  if (p.cache_dtype != p.q_dtype) {  // also without a cache: it picks the instantiation
+    return invalid_argument(
+        "paged attention: k_new/v_new (the ragged source) need a cache of q_dtype or none "
+        "(cache_dtype = q_dtype); cache_dtype is " +
+        std::string(dtype_name(p.cache_dtype)));
+  }
+  if (!aligned(p.k_new, 16) || !aligned(p.v_new, 16) || p.new_token_stride % 8 != 0 ||
+      p.new_head_stride % 8 != 0 || p.new_token_stride < 0 || p.new_head_stride < 0) {
+    return invalid_argument(
+        "paged attention: k_new and v_new must be 16-byte aligned with non-negative strides "
+        "that are multiples of 8 (token " +
+        str(p.new_token_stride) + ", head " + str(p.new_head_stride) + ")");
+  }
+  // The kernels take the strides, and a token's offset inside its row, as 32-bit values.
+  const int64_t max_in_row = (p.num_kv_heads - 1) * p.new_head_stride + p.head_size;
+  if (p.new_token_stride > INT32_MAX || max_in_row > INT32_MAX) {
+    return invalid_argument("paged attention: k_new's token stride " + str(p.new_token_stride) +
+                            " and largest offset inside a token (" + str(max_in_row) +
+                            ") must stay below 2^31 elements");
+  }
+  return ok_status();
+}
+
 Status validate(const PagedAttentionParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p));
   if (p.max_num_splits < 1) {
@@ -38,10 +71,12 @@ Status validate(const PagedAttentionParams& p) {
     return invalid_argument("paged attention: negative max_query_len, num_reqs or num_tokens");
   }
   PAGEDATTN_RETURN_IF_ERROR(check_operand_layout("paged attention", p));
-  if (p.num_tokens > 0 && (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
-                           p.block_table == nullptr || p.out == nullptr || p.q == nullptr)) {
+  PAGEDATTN_RETURN_IF_ERROR(validate_ragged_source(p));
+  if (p.num_tokens > 0 &&
+      (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
+       (p.kv_cache != nullptr && p.block_table == nullptr) || p.out == nullptr || p.q == nullptr)) {
     return invalid_argument(
-        "paged attention: q, out, cu_seqlens_q, seqused_k and block_table "
+        "paged attention: q, out, cu_seqlens_q, seqused_k and (with a cache) block_table "
         "are required");
   }
   return ok_status();
@@ -60,6 +95,14 @@ GenerationLauncher generation_launcher(KernelGeneration generation) {
 #endif
     default: return nullptr;
   }
+}
+
+// Only v2 reads the ragged source (v3 would silently read the cache instead).
+Status ragged_source_served(const PagedAttentionParams& p) {
+  if (p.k_new == nullptr || p.generation == KernelGeneration::kV2) return ok_status();
+  return unimplemented("paged attention: kernel generation v" +
+                       str(static_cast<int>(p.generation)) +
+                       " has no ragged KV source (k_new/v_new); v2 serves it");
 }
 
 std::string built_generations() {
@@ -83,6 +126,7 @@ Status paged_attention_serves(const PagedAttentionParams& params) {
                          str(static_cast<int>(params.generation)) +
                          " is not built (built: " + built_generations() + ")");
   }
+  PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
 #if PAGEDATTN_KERNEL_SM90_BUILT
   if (params.generation == KernelGeneration::kV3) return detail::paged_attention_v3_serves(params);
 #endif
@@ -108,6 +152,7 @@ int paged_attention_kernel_head_size(int head_size) {
 Status launch_paged_attention(const PagedAttentionParams& params, void* stream) {
   const GenerationLauncher launch = generation_launcher(params.generation);
   if (launch == nullptr) return paged_attention_serves(params);
+  PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
     return unimplemented("paged attention: head_size " + str(params.head_size) +

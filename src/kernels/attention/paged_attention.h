@@ -77,6 +77,17 @@ struct PagedAttentionParams {
   const int32_t* num_splits_per_req = nullptr;
   float* split_out = nullptr;
   float* split_lse = nullptr;
+
+  // Ragged KV source (FlashInfer's prefill over contiguous K/V): the new tokens' keys and values,
+  // [num_tokens, num_kv_heads, head_size] of q_dtype, K and V with the same strides (elements). A
+  // request with no context (seqused_k == its query length) reads key j from new token
+  // cu_seqlens_q[r] + j instead of the cache. nullptr: every request reads the cache. Needs a
+  // 16-bit cache of q_dtype, or none (kv_cache nullptr: then no request may have context; such a
+  // request's rows are left unwritten). v2 only.
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
+  int64_t new_token_stride = 0;
+  int64_t new_head_stride = 0;
 };
 
 // Whether this build compiled the generation's kernels.

@@ -15,14 +15,15 @@
 
 #include "kernels/attention/v2/epilogue.cuh"
 #include "kernels/attention/v2/fp8_convert.cuh"
+#include "kernels/attention/v2/kv_source.cuh"
 #include "kernels/attention/v2/mainloop.cuh"
 #include "kernels/attention/v2/tile_loads.cuh"
 #include "kernels/attention/v2/tile_scheduler.cuh"
 
 namespace pagedattn::kernels::attention::v2 {
 
-template <typename Cfg, typename T, CacheKind kCache>
-__device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num_splits,
+template <typename Cfg, typename T, CacheKind kCache, typename Kv>
+__device__ __forceinline__ void run_cta(const KernelArgs& a, const CtaWork& w, int num_splits,
                                         char* smem) {
   constexpr bool kFp8 = is_fp8(kCache);
   const PagedAttentionParams& p = a.p;
@@ -63,7 +64,7 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   // first 2 * (kStages - 1) tiles and waits for them (the copies of the first kStages - 1 need
   // them now).
   for (int x = t_begin; x < min(t_end, t_begin + 2 * Cfg::kStages - 2); ++x) {
-    fetch_tile_blocks<Cfg>(a, w, x, true, table_ring);
+    fetch_tile_blocks<Cfg, Kv>(a, w, x, true, table_ring);
   }
   device::cp_async_commit();
   device::cp_async_wait<0>();
@@ -71,7 +72,8 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
 #pragma unroll
   for (int s = 0; s < Cfg::kStages - 1; ++s) {
     if (t_begin + s < t_end) {
-      load_kv_tile<Cfg, T, kCache>(a, w, t_begin + s, true, table_ring, stages + s * kStageStride);
+      load_kv_tile<Cfg, T, kCache, Kv>(a, w, t_begin + s, true, table_ring,
+                                       stages + s * kStageStride);
     }
     device::cp_async_commit();
   }
@@ -84,9 +86,9 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
     // the MMAs below, so ptxas interleaves their address arithmetic with the tensor-core issue.
     const int t_next = t + Cfg::kStages - 1;
     char* stage = stages + ((it + Cfg::kStages - 1) % Cfg::kStages) * kStageStride;
-    load_kv_tile<Cfg, T, kCache>(a, w, t_next, t_next < t_end, table_ring, stage);
-    fetch_tile_blocks<Cfg>(a, w, t_next + Cfg::kStages - 1, t_next + Cfg::kStages - 1 < t_end,
-                           table_ring);
+    load_kv_tile<Cfg, T, kCache, Kv>(a, w, t_next, t_next < t_end, table_ring, stage);
+    fetch_tile_blocks<Cfg, Kv>(a, w, t_next + Cfg::kStages - 1, t_next + Cfg::kStages - 1 < t_end,
+                               table_ring);
     device::cp_async_commit();
     char* tile = stages + (it % Cfg::kStages) * kStageStride;
     if constexpr (kFp8) {
@@ -116,7 +118,7 @@ __device__ __forceinline__ void run_cta(const KernelArgs& a, CtaWork& w, int num
   store_output<Cfg, T>(a, w, acc, v_scale, smem);
 }
 
-template <int kHeadDim, typename T, CacheKind kCache, bool kLarge>
+template <int kHeadDim, typename T, CacheKind kCache, bool kLarge, typename Kv>
 __global__ void __launch_bounds__(128)
     paged_attention_kernel(const __grid_constant__ KernelArgs a) {
   extern __shared__ __align__(128) char smem[];
@@ -125,17 +127,20 @@ __global__ void __launch_bounds__(128)
   CtaWork w;
   int num_splits;
   if (!schedule_cta<Small, Large, kLarge>(a, w, num_splits)) return;
+  if constexpr (!is_fp8(kCache)) {
+    if (reads_new_tokens(a, w) == Kv::kPaged) return;  // the other source's kernel serves it
+  }
   if constexpr (kLarge) {
-    run_cta<Large, T, kCache>(a, w, num_splits, smem);
+    run_cta<Large, T, kCache, Kv>(a, w, num_splits, smem);
   } else {
-    run_cta<Small, T, kCache>(a, w, num_splits, smem);
+    run_cta<Small, T, kCache, Kv>(a, w, num_splits, smem);
   }
 }
 
-template <typename Cfg, bool kLarge, int kHeadDim, typename T, CacheKind kCache>
+template <typename Cfg, bool kLarge, int kHeadDim, typename T, CacheKind kCache, typename Kv>
 cudaError_t launch_tile_kernel(const KernelArgs& a, unsigned row_tiles, cudaStream_t stream) {
   constexpr int kSmem = Cfg::smem_bytes(is_fp8(kCache));
-  auto kernel = paged_attention_kernel<kHeadDim, T, kCache, kLarge>;
+  auto kernel = paged_attention_kernel<kHeadDim, T, kCache, kLarge, Kv>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (err != cudaSuccess) return err;
@@ -143,9 +148,27 @@ cudaError_t launch_tile_kernel(const KernelArgs& a, unsigned row_tiles, cudaStre
   return cudaGetLastError();
 }
 
+// The kernels of one tile shape: the paged source's where there is a cache, the ragged source's
+// where the caller gave the new tokens (16-bit caches only); each returns at once for the other's
+// requests.
+template <typename Cfg, bool kLarge, int kHeadDim, typename T, CacheKind kCache>
+cudaError_t launch_tile_kernels(const KernelArgs& a, unsigned row_tiles, cudaStream_t stream) {
+  if (a.p.kv_cache != nullptr) {
+    const cudaError_t err =
+        launch_tile_kernel<Cfg, kLarge, kHeadDim, T, kCache, PagedKv>(a, row_tiles, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if constexpr (!is_fp8(kCache)) {
+    if (a.p.k_new != nullptr) {
+      return launch_tile_kernel<Cfg, kLarge, kHeadDim, T, kCache, RaggedKv>(a, row_tiles, stream);
+    }
+  }
+  return cudaSuccess;
+}
+
 // Launches one instantiation (defined in the generated instantiations/ files): the
-// prefill-shaped kernel when some request may have more than the decode-shaped tile's rows, then
-// the decode-shaped one (its CTAs for larger requests return at once).
+// prefill-shaped kernels when some request may have more than the decode-shaped tile's rows, then
+// the decode-shaped ones (their CTAs for larger requests return at once).
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_paged_attention_instance(const KernelArgs& a, cudaStream_t stream) {
   static_assert(is_fp8(kCache) || (kCache == CacheKind::kBF16) == std::is_same_v<T, __nv_bfloat16>,
@@ -153,10 +176,10 @@ cudaError_t launch_paged_attention_instance(const KernelArgs& a, cudaStream_t st
   using Small = typename SmallTile<kHeadDim, is_fp8(kCache)>::Type;
   using Large = typename LargeTile<kHeadDim>::Type;
   if (const unsigned row_tiles = prefill_row_tiles<Small, Large>(a); row_tiles > 0) {
-    cudaError_t err = launch_tile_kernel<Large, true, kHeadDim, T, kCache>(a, row_tiles, stream);
+    cudaError_t err = launch_tile_kernels<Large, true, kHeadDim, T, kCache>(a, row_tiles, stream);
     if (err != cudaSuccess) return err;
   }
-  return launch_tile_kernel<Small, false, kHeadDim, T, kCache>(a, 1u, stream);
+  return launch_tile_kernels<Small, false, kHeadDim, T, kCache>(a, 1u, stream);
 }
 
 }  // namespace pagedattn::kernels::attention::v2

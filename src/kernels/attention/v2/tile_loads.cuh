@@ -1,10 +1,12 @@
 // Global -> shared loads of the v2 paged attention kernel: the packed Q tile and the K/V tiles
-// read through the block table (FP8 tiles land raw; fp8_convert.cuh widens them). Rows past the
-// sequence and columns past head_size are zero-filled by cp.async (never read), so NaN in unused
-// cache slots cannot reach the MMAs.
+// from the CTA's KV source (kv_source.cuh: the cache through the block table, or the new tokens'
+// rows; FP8 tiles land raw and fp8_convert.cuh widens them). Rows past the sequence and columns
+// past head_size are zero-filled by cp.async (never read), so NaN in unused cache slots cannot
+// reach the MMAs.
 #pragma once
 
 #include "device/mma.cuh"
+#include "kernels/attention/v2/kv_source.cuh"
 #include "kernels/attention/v2/tile_scheduler.cuh"
 
 namespace pagedattn::kernels::attention::v2 {
@@ -40,29 +42,21 @@ struct TileRows {
   }
 };
 
-// Block of the request's block table holding key `key`, and the key's slot in that block.
-// Power-of-two block sizes (the common case) avoid the integer division.
-__device__ __forceinline__ int key_block(const KernelArgs& a, int key) {
-  return a.block_shift >= 0 ? key >> a.block_shift : key / a.p.block_size;
-}
-__device__ __forceinline__ int key_slot(const KernelArgs& a, int key) {
-  return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
-}
-
 // Stages the block ids of the key rows of tile `tile` (zeros unless live) into its slot of the
-// shared-memory ring (cp.async, in the caller's commit group). The kernel fetches them
-// kStages - 1 tiles before the copy that needs them, so block-table reads (global memory
-// latency) overlap compute instead of stalling the copy. Rows past the sequence get 0.
-template <typename Cfg>
+// shared-memory ring (cp.async, in the caller's commit group): Kv::table()[Kv::index(key)]
+// (ragged: the request's first token). The kernel fetches them kStages - 1 tiles before the copy
+// that needs them, so block-table reads (global memory latency) overlap compute instead of
+// stalling the copy. Rows past the sequence get 0.
+template <typename Cfg, typename Kv>
 __device__ __forceinline__ void fetch_tile_blocks(const KernelArgs& a, const CtaWork& w, int tile,
                                                   bool live, int32_t* ring) {
   if (threadIdx.x < Cfg::kBlockN) {
-    const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
+    const int32_t* table = Kv::table(a, w);
     const int key = tile * Cfg::kBlockN + threadIdx.x;
     const bool ok = live && key < w.kv_len;
     device::cp_async_4(
         device::smem_addr(ring + (tile % Cfg::kTableSlots) * Cfg::kBlockN + threadIdx.x),
-        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
+        ok ? table + Kv::index(a, key) : table, ok ? 4 : 0);
   }
 }
 
@@ -87,20 +81,17 @@ __device__ __forceinline__ void copy_row(char* dst, const char* src, int col0, b
   }
 }
 
-// One K/V tile whose rows' block ids are in the ring (fetch_tile_blocks, completed); a tile
-// that is not live is zero-filled without reading memory.
+// One K/V tile from the source Kv whose rows' block ids are in the ring (fetch_tile_blocks,
+// completed); a tile that is not live is zero-filled without reading memory.
 // 8 consecutive threads copy 8 consecutive chunks of one row (128 contiguous bytes for 16-bit
-// caches). 16-bit caches land in the padded compute layout; FP8 caches land unpadded
+// sources). 16-bit sources land in the padded compute layout; FP8 caches land unpadded
 // (kHeadDim + kDV bytes per key) and are converted by convert_fp8_rows.
-template <typename Cfg, typename T, CacheKind kCache>
+template <typename Cfg, typename T, CacheKind kCache, typename Kv>
 __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork& w, int tile,
                                              bool live, const int32_t* ring, char* stage) {
   constexpr bool kFp8 = is_fp8(kCache);
   constexpr int kElemBytes = kFp8 ? 1 : 2;
   const PagedAttentionParams& p = a.p;
-  const char* cache = static_cast<const char*>(p.kv_cache);
-  const int head_off = w.kv_head * a.head_stride;
-  const int v_off = (a.kv_stride + w.dchunk * Cfg::kDV) * kElemBytes;
   const int lane8 = threadIdx.x % 8;
 #pragma unroll
   for (int pass = 0; pass < TileRows<Cfg>::kPasses; ++pass) {
@@ -109,10 +100,7 @@ __device__ __forceinline__ void load_kv_tile(const KernelArgs& a, const CtaWork&
     const bool row_ok = live && key < w.kv_len;
     // Rows past the sequence have block 0 in the ring: a valid address, and never read.
     const int block = ring[(tile % Cfg::kTableSlots) * Cfg::kBlockN + row];
-    const char* k_src = cache + (static_cast<int64_t>(block) * a.block_stride +
-                                 key_slot(a, key) * a.token_stride + head_off) *
-                                    kElemBytes;
-    const char* v_src = k_src + v_off;
+    const auto [k_src, v_src] = Kv::template rows<Cfg, kElemBytes>(a, w, block, key);
     const int v_col0 = w.dchunk * Cfg::kDV;
     if constexpr (kFp8) {
       char* raw_k = stage + row * Cfg::kHeadDim;
