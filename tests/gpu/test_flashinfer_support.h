@@ -48,7 +48,10 @@ inline void expect_flashinfer_matches_oracle(const testing::CaseSpec& spec,
                                              const std::function<void(BuilderParams&)>& tune = {}) {
   const FlashInferRun r = run_flashinfer(spec, layout, tune);
   ASSERT_NE(r.runner, nullptr) << spec.name;
-  EXPECT_EQ(r.runner->kernel_generation(), "decode+v2");
+  const std::string_view generation = r.runner->kernel_generation();  // v3 where it serves a prefill
+  EXPECT_TRUE(generation == "decode+v2" || generation == "decode+v3" ||
+              generation == "decode+v3/v2")
+      << generation;
   EXPECT_TRUE(r.cmp.pass) << spec.name << " (" << kv_cache_layout_name(layout) << "): max abs "
                           << r.cmp.max_abs_error << ", rel frob " << r.cmp.rel_frobenius
                           << ", lse " << r.cmp.max_lse_error << "\n" << r.cmp.detail;

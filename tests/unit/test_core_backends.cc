@@ -1,5 +1,5 @@
 // The three backend descriptions, the base-class predicates, validate_configuration's order and
-// wording, the registry, and flash_attn_version.
+// wording, the registry, and the kernel-generation rule (gpu::preferred_generation).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
+#include "backends/gpu/generation.h"
 #include "kernels/attention/paged_attention.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/device_info.h"
@@ -288,8 +289,8 @@ TEST(BaseBackend, DefaultsAndEveryReason) {
             }));
 }
 
-TEST(FlashAttnVersion, V2OnAmpereV3OnHopperWithoutAlibi) {
-  using flash_attn::flash_attn_version;
+TEST(PreferredGeneration, V2OnAmpereV3OnHopperWithoutAlibi) {
+  const auto flash_attn_version = gpu::preferred_generation;  // vLLM's get_flash_attn_version
   EXPECT_EQ(flash_attn_version({8, 0}, 128, false), 2);
   EXPECT_EQ(flash_attn_version({8, 6}, 64, true), 2);
   // Hopper prefers v3 where this build has it (launches v3 does not serve run v2), except with

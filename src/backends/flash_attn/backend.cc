@@ -5,6 +5,7 @@
 
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/gpu_backend.h"
 #include "kernels/attention/paged_attention.h"
 
@@ -26,8 +27,8 @@ class FlashAttnBackend final : public gpu::GpuBackend {
   }
   std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
     if (!config.compute_capability) return "";
-    switch (flash_attn::flash_attn_version(*config.compute_capability, config.head_size,
-                                           config.use_alibi)) {
+    switch (gpu::preferred_generation(*config.compute_capability, config.head_size,
+                                      config.use_alibi)) {
       case 3: return "v3 where it serves the launch, v2 for the rest (docs/kernels.md)";
       case 2: return "v2";
       default: return "";

@@ -1,13 +1,13 @@
 // FLASH_ATTN's impl (vLLM's FlashAttentionImpl): the cache write and the forward, over the GPU
 // layer's checks, per-head parameters and cascade sequence (backends/gpu/). What is FLASH_ATTN's
-// own: the kernel generation, PagedAttentionParams filling and the split bound of each launch.
+// own: PagedAttentionParams filling and the split bound of each launch (the kernel generation of
+// each launch: gpu/generation.h).
 // forward is CUDA-graph safe by construction: host checks of shapes (no synchronisation, no
 // allocation), then launches; every data-dependent choice was made in build().
 #include "pagedattn/config.h"  // first: flash_attn_backend.h tests PAGEDATTN_WITH_CUDA
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <string>
 
 #include "backends/factories.h"
@@ -15,6 +15,7 @@
 #include "backends/flash_attn/metadata.h"
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/head_params.h"
 #include "backends/gpu/impl_base.h"
 #include "kernels/attention/paged_attention.h"
@@ -33,18 +34,9 @@ class FlashAttnImpl final : public gpu::GpuImpl {
   FlashAttnImpl(const AttentionImplParams& params, kernels::KernelGeneration generation,
                 gpu::HeadParams heads)
       : GpuImpl(params, std::move(heads)),
-        generation_(generation),
-        forced_(params.kernel_generation != 0) {}
+        generations_(generation, params.kernel_generation != 0) {}
 
-  // The generations this impl's launches used: "v2", "v3", or "v3/v2" when both (or, before any
-  // launch, when v3 is preferred: it runs where it serves and v2 elsewhere).
-  std::string_view kernel_generation() const override {
-    const int used = used_generations_.load(std::memory_order_relaxed);
-    if (used == kUsedV2) return "v2";
-    if (used == kUsedV3) return "v3";
-    if (used == 0 && generation_ == kernels::KernelGeneration::kV2) return "v2";
-    return "v3/v2";
-  }
+  std::string_view kernel_generation() const override { return generations_.used(); }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
                  const TensorView& kv_cache, const AttentionMetadata& metadata,
@@ -67,13 +59,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
       kernels::PagedAttentionParams p = base;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, graph_safe, md->split.token_capacity));
       set_output(p, out);
-      // The preferred generation where it serves this launch, v2 for the rest (unless forced).
-      if (!forced_ && p.generation != kernels::KernelGeneration::kV2 &&
-          !kernels::paged_attention_serves(p).ok()) {
-        p.generation = kernels::KernelGeneration::kV2;
-      }
-      used_generations_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,
-                                 std::memory_order_relaxed);
+      generations_.choose(p);
       return kernels::launch_paged_attention(p, stream);
     };
     if (!md->cascade.enabled) return launch(md->main, gpu::caller_output(output, output_lse));
@@ -94,7 +80,6 @@ class FlashAttnImpl final : public gpu::GpuImpl {
                                             const KVScales& scales, int num_tokens,
                                             const gpu::SplitWorkspaceView& split) const {
     kernels::PagedAttentionParams p;
-    p.generation = generation_;
     fill_layer(p, query, kv_cache, scales);
     p.num_tokens = num_tokens;
     p.window_right = params_.sliding_window.right;
@@ -122,39 +107,15 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     return ok_status();
   }
 
-  kernels::KernelGeneration generation_;  // preferred, chosen once in make_impl
-  bool forced_;                           // params.kernel_generation named it: no fallback
-  static constexpr int kUsedV2 = 1, kUsedV3 = 2;
-  std::atomic<int> used_generations_{0};  // kUsedV2 | kUsedV3 of the launches so far
+  gpu::LaunchGenerations generations_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_impl_params(flash_attn_backend(), params));
-  int major = 0, minor = 0;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, params.device.index),
-      "reading the compute capability");
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, params.device.index),
-      "reading the compute capability");
-  const int version =
-      flash_attn_version({major, minor}, params.head_size, !params.alibi_slopes.empty());
-  if (version == 0) {
-    return invalid_argument("FLASH_ATTN impl: no kernel generation serves head_size " +
-                            str(params.head_size) + " on compute capability " + str(major) + "." +
-                            str(minor) + " in this build (v2 needs sm_80+ and a built head size)");
-  }
-  const int chosen = params.kernel_generation != 0 ? params.kernel_generation : version;
-  const auto generation = static_cast<kernels::KernelGeneration>(chosen);
-  if ((chosen != 2 && chosen != 3) || !kernels::paged_attention_generation_built(generation) ||
-      (chosen == 3 && major != 9)) {
-    return invalid_argument("FLASH_ATTN impl: kernel_generation = " + str(chosen) +
-                            " cannot run here (allowed: 0 = choose, 2, or 3 on compute capability "
-                            "9.x in a build with sm_90a; this device is " +
-                            str(major) + "." + str(minor) + ")");
-  }
+  PAGEDATTN_ASSIGN_OR_RETURN(const kernels::KernelGeneration generation,
+                             gpu::LaunchGenerations::for_layer("FLASH_ATTN", params));
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));
   return std::unique_ptr<AttentionImpl>(
       std::make_unique<FlashAttnImpl>(params, generation, std::move(heads)));

@@ -6,6 +6,7 @@
 
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/gpu_backend.h"
 #include "kernels/attention/paged_attention.h"
 
@@ -19,10 +20,21 @@ class FlashInferBackend final : public gpu::GpuBackend {
   std::string_view name() const override { return "FLASHINFER"; }
   std::vector<std::string> kernel_generations() const override {
     if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV2)) return {};
-    return {"decode (GQA-packed, sm_80+) for decodes", "v2 (mma.sync) for prefills"};
+    std::vector<std::string> out = {"decode (GQA-packed, sm_80+) for decodes",
+                                    "v2 (mma.sync) for prefills"};
+    if (kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+      out.push_back("v3 (wgmma + TMA, sm_90a) for prefills");
+    }
+    return out;
   }
   std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
-    return "the decode kernel for decodes, v2 for prefills";
+    if (!config.compute_capability) return "";
+    const int prefill = gpu::preferred_generation(*config.compute_capability, config.head_size,
+                                                  config.use_alibi);
+    if (prefill == 0) return "";
+    return prefill == 3 ? "the decode kernel for decodes; prefills v3 where it serves the launch, "
+                          "else v2 (docs/kernels.md)"
+                        : "the decode kernel for decodes, v2 for prefills";
   }
   // vLLM's upper bound stays.
   bool supports_compute_capability(ComputeCapability cc) const override {

@@ -23,6 +23,7 @@
 #include "backends/flashinfer/metadata.h"
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/head_params.h"
 #include "backends/gpu/impl_base.h"
 #include "kernels/attention/paged_attention.h"
@@ -37,9 +38,16 @@ using flash_attn::PassMetadata;
 
 class FlashInferImpl final : public gpu::GpuImpl {
  public:
-  using GpuImpl::GpuImpl;
+  FlashInferImpl(const AttentionImplParams& params, kernels::KernelGeneration generation,
+                 gpu::HeadParams heads)
+      : GpuImpl(params, std::move(heads)),
+        generations_(generation, params.kernel_generation != 0) {}
 
-  std::string_view kernel_generation() const override { return "decode+v2"; }
+  // Decodes run the decode kernel; prefills the paged kernel of the generation its launches used.
+  std::string_view kernel_generation() const override {
+    const std::string_view paged = generations_.used();
+    return paged == "v2" ? "decode+v2" : paged == "v3" ? "decode+v3" : "decode+v3/v2";
+  }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
                             const TensorView& kv_cache, const TensorView& slot_mapping,
@@ -85,6 +93,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
         p.new_head_stride = key.stride(1);
       }
       set_output(p, out);
+      generations_.choose(p);
       return kernels::launch_paged_attention(p, stream);
     };
     if (md->cascade.enabled) {
@@ -181,14 +190,19 @@ class FlashInferImpl final : public gpu::GpuImpl {
     p.num_ctas = md.decode.num_ctas;
     return p;
   }
+
+  gpu::LaunchGenerations generations_;
 };
 
 }  // namespace
 
 StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_impl_params(flashinfer_backend(), params));
+  PAGEDATTN_ASSIGN_OR_RETURN(const kernels::KernelGeneration generation,
+                             gpu::LaunchGenerations::for_layer("FLASHINFER", params));
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));
-  return std::unique_ptr<AttentionImpl>(std::make_unique<FlashInferImpl>(params, std::move(heads)));
+  return std::unique_ptr<AttentionImpl>(
+      std::make_unique<FlashInferImpl>(params, generation, std::move(heads)));
 }
 
 }  // namespace pagedattn::flashinfer

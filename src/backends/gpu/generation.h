@@ -1,0 +1,58 @@
+// The kernel generation of a GPU impl's paged attention launches, one rule for every GPU backend:
+// preferred_generation is vLLM's get_flash_attn_version (v3, Hopper wgmma + TMA, on compute
+// capability 9.x in builds with sm_90a unless ALiBi is required, as vLLM chooses FA2 then; else v2,
+// mma.sync, sm_80+), chosen once per layer; each launch runs it where it serves
+// (kernels::paged_attention_serves) and v2 elsewhere, unless the layer forced a generation
+// (AttentionImplParams::kernel_generation); and what the launches used is reported.
+#pragma once
+
+#include <atomic>
+#include <string_view>
+
+#include "kernels/attention/paged_attention.h"
+#include "pagedattn/backend.h"
+
+namespace pagedattn::gpu {
+
+// 2 or 3; 0 when no generation of this build serves the head size on that device.
+int preferred_generation(ComputeCapability cc, int head_size, bool requires_alibi);
+
+class LaunchGenerations {
+ public:
+  // The layer's generation on its device (CUDA builds: reads the compute capability), or the
+  // Status naming why none can run (`backend` prefixes it).
+  static StatusOr<kernels::KernelGeneration> for_layer(std::string_view backend,
+                                                       const AttentionImplParams& params);
+
+  LaunchGenerations(kernels::KernelGeneration preferred, bool forced)
+      : preferred_(preferred), forced_(forced) {}
+
+  // Sets p.generation for this launch and records it.
+  void choose(kernels::PagedAttentionParams& p) {
+    p.generation = preferred_;
+    if (!forced_ && preferred_ != kernels::KernelGeneration::kV2 &&
+        !kernels::paged_attention_serves(p).ok()) {
+      p.generation = kernels::KernelGeneration::kV2;
+    }
+    used_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,
+                   std::memory_order_relaxed);
+  }
+
+  // "v2", "v3", or "v3/v2" when launches used both (or, before any launch, when v3 is preferred:
+  // it runs where it serves and v2 elsewhere).
+  std::string_view used() const {
+    const int used = used_.load(std::memory_order_relaxed);
+    if (used == kUsedV2) return "v2";
+    if (used == kUsedV3) return "v3";
+    if (used == 0 && preferred_ == kernels::KernelGeneration::kV2) return "v2";
+    return "v3/v2";
+  }
+
+ private:
+  static constexpr int kUsedV2 = 1, kUsedV3 = 2;
+  kernels::KernelGeneration preferred_;
+  bool forced_;
+  std::atomic<int> used_{0};
+};
+
+}  // namespace pagedattn::gpu
