@@ -192,6 +192,14 @@ if(pagedattn_tools_python)
   set_tests_properties(cli.bench_report_from_bench PROPERTIES LABELS cli DEPENDS cli.bench_standard_quick
     PASS_REGULAR_EXPRESSION "\\| prefill 16x32, 32/8 heads, D 128, causal \\| 128 \\| TFLOP/s \\| [0-9.]+ \\(cpu\\) \\| - \\| - \\| - \\|.*\\| decode 32, 32/32 heads, D 128, ctx 512 \\| 16 \\| GB/s \\| [0-9.]+ \\(cpu\\)")
 endif()
+# The standard suite is the peer tool's (the team's shared tools sit beside the checkout).
+set(peer_sdpa ${PROJECT_SOURCE_DIR}/../shared/tools/peer_sdpa.py)
+if(pagedattn_tools_python AND EXISTS ${peer_sdpa})
+  add_test(NAME cli.bench_standard_is_the_peers
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_standard_shapes.py
+                   $<TARGET_FILE:pagedattn_cli> ${peer_sdpa})
+  set_tests_properties(cli.bench_standard_is_the_peers PROPERTIES LABELS cli)
+endif()
 foreach(probe IN ITEMS
     "generation|flash_attn:v9|'flash_attn:v9': unknown kernel generation 'v9'; allowed: auto, v2, v3"
     "backend|nope,cpu|unknown backend 'nope'; allowed: auto, "

@@ -2,6 +2,7 @@
 // report GFLOP/s and KV GB/s beside ceilings measured in the same run; host launch and build()
 // costs for the overhead suite.
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -35,6 +36,7 @@ struct BenchOptions {
   int repeats = 5;
   int warmup = 1;
   bool quick = false;
+  bool list = false;
   int kernel_generation = 0;
 };
 
@@ -127,6 +129,17 @@ bool write_json(const BenchOptions& o, const Device& device, const Ceilings& cei
   return static_cast<bool>(out);
 }
 
+// `--list`: the cases and their shapes, one a line, without running them.
+int list_cases(const std::vector<BenchCase>& cases) {
+  for (const BenchCase& c : cases) {
+    const CaseShape shape = case_shape(c.spec);
+    std::printf("%s %s B=%d S=%d Hq=%d Hkv=%d D=%d causal=%d block=%d\n", c.spec.name.c_str(),
+                shape.kind.c_str(), shape.batch, shape.seq, shape.num_heads, shape.num_kv_heads,
+                shape.head_size, c.spec.causal ? 1 : 0, c.spec.block_size);
+  }
+  return kExitOk;
+}
+
 int run_bench(const BenchOptions& o) {
   StatusOr<std::vector<BenchVariant>> variants = parse_variants(o.backend, o.kernel_generation);
   if (!variants.ok()) return bad_input("--backend: " + variants.status().message());
@@ -142,6 +155,7 @@ int run_bench(const BenchOptions& o) {
       return bad_input("--filter: '" + o.filter + "' matches no case of the " + o.suite + " suite");
     }
   }
+  if (o.list) return list_cases(cases);
   const nlohmann::json none = nlohmann::json::array();
   if (!write_json(o, device, Ceilings{}, none, none)) {  // before minutes of work, not after
     return bad_input("--json: cannot write '" + o.json_file + "'");
@@ -237,6 +251,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Only the cases whose name matches this regular expression")
       ->check(regex_validator());
   add_generation_option(*cmd, o->kernel_generation);
+  cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");
   cmd->add_flag("--quick", o->quick,
                 "Smaller cases and shorter probes (CI): contexts / 4, the standard suite's "
                 "lengths / 16");
