@@ -7,7 +7,9 @@
 #   3. `--suite overhead` on FLASHINFER and FLASH_ATTN (mixed batch vs. its parts, forward launch
 #      overhead, build() host time);
 #   4. the standard prefill shapes again at block 16 (issue 10: within 10% of block 128);
-#   5. tools/bench_report.py on all of it (markdown table in the log; PLOT=file.png draws the
+#   5. FLASHINFER's decode 64 x 4096 with a bf16 and an FP8 e4m3 cache at blocks 16 and 1024
+#      (issue 9: page 1024 at least as fast as 16, FP8 at most 0.6 x the bf16 time);
+#   6. tools/bench_report.py on all of it (markdown table in the log; PLOT=file.png draws the
 #      roofline where matplotlib is installed).
 # Writes two files: $OUT/bench_standard.log (everything printed) and $OUT/bench_standard.json
 # ({"pagedattn": [bench documents], "peer": [peer rows], "report": markdown}); bench_report.py
@@ -17,7 +19,7 @@
 #   STAGE: folder with bin/pagedattn, lib/ and tools/peer_sdpa.py (default: the repo's .device;
 #          bench_report.py is taken from STAGE/tools or this checkout's tools/)
 #   DEADLINE=95 (seconds for everything; each step is capped by what is left), REPEATS=20,
-#   WARMUP=3, STEPS="standard peer overhead block16" (a subset, in that order), PYTHON=python3
+#   WARMUP=3, STEPS="standard peer overhead block16 pages" (a subset; run in that order), PYTHON=python3
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 STAGE=$(cd "${STAGE:-$HERE/../.device}" && pwd)
@@ -25,7 +27,7 @@ OUT=${OUT:-$PWD/out}
 DEADLINE=${DEADLINE:-95}
 REPEATS=${REPEATS:-20}
 WARMUP=${WARMUP:-3}
-STEPS=${STEPS:-"standard peer overhead block16"}
+STEPS=${STEPS:-"standard peer overhead block16 pages"}
 PY=${PYTHON:-python3}
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
@@ -67,13 +69,16 @@ has_step overhead && step overhead 20 "$CLI" bench --suite overhead \
 has_step block16 && step block16 30 "$CLI" bench --suite standard --filter '^prefill' \
   --block-size 16 --backend "$variants" --repeats "$REPEATS" --warmup "$WARMUP" \
   --json "$WORK/block16.json"
+has_step pages && step pages 15 "$CLI" bench --suite all --filter '^(fp8_e4m3_)?decode_' \
+  --block-size 16,1024 --backend flashinfer --repeats "$REPEATS" --warmup "$WARMUP" \
+  --json "$WORK/pages.json"
 
 # The bundle, then the table from it (into the log and the bundle).
 "$PY" - "$WORK" "$OUT/bench_standard.json" <<'PY' >>"$LOG" 2>&1
 import json, os, sys
 work, out = sys.argv[1], sys.argv[2]
 bundle = {"pagedattn": [], "peer": []}
-for name in ("standard", "overhead", "block16"):
+for name in ("standard", "overhead", "block16", "pages"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         try:

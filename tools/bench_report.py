@@ -69,14 +69,15 @@ def collect(docs, peer_rows):
     ceilings = {}
     for doc in docs:
         for r in doc.get("results", []):
-            if r.get("measure", "forward") != "forward" or r.get("kind") not in ("prefill", "decode"):
-                extra.append(r)
-                continue
-            if r.get("part_of"):
+            # The peer's shapes are bf16 with a bf16 cache; anything else is listed apart.
+            like_peer = r.get("dtype", "bf16") == "bf16" and r.get("kv_cache_dtype", "auto") == "auto"
+            if (r.get("measure", "forward") != "forward" or r.get("kind") not in ("prefill", "decode")
+                    or r.get("part_of") or not like_peer):
                 extra.append(r)
                 continue
             key = shape_key(r["kind"], r["B"], r["S"], r["Hq"], r["Hkv"], r["D"], r["causal"])
-            ours.setdefault((key, r["block_size"]), {})[variant_name(r)] = r
+            # The first run of a shape, block and variant is the one shown.
+            ours.setdefault((key, r["block_size"]), {}).setdefault(variant_name(r), r)
         c = doc.get("ceilings", {})
         ceilings.setdefault("ours_read_GBps", c.get("read_bandwidth_gbps"))
         ceilings.setdefault("ours_compute_TFLOPs", (c.get("compute_gflops") or 0) / 1e3 or None)
@@ -172,6 +173,16 @@ def overhead_sections(docs, extra):
             parts = " + ".join(f"{name} {ms:.3f}" for name, ms in r["parts_ms"].items())
             lines.append(f"| {r['batch']} | {r['backend_label']} | {r['block_size']} | "
                          f"{r['batch_ms']:.3f} | {parts} | {r['ratio']:.3f} |")
+    in_ratios = {r["batch"] for r in ratios}
+    others = [r for r in extra if r.get("measure", "forward") == "forward" and "error" not in r
+              and not r.get("part_of") and r["case"] not in in_ratios]
+    if others:
+        lines += ["", "Other cases (forward, device time):", "",
+                  "| case | backend | block | KV cache | ms | TFLOP/s | KV GB/s |", "|---|---|---|---|---|---|---|"]
+        for r in others:
+            lines.append(f"| {r['case']} | {r['backend_label']} | {r['block_size']} | "
+                         f"{r.get('kv_cache_dtype', 'auto')} | {r['median_ms']:.3f} | {fmt(r['tflops'])} | "
+                         f"{fmt(r['kv_gbps'])} |")
     launches = [r for r in extra if r.get("measure") == "launch" and "error" not in r]
     if launches:
         lines += ["", "forward launch overhead per layer (host clock, calls issued back to back):", "",

@@ -70,6 +70,13 @@ class BenchReportTest(unittest.TestCase):
         self.assertTrue(row[3].startswith("3977, 1.11x"), row)  # 1 GiB of K+V / 0.27 ms; 0.30 / 0.27
         self.assertEqual(row[6:8], ["2386", "3579"])
 
+    def test_other_cache_dtypes_are_listed_apart(self):
+        _, text = report()
+        row = table_row(text, "decode 64, 32/8 heads, D 128, ctx 4096")
+        self.assertTrue(row[5].startswith("4295 "), row)  # the bf16 cache's, not the FP8 one's
+        self.assertRegex(text, r"Other cases .*\n\n.*\n.*\n\| fp8_e4m3_decode_64x4096 \| FLASHINFER \(decode\+v2\) \| "
+                               r"16 \| fp8_e4m3 \| 0\.150 \| [0-9.]+ \| 3579 \|")
+
     def test_shapes_only_the_peer_ran_and_rows_left_out(self):
         _, text = report()
         row = table_row(text, "prefill 4x2048")
