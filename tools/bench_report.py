@@ -240,6 +240,11 @@ def plot_roofline(path, ours, peers, ceilings):
         grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
         ax.plot(grid, [min(peak, x * bandwidth / 1e3) for x in grid], "k-", lw=1,
                 label=f"roof: {fmt(peak)} TFLOP/s bf16 matmul, {fmt(bandwidth)} GB/s copy (knee {fmt(knee)})")
+    read = ceilings.get("ours_read_GBps")
+    if peak and read:  # decode reads more than it writes: its roof is the read bandwidth
+        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.plot(grid, [min(peak, x * read / 1e3) for x in grid], "k--", lw=0.8,
+                label=f"{fmt(read)} GB/s read (pagedattn bench's probe)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / byte of Q, K, V, O)")
