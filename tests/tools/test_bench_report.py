@@ -88,7 +88,9 @@ class BenchReportTest(unittest.TestCase):
         _, text = report()
         self.assertRegex(text, r"\| mixed_64x4096\+chunk2048@2048 \| FLASHINFER \(decode\+v2\) \| 16 \| 0\.660 \| "
                                r"chunk2048@2048 0\.350 \+ decode_64x4096 0\.250 \| 1\.100 \|")
-        self.assertRegex(text, r"\| launch_decode_4x256 \| FLASHINFER \(decode\+v2\) \| 6\.50 \| 4\.25 \| yes \|")
+        self.assertRegex(text, r"\| launch_decode_4x256 \| FLASHINFER \(decode\+v2\) \| 6\.50 \| 4\.25 \| 6\.60 \| yes \|")
+        self.assertRegex(text, r"\| launch_decode_4x256 \| FLASH_ATTN \(v2\) \| 7\.00 \(device not held to the end\) \| "
+                               r"9\.50 \| 9\.60 \| no \|")
         self.assertRegex(text, r"\| build_decode_256x64-512 \| FLASHINFER \(decode\+v2\) \| 256 \| 21\.50 \|")
         # The mixed batch's part is not a standard-table row of its own.
         self.assertEqual(len(re.findall(r"^\| decode 64,", text, re.M)), 1)

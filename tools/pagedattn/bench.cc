@@ -23,8 +23,10 @@
 namespace pagedattn::cli {
 namespace {
 
-// Forward calls issued back to back for one launch-overhead figure; build() calls timed.
-constexpr int kLaunchCalls = 2000;
+// Forward calls for the launch overhead: issued while the device is held (few enough for the
+// launch queue), and run freely; build() calls timed.
+constexpr int kHeldCalls = 200;
+constexpr int kFreeCalls = 2000;
 constexpr int kBuildCalls = 200;
 
 struct BenchOptions {
@@ -91,7 +93,7 @@ Outcome run_case(const BenchCase& c, const BenchVariant& v, SharedCase& shared,
     if (times.ok()) row.times_ms = *times;
   }
   if (status.ok() && c.measure == Measure::kLaunch) {
-    StatusOr<LaunchCost> launch = measure_launch(run, kLaunchCalls, o.warmup, o.repeats);
+    StatusOr<LaunchCost> launch = measure_launch(run, kHeldCalls, kFreeCalls, o.warmup);
     status = launch.status();
     if (launch.ok()) row.launch = *launch;
   }

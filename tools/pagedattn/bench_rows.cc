@@ -76,12 +76,15 @@ nlohmann::json report_row(const Row& r, const Ceilings& c) {
   }
   if (r.launch) {
     const LaunchCost& l = *r.launch;
-    std::printf("host %.2f us/forward, device %.2f us, wall %.2f us (%d calls)%s\n", l.host_us,
-                l.device_us, l.wall_us, l.calls, l.host_bound() ? "" : " [device-bound]");
+    std::printf("host %.2f us/forward, device %.2f us (%d calls), free-running %.2f us%s%s\n",
+                l.host_us, l.device_us, l.calls, l.wall_us, l.host_bound() ? "" : " [device-bound]",
+                l.held ? "" : " [the device was not held to the end]");
     j.update({{"calls", l.calls},
+              {"free_calls", l.free_calls},
               {"host_us_per_forward", l.host_us},
               {"device_us_per_forward", l.device_us},
               {"wall_us_per_forward", l.wall_us},
+              {"device_held", l.held},
               {"host_bound", l.host_bound()}});
   } else if (!r.build_us.empty()) {
     const double us = median(r.build_us);
