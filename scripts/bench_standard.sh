@@ -19,7 +19,7 @@
 #   STAGE: folder with bin/pagedattn, lib/ and tools/peer_sdpa.py (default: the repo's .device;
 #          bench_report.py is taken from STAGE/tools or this checkout's tools/)
 #   DEADLINE=180 (seconds for everything; each step is capped by what is left), REPEATS=20,
-#   WARMUP=3, STEPS="standard peer overhead block16 pages" (a subset; run in that order),
+#   WARMUP=3, STEPS="standard peer overhead block16 pages" (which, in the order given),
 #   STANDARD_FILTER / BLOCK16_FILTER (regular expressions on case names), PYTHON=python3
 # On the H200 (first call, 2026-12-01) the steps took about: standard 55 s (making the random
 # batches on the host is most of it: a decode shape's K/V is 1 to 4 GiB), peer 19 s, overhead
@@ -43,7 +43,6 @@ LOG=$OUT/bench_standard.log
 mkdir -p "$OUT"
 : >"$LOG"
 
-has_step() { [[ " $STEPS " == *" $1 "* ]]; }
 # limit CAP: CAP seconds, or what is left of DEADLINE if less (at least 1).
 limit() {
   local left=$((DEADLINE - SECONDS))
@@ -64,19 +63,32 @@ variants=$(IFS=,; echo "${ours[*]}")
 
 echo "== $(date -u +%FT%TZ) $(hostname); stage $STAGE" >>"$LOG"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >>"$LOG" 2>&1
-has_step standard && step standard 80 "$CLI" bench --suite standard --backend "$variants" \
-  --filter "${STANDARD_FILTER:-.}" \
-  --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/standard.json"
-has_step peer && step peer 40 "$PY" "$STAGE/tools/peer_sdpa.py" --suite standard --no-flex \
-  --json "$WORK/peer.json"
-has_step overhead && step overhead 25 "$CLI" bench --suite overhead \
-  --backend flashinfer,flash_attn --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/overhead.json"
-has_step block16 && step block16 35 "$CLI" bench --suite standard --filter "${BLOCK16_FILTER:-^prefill}" \
-  --block-size 16 --backend "$variants" --repeats "$REPEATS" --warmup "$WARMUP" \
-  --json "$WORK/block16.json"
-has_step pages && step pages 25 "$CLI" bench --suite all --filter '^(fp8_e4m3_)?decode_' \
-  --block-size 16,1024 --backend flashinfer --repeats "$REPEATS" --warmup "$WARMUP" \
-  --json "$WORK/pages.json"
+run_standard() {
+  step standard 80 "$CLI" bench --suite standard --backend "$variants" \
+    --filter "${STANDARD_FILTER:-.}" --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/standard.json"
+}
+run_peer() {
+  step peer 40 "$PY" "$STAGE/tools/peer_sdpa.py" --suite standard --no-flex --json "$WORK/peer.json"
+}
+run_overhead() {
+  step overhead 25 "$CLI" bench --suite overhead --backend flashinfer,flash_attn \
+    --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/overhead.json"
+}
+run_block16() {
+  step block16 35 "$CLI" bench --suite standard --filter "${BLOCK16_FILTER:-^prefill}" \
+    --block-size 16 --backend "$variants" --repeats "$REPEATS" --warmup "$WARMUP" \
+    --json "$WORK/block16.json"
+}
+run_pages() {
+  step pages 25 "$CLI" bench --suite all --filter '^(fp8_e4m3_)?decode_' --block-size 16,1024 \
+    --backend flashinfer --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/pages.json"
+}
+for name in $STEPS; do
+  case $name in
+    standard | peer | overhead | block16 | pages) "run_$name" ;;
+    *) echo "== unknown step '$name' (steps: standard peer overhead block16 pages)" | tee -a "$LOG" ;;
+  esac
+done
 
 # The bundle, then the table from it (into the log and the bundle).
 "$PY" - "$WORK" "$OUT/bench_standard.json" <<'PY' >>"$LOG" 2>&1
