@@ -56,8 +56,8 @@ Ceilings measure_ceilings(const Device& device, bool quick) {
   return c;
 }
 
-// Why a case did not run, and whether that was bad input (a backend that cannot serve it) or a
-// failure while running.
+// A row, and whether its error (when it has one) was bad input (the backend cannot serve the
+// case) rather than a failure while running.
 struct Outcome {
   Row row;
   bool bad_input = false;
