@@ -10,6 +10,16 @@ else()
   list(FILTER unit_sources_now EXCLUDE REGEX "test_serve_")
   set_property(TARGET pagedattn_unit_tests PROPERTY SOURCES ${unit_sources_now})
 endif()
+# tools/bench_report.py (the joined peer table and the roofline) on its fixtures; needs no build.
+# Debian's python3 (python3-matplotlib draws the PNG; without it that test is skipped, and says so).
+find_program(pagedattn_tools_python NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(pagedattn_tools_python)
+  add_test(NAME tools.bench_report
+           COMMAND ${pagedattn_tools_python} -m unittest -v test_bench_report
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/tools)
+  set_tests_properties(tools.bench_report PROPERTIES LABELS cli
+                       ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+endif()
 if(NOT TARGET pagedattn_cli)
   return()
 endif()
@@ -176,6 +186,54 @@ pagedattn_cli_test(demo 0 "demo;--repeats;1" "all steps passed")
 pagedattn_cli_test(bench_quick 0
   "bench;--quick;--suite;decode;--repeats;2;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_quick.json"
   "decode_[0-9]+x[0-9]+ .*%")
+# The standard suite (the peer tool's shapes, lengths / 16) and the overhead suite on the CPU, each
+# written as JSON that bench_report.py turns into the table; then the new flags' bad values.
+set(bench_std_json ${CMAKE_CURRENT_BINARY_DIR}/bench_standard_quick.json)
+pagedattn_cli_test(bench_standard_quick 0
+  "bench;--suite;standard;--quick;--backend;cpu;--repeats;1;--warmup;0;--json;${bench_std_json}"
+  "prefill_1x512_h32-8_d128_noncausal +CPU_ATTN.* 128 .*prefill_1x512_h16-4_d256_causal .*decode_8x2048_h32-8_d128 .* 16 .*decode_32x512_h32-32_d128 ")
+pagedattn_cli_test(bench_overhead_quick 0
+  "bench;--suite;overhead;--quick;--backend;cpu,cpu:v2;--repeats;1;--warmup;0;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_overhead_quick.json"
+  "launch_decode_4x256 .*host [0-9.]+ us/forward, device [0-9.]+ us.*build_decode_1024x16-16 .*build.. [0-9.]+ us host.*mixed_16x512.chunk256@768 on CPU_ATTN .cpu.: [0-9.]+ ms together / [0-9.]+ ms for its parts alone .chunk256@768 [0-9.]+ . decode_16x512 [0-9.]+. = [0-9.]+.*mixed_16x512")
+pagedattn_cli_test(bench_block_sizes 0
+  "bench;--suite;standard;--quick;--backend;cpu;--repeats;1;--warmup;0;--filter;^decode_64x;--block-size;16,32"
+  "decode_64x256_h32-8_d128 +CPU_ATTN .cpu. +64 +16 .*decode_64x256_h32-8_d128 +CPU_ATTN .cpu. +64 +32 ")
+if(pagedattn_tools_python)
+  add_test(NAME cli.bench_report_from_bench
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tools/bench_report.py ${bench_std_json})
+  set_tests_properties(cli.bench_report_from_bench PROPERTIES LABELS cli DEPENDS cli.bench_standard_quick
+    PASS_REGULAR_EXPRESSION "\\| prefill 16x32, 32/8 heads, D 128, causal \\| 128 \\| TFLOP/s \\| [0-9.]+ \\(cpu\\) \\| - \\| - \\| - \\|.*\\| decode 32, 32/32 heads, D 128, ctx 512 \\| 16 \\| GB/s \\| [0-9.]+ \\(cpu\\)")
+endif()
+# The standard suite is the peer tool's (the team's shared tools sit beside the checkout).
+set(peer_sdpa ${PROJECT_SOURCE_DIR}/../shared/tools/peer_sdpa.py)
+if(pagedattn_tools_python AND EXISTS ${peer_sdpa})
+  add_test(NAME cli.bench_standard_is_the_peers
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_standard_shapes.py
+                   $<TARGET_FILE:pagedattn_cli> ${peer_sdpa})
+  set_tests_properties(cli.bench_standard_is_the_peers PROPERTIES LABELS cli)
+endif()
+foreach(probe IN ITEMS
+    "generation|flash_attn:v9|'flash_attn:v9': unknown kernel generation 'v9'; allowed: auto, v2, v3"
+    "backend|nope,cpu|unknown backend 'nope'; allowed: auto, "
+    "empty_entry|cpu,,cpu|an empty entry in 'cpu,,cpu' .write BACKEND.:GEN.,BACKEND.:GEN.,....")
+  string(REPLACE "|" ";" parts "${probe}")
+  list(GET parts 0 name)
+  list(GET parts 1 value)
+  list(GET parts 2 match)
+  pagedattn_cli_test(bench_bad_${name} 2 "bench;--backend;${value}" "--backend: ${match}")
+endforeach()
+pagedattn_cli_test(bench_two_devices 2 "bench;--backend;cpu,flash_attn"
+                   "'cpu' runs on cpu but 'flash_attn' on cuda:0: one bench run times one device")
+pagedattn_cli_test(bench_block_size_0 2 "bench;--block-size;16,0"
+                   "--block-size: '0' is not an integer in .1, 1048576.")
+pagedattn_cli_test(bench_bad_filter 2 "bench;--filter;(" "--filter: '.' is not a regular expression")
+pagedattn_cli_test(bench_filter_matches_nothing 2
+  "bench;--suite;standard;--backend;cpu;--filter;^nothing"
+  "--filter: '.nothing' matches no case of the standard suite")
+pagedattn_cli_test(bench_json_not_writable 2
+  "bench;--suite;decode;--backend;cpu;--json;/proc/pagedattn_bench.json"
+  "--json: cannot write '/proc/pagedattn_bench.json'")
+pagedattn_cli_test(bench_unknown_suite 2 "bench;--suite;peer" "--suite: peer not in")
 
 # examples/ built against the installed package (find_package) and run: the engine-side sequence.
 set(pagedattn_example_script ${CMAKE_CURRENT_BINARY_DIR}/pagedattn_build_example.cmake)

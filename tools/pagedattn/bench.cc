@@ -1,151 +1,219 @@
-// `pagedattn bench`: time standard suites through a backend after warm-up (median of repeats) and
-// report GFLOP/s and KV GB/s beside ceilings measured in the same run.
-#include <algorithm>
+// `pagedattn bench`: time suites of cases through one or more backends (median after warm-up) and
+// report GFLOP/s and KV GB/s beside ceilings measured in the same run; host launch and build()
+// costs for the overhead suite.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
+#include "bench_measure.h"
+#include "bench_rows.h"
 #include "bench_suites.h"
+#include "bench_variants.h"
 #include "commands.h"
 #include "common.h"
+#include "pagedattn/backend.h"
 #include "pagedattn/config.h"
 #include "probes.h"
-#include "runner.h"
 
 namespace pagedattn::cli {
 namespace {
+
+// Forward calls for the launch overhead: issued while the device is held (few enough for the
+// launch queue), and run freely; build() calls timed.
+constexpr int kHeldCalls = 200;
+constexpr int kFreeCalls = 2000;
+constexpr int kBuildCalls = 200;
 
 struct BenchOptions {
   std::string suite = "all";
   std::string backend = "auto";
   std::string json_file;
+  std::string filter;
+  std::vector<int> block_sizes;
   int repeats = 5;
   int warmup = 1;
   bool quick = false;
+  bool list = false;
   int kernel_generation = 0;
 };
 
-struct Row {
-  std::string name, backend;
-  CaseWork work;
-  std::vector<double> times_ms;
-  double median_ms = 0.0;
+Ceilings measure_ceilings(const Device& device, bool quick) {
+  Ceilings c;
+  if (device.is_cpu()) {
+    c.bandwidth = measure_host_read_bandwidth(quick);
+    c.compute = measure_host_matmul_rate(quick);
+  } else {
+#if PAGEDATTN_WITH_CUDA
+    c.bandwidth = measure_cuda_read_bandwidth(device.index, quick);
+    c.compute = cuda_matmul_ceiling(device.index);
+#endif
+  }
+  return c;
+}
+
+// A row, and whether its error (when it has one) was bad input (the backend cannot serve the
+// case) rather than a failure while running.
+struct Outcome {
+  Row row;
+  bool bad_input = false;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+// One case on one variant: the step once, then what the case measures.
+Outcome run_case(const BenchCase& c, const BenchVariant& v, SharedCase& shared,
+                 const BenchOptions& o) {
+  Outcome out;
+  Row& row = out.row;
+  row.bench_case = c;
+  row.variant = v.backend + ":" + generation_name(v.kernel_generation);
+  if (const AttentionBackend* forced = find_backend(v.backend)) row.backend = forced->name();
+  StatusOr<std::unique_ptr<testing::StepRunner>> prepared = shared.runner(v);
+  if (!prepared.ok()) {
+    row.error = prepared.status().message();
+    out.bad_input = true;
+    return out;
+  }
+  testing::StepRunner& run = **prepared;
+  row.bench_case.spec = run.spec();
+  row.backend = std::string(run.backend().name());
+  // The step once, as check runs it but without downloading (a large cache takes seconds).
+  Status status = run.placement().poison_outputs();
+  if (status.ok()) status = run.build();
+  if (status.ok()) status = run.update_cache();
+  if (status.ok()) status = run.forward(false);
+  if (status.ok()) status = run.placement().synchronize();
+  if (status.ok()) {
+    StatusOr<std::vector<double>> times =
+        run.placement().time_ms([&run] { return run.forward(false); }, o.warmup, o.repeats);
+    status = times.status();
+    if (times.ok()) row.times_ms = *times;
+  }
+  if (status.ok() && c.measure == Measure::kLaunch) {
+    StatusOr<LaunchCost> launch = measure_launch(run, kHeldCalls, kFreeCalls, o.warmup);
+    status = launch.status();
+    if (launch.ok()) row.launch = *launch;
+  }
+  if (status.ok() && c.measure == Measure::kBuild) {
+    StatusOr<std::vector<double>> build = time_build_us(run, kBuildCalls);
+    status = build.status();
+    if (build.ok()) row.build_us = *build;
+  }
+  row.label = run.backend_label();  // after the runs: the generation the backend used
+  row.generation = std::string(run.kernel_generation());
+  if (!status.ok()) row.error = status.to_string();
+  return out;
 }
 
-// One decimal for small rates (CPU), none for large ones (GPU).
-std::string rate(double x) {
-  char text[32];
-  std::snprintf(text, sizeof(text), x >= 1000.0 ? "%.0f" : "%.1f", x);
-  return text;
+// The JSON document (when --json names a file); false when it cannot be written.
+bool write_json(const BenchOptions& o, const Device& device, const Ceilings& ceilings,
+                const nlohmann::json& results, const nlohmann::json& ratios) {
+  if (o.json_file.empty()) return true;
+  const nlohmann::json doc = {{"version", PAGEDATTN_VERSION},
+                              {"device", device_name(device)},
+                              {"suite", o.suite},
+                              {"backend", o.backend},
+                              {"quick", o.quick},
+                              {"repeats", o.repeats},
+                              {"warmup", o.warmup},
+                              {"ceilings",
+                               {{"read_bandwidth_gbps", ceilings.bandwidth.value},
+                                {"read_bandwidth_method", ceilings.bandwidth.method},
+                                {"compute_gflops", ceilings.compute.value},
+                                {"compute_method", ceilings.compute.method}}},
+                              {"results", results},
+                              {"part_ratios", ratios}};
+  std::ofstream out(o.json_file);
+  out << doc.dump(1) << "\n";
+  return static_cast<bool>(out);
 }
 
-// "42%", or "-" when the ceiling could not be measured.
-std::string percent(double value, double ceiling) {
-  if (ceiling <= 0.0) return "-";
-  char text[16];
-  std::snprintf(text, sizeof(text), "%.0f%%", 100.0 * value / ceiling);
-  return text;
-}
-
-// Prints one result row (as soon as it is measured, so a long run shows its table as it goes)
-// and returns it as JSON.
-nlohmann::json report_row(const Row& r, const Ceiling& bandwidth, const Ceiling& compute) {
-  const double seconds = r.median_ms * 1e-3;
-  const double gflops = r.work.flops / seconds / 1e9, gbps = r.work.kv_bytes / seconds / 1e9;
-  std::printf("%-30s %-24s %7lld %10.3f %10s %6s %9.1f %6s\n", r.name.c_str(), r.backend.c_str(),
-              static_cast<long long>(r.work.tokens), r.median_ms, rate(gflops).c_str(),
-              percent(gflops, compute.value).c_str(), gbps, percent(gbps, bandwidth.value).c_str());
-  std::fflush(stdout);
-  return {{"case", r.name},
-          {"backend", r.backend},
-          {"tokens", r.work.tokens},
-          {"flops", r.work.flops},
-          {"kv_bytes", r.work.kv_bytes},
-          {"median_ms", r.median_ms},
-          {"times_ms", r.times_ms},
-          {"gflops", gflops},
-          {"kv_gbps", gbps},
-          {"fraction_of_compute", compute.value > 0 ? gflops / compute.value : 0.0},
-          {"fraction_of_bandwidth", bandwidth.value > 0 ? gbps / bandwidth.value : 0.0}};
+// `--list`: the cases and their shapes, one a line, without running them.
+int list_cases(const std::vector<BenchCase>& cases) {
+  for (const BenchCase& c : cases) {
+    const CaseShape shape = case_shape(c.spec);
+    std::printf("%s %s B=%d S=%d Hq=%d Hkv=%d D=%d causal=%d block=%d\n", c.spec.name.c_str(),
+                shape.kind.c_str(), shape.batch, shape.seq, shape.num_heads, shape.num_kv_heads,
+                shape.head_size, c.spec.causal ? 1 : 0, c.spec.block_size);
+  }
+  return kExitOk;
 }
 
 int run_bench(const BenchOptions& o) {
-  const Device device = device_for_backend(o.backend);
-  const std::vector<testing::CaseSpec> cases = bench_suite(o.suite, device.kind, o.quick);
+  StatusOr<std::vector<BenchVariant>> variants = parse_variants(o.backend, o.kernel_generation);
+  if (!variants.ok()) return bad_input("--backend: " + variants.status().message());
+  StatusOr<Device> found = variants_device(*variants);
+  if (!found.ok()) return bad_input("--backend: " + found.status().message());
+  const Device device = *found;
+  std::vector<BenchCase> cases = bench_suite(o.suite, device.kind, o.quick, o.block_sizes);
+  if (!o.filter.empty()) {
+    const std::regex pattern(o.filter);
+    std::erase_if(cases,
+                  [&](const BenchCase& c) { return !std::regex_search(c.spec.name, pattern); });
+    if (cases.empty()) {
+      return bad_input("--filter: '" + o.filter + "' matches no case of the " + o.suite + " suite");
+    }
+  }
+  if (o.list) return list_cases(cases);
+  const nlohmann::json none = nlohmann::json::array();
+  if (!write_json(o, device, Ceilings{}, none, none)) {  // before minutes of work, not after
+    return bad_input("--json: cannot write '" + o.json_file + "'");
+  }
   std::cerr << "bench: measuring ceilings on " << device_name(device) << "...\n";
-  Ceiling bandwidth, compute;
-  if (device.is_cpu()) {
-    bandwidth = measure_host_read_bandwidth(o.quick);
-    compute = measure_host_matmul_rate(o.quick);
-  } else {
-#if PAGEDATTN_WITH_CUDA
-    bandwidth = measure_cuda_read_bandwidth(device.index, o.quick);
-    compute = cuda_matmul_ceiling(device.index);
-#endif
-  }
+  const Ceilings ceilings = measure_ceilings(device, o.quick);
+  print_header(device_name(device), ceilings);
 
-  std::printf("device: %s\n", device_name(device).c_str());
-  std::printf("ceilings: read bandwidth %.1f GB/s (%s)\n", bandwidth.value,
-              bandwidth.method.c_str());
-  std::printf("          compute %.1f GFLOP/s (%s)\n", compute.value, compute.method.c_str());
-  std::printf("%-30s %-24s %7s %10s %10s %6s %9s %6s\n", "case", "backend", "tokens", "median ms",
-              "GFLOP/s", "%peak", "KV GB/s", "%bw");
-  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  auto progress = [&](size_t i, const std::string& what) {
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "bench: %6.1f s [%zu/%zu] %s\n", s, i + 1, cases.size(), what.c_str());
+  };
+  std::vector<Row> rows;
   nlohmann::json results = nlohmann::json::array();
+  bool any_bad_input = false, any_failed = false;
   for (size_t i = 0; i < cases.size(); ++i) {
-    const testing::CaseSpec& spec = cases[i];
-    std::cerr << "bench: [" << i + 1 << "/" << cases.size() << "] " << spec.name
-              << ": preparing the batch...\n";
-    testing::StepOptions options;
-    options.kernel_generation = o.kernel_generation;
-    StatusOr<std::unique_ptr<StepRunner>> prepared = prepare_case(spec, o.backend, options);
-    if (!prepared.ok()) return bad_input(spec.name + ": " + prepared.status().message());
-    StepRunner& run = **prepared;
-    if (Status s = run.run_step(); !s.ok()) {
-      std::cerr << "pagedattn: " << spec.name << ": " << s.to_string() << "\n";
-      return kExitFailed;
+    SharedCase shared(cases[i].spec, device);
+    for (const BenchVariant& v : *variants) {
+      progress(i, cases[i].spec.name + " on " + v.backend + ":" +
+                      generation_name(v.kernel_generation) + " (block " +
+                      std::to_string(cases[i].spec.block_size) + ")");
+      Outcome outcome = run_case(cases[i], v, shared, o);
+      if (!outcome.row.error.empty()) {
+        std::cerr << "pagedattn: " << cases[i].spec.name << " on " << outcome.row.variant << ": "
+                  << outcome.row.error << "\n";
+        (outcome.bad_input ? any_bad_input : any_failed) = true;
+      }
+      results.push_back(report_row(outcome.row, ceilings));
+      rows.push_back(std::move(outcome.row));
+      // After every row: a run stopped by a time limit still leaves what it measured.
+      write_json(o, device, ceilings, results, none);
     }
-    std::cerr << "bench: [" << i + 1 << "/" << cases.size() << "] " << spec.name << ": timing "
-              << o.repeats << " runs on " << run.backend_label() << "...\n";
-    StatusOr<std::vector<double>> times =
-        run.placement().time_ms([&run] { return run.forward(false); }, o.warmup, o.repeats);
-    if (!times.ok()) {
-      std::cerr << "pagedattn: " << spec.name << ": " << times.status().to_string() << "\n";
-      return kExitFailed;
-    }
-    results.push_back(report_row(
-        {spec.name, run.backend_label(), case_work(run.spec()), *times, median(*times)}, bandwidth,
-        compute));
   }
+  const nlohmann::json ratios = report_part_ratios(rows);
+  if (!write_json(o, device, ceilings, results, ratios)) {
+    return bad_input("--json: cannot write '" + o.json_file + "'");
+  }
+  if (!o.json_file.empty()) std::cerr << "bench: wrote " << o.json_file << "\n";
+  // Every case ran (or was reported); the status says whether all of them did.
+  return any_bad_input ? kExitBadInput : any_failed ? kExitFailed : kExitOk;
+}
 
-  if (!o.json_file.empty()) {
-    nlohmann::json doc = {{"version", PAGEDATTN_VERSION},
-                          {"device", device_name(device)},
-                          {"suite", o.suite},
-                          {"quick", o.quick},
-                          {"repeats", o.repeats},
-                          {"warmup", o.warmup},
-                          {"ceilings",
-                           {{"read_bandwidth_gbps", bandwidth.value},
-                            {"read_bandwidth_method", bandwidth.method},
-                            {"compute_gflops", compute.value},
-                            {"compute_method", compute.method}}},
-                          {"results", results}};
-    std::ofstream out(o.json_file);
-    if (!out) return bad_input("--json: cannot write '" + o.json_file + "'");
-    out << doc.dump(1) << "\n";
-    std::cerr << "bench: wrote " << o.json_file << "\n";
-  }
-  return kExitOk;
+CLI::Validator regex_validator() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          std::regex check(value);
+        } catch (const std::regex_error& e) {
+          return "'" + testing::clip_for_message(value, 40) + "' is not a regular expression (" +
+                 e.what() + ")";
+        }
+        return {};
+      },
+      "", "REGEX");
 }
 
 }  // namespace
@@ -154,16 +222,21 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench",
-      "Time the standard suites (median after warm-up) with GFLOP/s and KV GB/s beside "
+      "Time the benchmark suites (median after warm-up) with GFLOP/s and KV GB/s beside "
       "the read-bandwidth and compute ceilings measured in the same run");
-  cmd->add_option("--suite", o->suite, "decode, prefill, mixed, cascade, fp8, spec-verify or all")
+  cmd->add_option("--suite", o->suite,
+                  "decode, prefill, mixed, cascade, fp8, spec-verify, all (those six), "
+                  "standard (the peer tool's shapes) or overhead (mixed batch vs. its parts, "
+                  "launch and build() host time)")
       ->capture_default_str()
       ->check(
           CLI::IsMember(std::vector<std::string>(std::begin(kSuiteNames), std::end(kSuiteNames))));
   cmd->add_option("--backend", o->backend,
-                  "auto (the selector's choice), cpu, flash_attn, flashinfer")
+                  "BACKEND[:GEN],... : auto (the selector's choice), cpu, flash_attn, flashinfer, "
+                  "each optionally with :auto, :v2 or :v3 (else --generation); a list runs every "
+                  "case through each in turn on the same batch")
       ->capture_default_str()
-      ->check(backend_validator(true));
+      ->check(variants_validator());
   cmd->add_option("--json", o->json_file, "Also write the results as JSON to this file");
   cmd->add_option("--repeats", o->repeats, "Timed runs per case (the median is reported)")
       ->capture_default_str()
@@ -171,8 +244,19 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing")
       ->capture_default_str()
       ->check(integer_in_range(0, 100000));
+  cmd->add_option("--block-size", o->block_sizes,
+                  "Block sizes to run every case at, comma-separated (default: the suite's: "
+                  "128 for the standard suite's prefill shapes, 16 elsewhere)")
+      ->delimiter(',')
+      ->check(integer_in_range(1, 1 << 20));
+  cmd->add_option("--filter", o->filter,
+                  "Only the cases whose name matches this regular expression")
+      ->check(regex_validator());
   add_generation_option(*cmd, o->kernel_generation);
-  cmd->add_flag("--quick", o->quick, "Smaller cases and shorter probes (CI)");
+  cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");
+  cmd->add_flag("--quick", o->quick,
+                "Smaller cases and shorter probes (CI): contexts / 4, the standard suite's "
+                "lengths / 16");
   cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
 }
 
