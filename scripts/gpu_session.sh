@@ -2,7 +2,8 @@
 # One complete GPU session in a single device call (the device time is scarce): GPU tests and
 # `check` over every staged case run side by side (both are bound by the host oracle), then
 # compute-sanitizer over a subset of both, then the benchmarks and the PyTorch peers on a quiet GPU.
-# Results: at most 8 files under $OUT (summary_tests.txt holds every summary, check's included).
+# Results under $OUT (summary_tests.txt holds every summary, check's included; PACK=1 puts the
+# rest into results.tgz, since a device call returns at most 8 files).
 #   run(command="bash scripts/gpu_session.sh", carry=[".device"]) after scripts/gpu_build.sh here.
 #   PARTS="sanitize" bash scripts/gpu_session.sh    only some parts (default: tests sanitize serve bench)
 #   STAGE=/abs/path                                 where the staged bin/ lib/ cases/ are (.device)
@@ -91,8 +92,8 @@ serve() {
   if [[ -z "${SERVE_TINY_ONLY:-}" ]]; then
     timeout "${SERVE_TIMEOUT:-150}" "$STAGE/bin/pagedattn" serve --backend flash_attn,flashinfer \
       --preset llama3-8b --num-blocks 16384 --max-num-seqs 128 --max-num-batched-tokens 4096 \
-      --requests 160 --rate 16 --prompt-lens uniform:128:2048 --output-lens uniform:32:128 \
-      --shared-prefix-share 0.5 --check-every 32 --json "$OUT/serve_llama.json" \
+      --requests 96 --rate 16 --prompt-lens uniform:128:2048 --output-lens uniform:32:128 \
+      --shared-prefix-share 0.5 --check-every 48 --json "$OUT/serve_llama.json" \
       --plot "$OUT/serve_llama.png" >>"$OUT/serve.txt" 2>&1
     echo "serve --backend flash_attn,flashinfer --preset llama3-8b: rc $?" >>"$OUT/summary_tests.txt"
   fi
@@ -112,28 +113,21 @@ has_part sanitize && sanitize
 has_part serve && serve
 
 if has_part bench; then
-  # Benchmarks on a quiet GPU: the CLI suites (with measured ceilings), the kernel bench (ratios).
-  # One CLI call per suite (a call for all of them outlasts the timeout: each case's batch is
-  # prepared on the host); their JSON reports are gathered into one list, bench.json.
-  {
-    for suite in ${BENCH_SUITES:-prefill decode spec-verify mixed cascade fp8}; do
-      timeout "${BENCH_TIMEOUT:-90}" "$STAGE/bin/pagedattn" bench --backend flash_attn \
-        --suite "$suite" --repeats 20 --warmup 3 --json "/tmp/bench_$suite.json"
-    done
-    python3 -c 'import json, sys; json.dump([json.load(open(f)) for f in sys.argv[2:]],
-      open(sys.argv[1], "w"), indent=1)' "$OUT/bench.json" /tmp/bench_*.json
-    echo "== kernel bench (bench/kernel_bench.cu)"
-    timeout 60 "$STAGE/bin/pagedattn_kernel_bench"
-  } >"$OUT/bench.log" 2>&1
-  echo "bench rc $?" >>"$OUT/summary_tests.txt"
-  STAGES=peer DEADLINE=${PEER_DEADLINE:-90} PEER_ARGS="--suite quick --no-flex" \
-    bash scripts/gpu_run.sh >/dev/null 2>&1
-  cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
-  rm -f "$OUT/summary.txt"
+  # On a quiet GPU: the standard suite through both backends beside the peers, the overhead suite,
+  # block 16 and the page/FP8 figures (scripts/bench_standard.sh), with the joined table and the
+  # roofline plot.
+  STAGE=$STAGE OUT=$OUT/bench DEADLINE=${BENCH_DEADLINE:-170} PLOT=$OUT/bench/roofline.png \
+    bash scripts/bench_standard.sh >/dev/null 2>&1
+  echo "bench_standard: rc $?" >>"$OUT/summary_tests.txt"
 fi
 # check's summary joins the others (the sanitizer report takes its file's place among the 8).
 if [[ -f "$OUT/check/summary.txt" ]]; then
   cat "$OUT/check/summary.txt" >>"$OUT/summary_tests.txt"
   rm -f "$OUT/check/summary.txt"
+fi
+# Everything but the summary in one archive: a device call returns at most 8 files.
+if [[ -n "${PACK:-}" ]]; then
+  (cd "$OUT" && tar czf /tmp/results.tgz --exclude=summary_tests.txt . &&
+    find . -mindepth 1 -not -name summary_tests.txt -delete && mv /tmp/results.tgz .)
 fi
 cat "$OUT/summary_tests.txt"
