@@ -116,7 +116,8 @@ if has_part bench; then
   # On a quiet GPU: the standard suite through both backends beside the peers, the overhead suite,
   # block 16 and the page/FP8 figures (scripts/bench_standard.sh), with the joined table and the
   # roofline plot.
-  STAGE=$STAGE OUT=$OUT/bench DEADLINE=${BENCH_DEADLINE:-170} PLOT=$OUT/bench/roofline.png \
+  # (PLOT first: assignments before a command see the ones left of them.)
+  PLOT=$OUT/bench/roofline.png STAGE=$STAGE OUT=$OUT/bench DEADLINE=${BENCH_DEADLINE:-170} \
     bash scripts/bench_standard.sh >/dev/null 2>&1
   echo "bench_standard: rc $?" >>"$OUT/summary_tests.txt"
 fi
