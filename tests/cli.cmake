@@ -155,11 +155,17 @@ if(PAGEDATTN_WITH_CUDA AND "90a" IN_LIST PAGEDATTN_CUDA_ARCHS)
   pagedattn_cli_test(select_generation_sm90 0
     "select;${select_example};--device;cuda;--compute-capability;9.0"
     "selected: FLASH_ATTN.kernel generation: v3 where it serves the launch, v2 for the rest")
+  pagedattn_cli_test(select_generation_flashinfer_sm90 0
+    "select;${select_example};--device;cuda;--compute-capability;9.0;--backend;flashinfer"
+    "selected: FLASHINFER.kernel generation: the decode kernel for decodes; prefills v3 where it serves")
 endif()
 if(PAGEDATTN_WITH_CUDA)
   pagedattn_cli_test(select_generation_sm80 0
     "select;${select_example};--device;cuda;--compute-capability;8.0"
     "selected: FLASH_ATTN.kernel generation: v2.rejected")
+  pagedattn_cli_test(select_generation_flashinfer_sm80 0
+    "select;${select_example};--device;cuda;--compute-capability;8.0;--backend;flashinfer"
+    "selected: FLASHINFER.kernel generation: the decode kernel for decodes, v2 for prefills")
 endif()
 pagedattn_cli_test(info_generations 0 "info" "CPU_ATTN.*kernel generations: cpu")
 string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_example}")

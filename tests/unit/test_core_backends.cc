@@ -306,5 +306,28 @@ TEST(PreferredGeneration, V2OnAmpereV3OnHopperWithoutAlibi) {
   EXPECT_EQ(flash_attn_version({9, 0}, 384, false), 0);
 }
 
+// Per launch: the preferred generation where it serves, v2 elsewhere unless forced; the report
+// says what ran. Head size 96 has no v3 kernel, so v3 never serves these launches.
+TEST(LaunchGenerations, FallBackUnlessForcedAndReportWhatRan) {
+  kernels::PagedAttentionParams p;
+  p.head_size = 96;
+  gpu::LaunchGenerations v2(kernels::KernelGeneration::kV2, /*forced=*/false);
+  EXPECT_EQ(v2.used(), "v2");
+  v2.choose(p);
+  EXPECT_EQ(p.generation, kernels::KernelGeneration::kV2);
+  EXPECT_EQ(v2.used(), "v2");
+
+  gpu::LaunchGenerations prefers_v3(kernels::KernelGeneration::kV3, /*forced=*/false);
+  EXPECT_EQ(prefers_v3.used(), "v3/v2");  // before any launch: v3 where it serves
+  prefers_v3.choose(p);
+  EXPECT_EQ(p.generation, kernels::KernelGeneration::kV2);
+  EXPECT_EQ(prefers_v3.used(), "v2");
+
+  gpu::LaunchGenerations forced_v3(kernels::KernelGeneration::kV3, /*forced=*/true);
+  forced_v3.choose(p);
+  EXPECT_EQ(p.generation, kernels::KernelGeneration::kV3);  // the launch itself will refuse it
+  EXPECT_EQ(forced_v3.used(), "v3");
+}
+
 }  // namespace
 }  // namespace pagedattn
