@@ -323,5 +323,13 @@ set(serve_short --requests 10 --num-layers 2 --prompt-lens uniform:16:200 --outp
 pagedattn_cli_test(serve_cpu 0
   "serve;--backend;cpu;${serve_short};--plot;serve_cpu.png;--json;serve_cpu.json"
   "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.png.*json: serve_cpu.json")
+# Its plot, inflated by Python's zlib: the PNG writer's deflate stream is checked by another decoder.
+if(pagedattn_tools_python)
+  set_tests_properties(cli.serve_cpu PROPERTIES FIXTURES_SETUP serve_png)
+  add_test(NAME tools.png_round_trip
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_png.py
+                   ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.png)
+  set_tests_properties(tools.png_round_trip PROPERTIES FIXTURES_REQUIRED serve_png LABELS cli)
+endif()
 pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.png"
                    "CPU_ATTN \\(cpu\\).*every oracle check passed")

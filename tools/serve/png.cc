@@ -1,9 +1,11 @@
-// PNG encoding (RFC 2083 chunks, RFC 1950 zlib wrapper, RFC 1951 stored blocks).
+// PNG encoding (RFC 2083 chunks around the zlib stream of deflate.h).
 #include "serve/png.h"
 
 #include <algorithm>
 #include <array>
 #include <fstream>
+
+#include "serve/deflate.h"
 
 namespace pagedattn::serve {
 namespace {
@@ -34,30 +36,6 @@ void chunk(std::vector<uint8_t>& out, const char* type, const std::vector<uint8_
   put32(out, crc32(out.data() + start, out.size() - start) ^ 0xFFFFFFFFu);
 }
 
-std::vector<uint8_t> zlib_stored(const std::vector<uint8_t>& raw) {
-  std::vector<uint8_t> z = {0x78, 0x01};
-  uint32_t a = 1, b = 0;  // Adler-32
-  for (uint8_t byte : raw) {
-    a = (a + byte) % 65521;
-    b = (b + a) % 65521;
-  }
-  size_t pos = 0;
-  do {
-    const size_t n = std::min<size_t>(65535, raw.size() - pos);
-    const bool last = pos + n == raw.size();
-    z.push_back(last ? 1 : 0);
-    z.push_back(static_cast<uint8_t>(n));
-    z.push_back(static_cast<uint8_t>(n >> 8));
-    z.push_back(static_cast<uint8_t>(~n));
-    z.push_back(static_cast<uint8_t>(~n >> 8));
-    z.insert(z.end(), raw.begin() + static_cast<long>(pos),
-             raw.begin() + static_cast<long>(pos + n));
-    pos += n;
-  } while (pos < raw.size());
-  put32(z, (b << 16) | a);
-  return z;
-}
-
 }  // namespace
 
 std::vector<uint8_t> encode_png(int width, int height, const std::vector<uint8_t>& rgb) {
@@ -75,7 +53,7 @@ std::vector<uint8_t> encode_png(int width, int height, const std::vector<uint8_t
   ihdr.insert(ihdr.end(),
               {8, 2, 0, 0, 0});  // 8-bit, RGB, deflate, adaptive filtering, no interlace
   chunk(out, "IHDR", ihdr);
-  chunk(out, "IDAT", zlib_stored(raw));
+  chunk(out, "IDAT", zlib_compress(raw));
   chunk(out, "IEND", {});
   return out;
 }

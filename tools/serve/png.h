@@ -1,6 +1,5 @@
-// A PNG writer with no dependencies: 8-bit RGB, rows filtered with "none", the zlib stream made of
-// stored (uncompressed) deflate blocks. Files are larger than compressed ones, which is fine for
-// the plots it writes.
+// A PNG writer with no dependencies: 8-bit RGB, rows filtered with "none", compressed by the small
+// deflate writer of deflate.h.
 #pragma once
 
 #include <cstdint>
