@@ -21,25 +21,9 @@
 namespace pagedattn::flash_attn {
 namespace {
 
-using runtime::DeviceBuffer;
+using gpu::PassMetadata;
 
-// The prefix pass is one request of every query token: split it like a long query.
-PassMetadata prefix_pass(const gpu::CascadeMetadata& c, const PassMetadata& main,
-                         int max_num_splits, int prefix_splits) {
-  PassMetadata prefix;
-  prefix.cu_seqlens_q = c.prefix_cu_seqlens_q;
-  prefix.seqused_k = c.prefix_seqused_k;
-  prefix.block_table = main.block_table;  // row 0: every request shares these blocks
-  prefix.block_table_stride = main.block_table_stride;
-  prefix.num_reqs = 1;
-  prefix.max_query_len = c.num_tokens;
-  prefix.max_seq_len = c.common_prefix_len;
-  prefix.causal = false;
-  prefix.num_splits_per_req = c.prefix_extra;  // its one split count
-  prefix.max_num_splits = max_num_splits;
-  prefix.max_splits_used = prefix_splits;
-  return prefix;
-}
+using runtime::DeviceBuffer;
 
 class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
  public:
@@ -99,17 +83,8 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
     std::span<const int32_t> main_seqs = seqs;
     if (md->cascade.enabled) {
-      const gpu::CascadeMetadata& c = md->cascade;
-      const int prefix_splits = plan::choose_num_splits(
-          plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads,
-                             config.head_size),
-          0, c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
-          config.max_splits);
-      PAGEDATTN_RETURN_IF_ERROR(cascade_.upload(std::span<const int32_t>(&prefix_splits, 1)));
-      md->prefix = prefix_pass(c, main, config.max_splits, prefix_splits);
-      main.seqused_k = c.suffix_seqused_k;
-      main.block_table += c.prefix_blocks;  // the suffix's key 0 is key cpl of the request
-      main.max_seq_len = c.suffix_max_seq_len;
+      PAGEDATTN_ASSIGN_OR_RETURN(md->prefix,
+                                 cascade_.split_passes(md->cascade, config, num_sms_, main));
       main_seqs = cascade_.suffix_seq_lens();
     }
     PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,

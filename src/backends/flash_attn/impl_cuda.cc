@@ -25,9 +25,7 @@
 namespace pagedattn::flash_attn {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
+using gpu::PassMetadata;
 
 class FlashAttnImpl final : public gpu::GpuImpl {
  public:
@@ -51,13 +49,15 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
 
     const kernels::PagedAttentionParams base =
-        base_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
+        paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
     // Metadata built for capture launches with the graph-safe split bound (a captured grid stays
     // fixed for every replay); eager metadata with this step's own largest count.
     const bool graph_safe = md->for_cudagraph_capture;
     const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
       kernels::PagedAttentionParams p = base;
-      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, graph_safe, md->split.token_capacity));
+      PAGEDATTN_RETURN_IF_ERROR(
+          set_pass(p, pass, graph_safe ? pass.max_num_splits : pass.max_splits_used,
+                   md->split.token_capacity));
       set_output(p, out);
       generations_.choose(p);
       return kernels::launch_paged_attention(p, stream);
@@ -76,37 +76,6 @@ class FlashAttnImpl final : public gpu::GpuImpl {
   }
 
  private:
-  kernels::PagedAttentionParams base_params(const TensorView& query, const TensorView& kv_cache,
-                                            const KVScales& scales, int num_tokens,
-                                            const gpu::SplitWorkspaceView& split) const {
-    kernels::PagedAttentionParams p;
-    fill_layer(p, query, kv_cache, scales);
-    p.num_tokens = num_tokens;
-    p.window_right = params_.sliding_window.right;
-    p.split_out = split.out;
-    p.split_lse = split.lse;
-    return p;
-  }
-
-  static Status set_pass(kernels::PagedAttentionParams& p, const PassMetadata& pass,
-                         bool graph_safe, int64_t token_capacity) {
-    p.cu_seqlens_q = pass.cu_seqlens_q;
-    p.seqused_k = pass.seqused_k;
-    p.block_table = pass.block_table;
-    p.block_table_stride = pass.block_table_stride;
-    p.num_reqs = pass.num_reqs;
-    p.max_query_len = pass.max_query_len;
-    p.max_seq_len = pass.max_seq_len;
-    p.causal = pass.causal;
-    p.max_num_splits = graph_safe ? pass.max_num_splits : pass.max_splits_used;
-    p.num_splits_per_req = p.max_num_splits > 1 ? pass.num_splits_per_req : nullptr;
-    if (int64_t{p.max_num_splits} * p.num_tokens > token_capacity) {
-      return internal_error("split workspace too small: " + str(p.max_num_splits) + " splits x " +
-                            str(p.num_tokens) + " tokens > " + str(token_capacity));
-    }
-    return ok_status();
-  }
-
   gpu::LaunchGenerations generations_;
 };
 

@@ -25,7 +25,7 @@
 namespace pagedattn::flashinfer {
 namespace {
 
-using flash_attn::PassMetadata;
+using gpu::PassMetadata;
 
 template <typename T>
 std::span<T> region(char* base, int64_t offset, int64_t count) {
@@ -115,7 +115,9 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
     PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
     std::span<const int32_t> pass_seqs = seqs;
     if (md->cascade.enabled) {
-      PAGEDATTN_RETURN_IF_ERROR(plan_cascade(*md, split_config));
+      PAGEDATTN_ASSIGN_OR_RETURN(
+          md->cascade_prefix,
+          cascade_.split_passes(md->cascade, split_config, num_sms_, md->prefill));
       pass_seqs = cascade_.suffix_seq_lens();
     } else if (meta.causal && decode_ctas_ > 0) {
       md->parts = split_decodes_and_prefills(meta, 1, /*require_uniform=*/true);
@@ -160,35 +162,6 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
     c.window_left = params_.sliding_window.left;
     c.fixed_chunk_tokens = params_.deterministic ? plan::kDeterministicChunkTokens : 0;
     return c;
-  }
-
-  // The prefix pass (one non-causal request of every token over row 0's first blocks) and the
-  // suffix pass (every request over its keys after the prefix), both through the paged kernel.
-  Status plan_cascade(FlashInferMetadata& md, const plan::SplitKVConfig& config) {
-    const gpu::CascadeMetadata& c = md.cascade;
-    const int prefix_splits = plan::choose_num_splits(
-        plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads,
-                           config.head_size),
-        0,
-        c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms_,
-        config.max_splits);
-    PAGEDATTN_RETURN_IF_ERROR(cascade_.upload(std::span<const int32_t>(&prefix_splits, 1)));
-    PassMetadata& p = md.cascade_prefix;
-    p.cu_seqlens_q = c.prefix_cu_seqlens_q;
-    p.seqused_k = c.prefix_seqused_k;
-    p.block_table = md.prefill.block_table;  // row 0: every request shares these blocks
-    p.block_table_stride = md.prefill.block_table_stride;
-    p.num_reqs = 1;
-    p.max_query_len = c.num_tokens;
-    p.max_seq_len = c.common_prefix_len;
-    p.causal = false;
-    p.num_splits_per_req = c.prefix_extra;
-    p.max_num_splits = config.max_splits;
-    p.max_splits_used = prefix_splits;
-    md.prefill.seqused_k = c.suffix_seqused_k;
-    md.prefill.block_table += c.prefix_blocks;  // the suffix's key 0 is key cpl of the request
-    md.prefill.max_seq_len = c.suffix_max_seq_len;
-    return ok_status();
   }
 
   BuilderParams params_;

@@ -34,7 +34,7 @@
 namespace pagedattn::flashinfer {
 namespace {
 
-using flash_attn::PassMetadata;
+using gpu::PassMetadata;
 
 class FlashInferImpl final : public gpu::GpuImpl {
  public:
@@ -81,17 +81,24 @@ class FlashInferImpl final : public gpu::GpuImpl {
 
     const bool capture = md->for_cudagraph_capture;
     const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
-      kernels::PagedAttentionParams p = paged_params(query, kv_cache, scales, *md, pass, capture);
-      if (int64_t{p.max_num_splits} * p.num_tokens > md->split.token_capacity) {
-        return internal_error("split workspace too small: " + std::to_string(p.max_num_splits) +
-                              " splits x " + std::to_string(p.num_tokens) + " tokens");
-      }
-      if (no_cache) {  // the ragged source: every request's keys are its new tokens
+      kernels::PagedAttentionParams p =
+          paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
+      if (no_cache) {  // the ragged source alone: every request's keys are its new tokens
+        p.cache_dtype = params_.dtype;
+        p.block_size = md->step.block_size;
         p.k_new = key.data();
         p.v_new = value.data();
         p.new_token_stride = key.stride(0);
         p.new_head_stride = key.stride(1);
       }
+      // A captured prefill pass runs unsplit: its grid stays fixed for every replay, and at the
+      // graph-safe split bound it launches requests x splits x heads CTAs that a decode-only
+      // replay (the decodes run in the decode kernel) retires empty, tens of microseconds a
+      // layer. The cascade's prefix pass (one request) keeps its splits.
+      const int max_splits = !capture                 ? pass.max_splits_used
+                             : &pass == &md->prefill ? 1
+                                                     : pass.max_num_splits;
+      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
       generations_.choose(p);
       return kernels::launch_paged_attention(p, stream);
@@ -143,37 +150,6 @@ class FlashInferImpl final : public gpu::GpuImpl {
           "non-causal, as encoder attention is)");
     }
     return ok_status();
-  }
-
-  kernels::PagedAttentionParams paged_params(const TensorView& query, const TensorView& kv_cache,
-                                             const KVScales& scales, const FlashInferMetadata& md,
-                                             const PassMetadata& pass, bool capture) const {
-    kernels::PagedAttentionParams p;
-    fill_layer(p, query, kv_cache, scales);
-    if (!kv_cache.defined()) {  // the ragged source alone: it has the query's dtype
-      p.cache_dtype = params_.dtype;
-      p.block_size = md.step.block_size;
-    }
-    p.num_tokens = md.step.num_actual_tokens;
-    p.window_right = params_.sliding_window.right;
-    p.split_out = md.split.out;
-    p.split_lse = md.split.lse;
-    p.cu_seqlens_q = pass.cu_seqlens_q;
-    p.seqused_k = pass.seqused_k;
-    p.block_table = pass.block_table;
-    p.block_table_stride = pass.block_table_stride;
-    p.num_reqs = pass.num_reqs;
-    p.max_query_len = pass.max_query_len;
-    p.max_seq_len = pass.max_seq_len;
-    p.causal = pass.causal;
-    // A captured prefill pass runs unsplit: its grid stays fixed for every replay, and at the
-    // graph-safe split bound it launches requests x splits x heads CTAs that a decode-only
-    // replay (the decodes run in the decode kernel) retires empty, tens of microseconds a layer.
-    // The cascade's prefix pass (one request) keeps its splits.
-    const bool unsplit = capture && &pass == &md.prefill;
-    p.max_num_splits = unsplit ? 1 : capture ? pass.max_num_splits : pass.max_splits_used;
-    p.num_splits_per_req = p.max_num_splits > 1 ? pass.num_splits_per_req : nullptr;
-    return p;
   }
 
   kernels::DecodeAttentionParams decode_params(const TensorView& query, const TensorView& kv_cache,

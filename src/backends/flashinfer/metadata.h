@@ -6,7 +6,6 @@
 
 #include <cstdint>
 
-#include "backends/flash_attn/metadata.h"
 #include "backends/gpu/metadata.h"
 #include "pagedattn/metadata.h"
 #include "plan/decode_plan.h"
@@ -29,9 +28,9 @@ struct FlashInferMetadata final : AttentionMetadata {
   DecodePrefillSplit parts;  // what the kernels serve (all prefill when decode.kernel is false)
   DecodePass decode;
   plan::DecodePlanStats decode_stats;
-  flash_attn::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
+  gpu::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
   gpu::CascadeMetadata cascade;
-  flash_attn::PassMetadata cascade_prefix;
+  gpu::PassMetadata cascade_prefix;
   // The first request with context (seq_len > query_len) and its context length; -1 when every
   // request's keys are its new tokens (what a forward without a cache needs).
   int first_request_with_context = -1;

@@ -10,6 +10,8 @@
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/head_params.h"
+#include "backends/gpu/metadata.h"
+#include "kernels/attention/paged_attention.h"
 #include "kernels/cache_write.h"
 #include "pagedattn/backend.h"
 
@@ -72,6 +74,44 @@ class GpuImpl : public AttentionImpl {
     p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
     p.alibi_slopes = heads_.alibi_slopes();
     p.window_left = params_.sliding_window.left;
+  }
+
+  // A paged attention launch's fields that no pass changes: the layer, the step's token count, the
+  // split workspace.
+  kernels::PagedAttentionParams paged_layer_params(const TensorView& query,
+                                                   const TensorView& kv_cache,
+                                                   const KVScales& scales, int num_tokens,
+                                                   const SplitWorkspaceView& split) const {
+    kernels::PagedAttentionParams p;
+    fill_layer(p, query, kv_cache, scales);
+    p.num_tokens = num_tokens;
+    p.window_right = params_.sliding_window.right;
+    p.split_out = split.out;
+    p.split_lse = split.lse;
+    return p;
+  }
+
+  // One pass's part of a paged attention launch, run with `max_num_splits` splits at most (a
+  // captured launch: a graph-safe bound; an eager one: the step's own largest count), checked
+  // against the split workspace (p.num_tokens set).
+  static Status set_pass(kernels::PagedAttentionParams& p, const PassMetadata& pass,
+                         int max_num_splits, int64_t token_capacity) {
+    p.cu_seqlens_q = pass.cu_seqlens_q;
+    p.seqused_k = pass.seqused_k;
+    p.block_table = pass.block_table;
+    p.block_table_stride = pass.block_table_stride;
+    p.num_reqs = pass.num_reqs;
+    p.max_query_len = pass.max_query_len;
+    p.max_seq_len = pass.max_seq_len;
+    p.causal = pass.causal;
+    p.max_num_splits = max_num_splits;
+    p.num_splits_per_req = max_num_splits > 1 ? pass.num_splits_per_req : nullptr;
+    if (int64_t{max_num_splits} * p.num_tokens > token_capacity) {
+      return internal_error("split workspace too small: " + std::to_string(max_num_splits) +
+                            " splits x " + std::to_string(p.num_tokens) + " tokens > " +
+                            std::to_string(token_capacity));
+    }
+    return ok_status();
   }
 
   template <typename P>

@@ -55,6 +55,13 @@ class CascadeBuilder {
   // After plan(): copies the prefix pass's ints (prefix_extra_ints backend ints last) and the
   // suffix lengths to the device.
   Status upload(std::span<const int32_t> prefix_extra);
+  // After plan() of an enabled cascade, for backends whose passes are paged attention launches
+  // (prefix_extra_ints = 1, the prefix pass's split count): returns the prefix pass (one
+  // non-causal request of every query token over block-table row 0's first prefix_blocks blocks,
+  // split like a long query), uploads, and turns `main` into the suffix pass (each request over
+  // its keys after the prefix).
+  StatusOr<PassMetadata> split_passes(const CascadeMetadata& c, const plan::SplitKVConfig& config,
+                                      int num_sms, PassMetadata& main);
 
  private:
   Status ensure_scratch();

@@ -86,6 +86,32 @@ Status CascadeBuilder::upload(std::span<const int32_t> prefix_extra) {
   return copy_ints_to_device(suffix_seq_host_, suffix_seq_, "the cascade suffix lengths");
 }
 
+StatusOr<PassMetadata> CascadeBuilder::split_passes(const CascadeMetadata& c,
+                                                    const plan::SplitKVConfig& config,
+                                                    int num_sms, PassMetadata& main) {
+  const int prefix_splits = plan::choose_num_splits(
+      plan::request_ctas(c.num_tokens, params_.num_heads, params_.num_kv_heads, config.head_size),
+      0, c.prefix_blocks, plan::min_blocks_per_split(params_.block_size), num_sms,
+      config.max_splits);
+  PAGEDATTN_RETURN_IF_ERROR(upload(std::span<const int32_t>(&prefix_splits, 1)));
+  PassMetadata prefix;
+  prefix.cu_seqlens_q = c.prefix_cu_seqlens_q;
+  prefix.seqused_k = c.prefix_seqused_k;
+  prefix.block_table = main.block_table;  // row 0: every request shares these blocks
+  prefix.block_table_stride = main.block_table_stride;
+  prefix.num_reqs = 1;
+  prefix.max_query_len = c.num_tokens;
+  prefix.max_seq_len = c.common_prefix_len;
+  prefix.causal = false;
+  prefix.num_splits_per_req = c.prefix_extra;  // its one split count
+  prefix.max_num_splits = config.max_splits;
+  prefix.max_splits_used = prefix_splits;
+  main.seqused_k = c.suffix_seqused_k;
+  main.block_table += c.prefix_blocks;  // the suffix's key 0 is key cpl of the request
+  main.max_seq_len = c.suffix_max_seq_len;
+  return prefix;
+}
+
 Status CascadeBuilder::ensure_scratch() {
   if (prefix_out_.data() != nullptr) return ok_status();
   const int dev = params_.device.index;
