@@ -115,8 +115,13 @@ class FlashInferImpl final : public gpu::GpuImpl {
           stream);
     }
     const gpu::PassOutput out = gpu::caller_output(output, output_lse);
-    if (capture || md->parts.num_prefills > 0) {
+    if (capture) {
       PAGEDATTN_RETURN_IF_ERROR(paged(md->prefill, out));
+    } else if (md->parts.num_prefills > 0) {
+      // Eager: the prefill launch starts after the decodes (on the mixed batch of 64 decodes and
+      // one chunk, their empty CTAs were most of its grid).
+      PAGEDATTN_RETURN_IF_ERROR(
+          paged(gpu::pass_from_request(md->prefill, md->parts.num_decodes), out));
     }
     if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
       return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, *md, out),

@@ -39,6 +39,19 @@ struct PassMetadata {
   int max_splits_used = 1;
 };
 
+// The pass over its requests from `first` on: the leading ones have empty query ranges (FLASHINFER's
+// decodes, which the decode kernel serves), and an eager launch need not start CTAs for them. The
+// query starts keep their values, so the launch writes the same output rows.
+inline PassMetadata pass_from_request(const PassMetadata& pass, int first) {
+  PassMetadata p = pass;
+  p.cu_seqlens_q += first;
+  p.seqused_k += first;
+  p.block_table += first * pass.block_table_stride;
+  if (p.num_splits_per_req != nullptr) p.num_splits_per_req += first;
+  p.num_reqs -= first;
+  return p;
+}
+
 // Split-KV partials, shared by every pass of a step (they run one after another on the stream):
 // out [splits, tokens, Hq, D] f32 and lse [splits, Hq, tokens] f32, splits * tokens <=
 // token_capacity.
