@@ -110,12 +110,7 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
 
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_builder_params(flash_attn_backend(), params));
-  int num_sms = params.num_sms;
-  if (num_sms <= 0) {
-    PAGEDATTN_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, params.device.index),
-        "reading the SM count of cuda:" + std::to_string(params.device.index));
-  }
+  PAGEDATTN_ASSIGN_OR_RETURN(const int num_sms, gpu::builder_sm_count(params));
   PAGEDATTN_ASSIGN_OR_RETURN(
       gpu::CascadeBuilder cascade,
       gpu::CascadeBuilder::create("FLASH_ATTN", params, kCascadeFeatures, /*prefix_extra_ints=*/1));

@@ -178,12 +178,7 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
 
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_builder_params(flashinfer_backend(), params));
-  int num_sms = params.num_sms;
-  if (num_sms <= 0) {
-    PAGEDATTN_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, params.device.index),
-        "reading the SM count of cuda:" + std::to_string(params.device.index));
-  }
+  PAGEDATTN_ASSIGN_OR_RETURN(const int num_sms, gpu::builder_sm_count(params));
   const int per_sm = kernels::decode_attention_ctas_per_sm(
       params.head_size, params.dtype, kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype));
   PAGEDATTN_ASSIGN_OR_RETURN(

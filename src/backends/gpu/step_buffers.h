@@ -20,6 +20,10 @@
 
 namespace pagedattn::gpu {
 
+// The SM count a builder plans for: BuilderParams::num_sms when given (tests, other GPUs), else
+// the device's.
+StatusOr<int> builder_sm_count(const BuilderParams& params);
+
 // Copies host int32s into a device buffer on the legacy default stream (the staging vector must
 // stay alive until the copy has read it: pageable copies have when cudaMemcpyAsync returns).
 Status copy_ints_to_device(const std::vector<int32_t>& host, const runtime::DeviceBuffer& device,

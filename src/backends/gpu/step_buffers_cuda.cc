@@ -1,8 +1,22 @@
 #include "backends/gpu/step_buffers.h"
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
+#include <string>
+
+#include "runtime/check.h"
 
 namespace pagedattn::gpu {
+
+StatusOr<int> builder_sm_count(const BuilderParams& params) {
+  if (params.num_sms > 0) return params.num_sms;
+  int num_sms = 0;
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, params.device.index),
+      "reading the SM count of cuda:" + std::to_string(params.device.index));
+  return num_sms;
+}
 
 using runtime::DeviceBuffer;
 
