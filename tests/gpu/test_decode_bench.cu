@@ -37,6 +37,18 @@ __global__ void fill_random_bytes(uint32_t* p, int64_t n, uint32_t seed, uint32_
   }
 }
 
+// The read ceiling of the same bytes: 16-byte loads streaming over the K/V buffer.
+__global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+#pragma unroll 4
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads
+}
+
 namespace decode_ns = kernels::decode;
 using TimeDecode = std::function<double(
     int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
@@ -47,16 +59,17 @@ struct BenchShape {
   DType cache = DType::kBF16;
   bool hnd =
       false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
+  bool profile = false;  // one launch each of the default and the warp-synchronised kernel (ncu)
 };
 
 template <typename F>
-double median_ms(F&& launch) {
+double median_ms(F&& launch, bool once = false) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) launch();
+  for (int i = 0; i < (once ? 0 : 3); ++i) launch();
   std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
+  for (int i = 0; i < (once ? 1 : 20); ++i) {
     cudaEventRecord(a);
     launch();
     cudaEventRecord(b);
@@ -71,37 +84,100 @@ double median_ms(F&& launch) {
   return ms[ms.size() / 2];
 }
 
-// Kernel configurations other than the default (tile keys, stages, stream, warps; L2 fetch size
-// of the copies, 0 = the library's choice), D 128, bf16 queries: each plans for its own
-// occupancy and launches with the library's combine.
-template <int kBlockN, int kStages, bool kStream, kernels::CacheKind kCache, int kWarps = 4>
-std::string time_config(const TimeDecode& time_decode, int fetch = 0) {
-  using Cfg = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
-  const int per_sm = decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  auto launch = [fetch](const kernels::DecodeAttentionParams& pp) {
-    decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
-    if (fetch > 0) a.l2_fetch_bytes = fetch;
-    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
-  };
-  const double ms = time_decode(per_sm, plan::kUnitOverheadTokens, launch, nullptr);
-  return std::string(" ") + (kStream ? "stream" : "unit") + std::to_string(kBlockN) + "w" +
-         std::to_string(kWarps) + "s" + std::to_string(kStages) + "f" + std::to_string(fetch) +
-         "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
+// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
+// overhead, the combine launched after it or not (the kernel alone), the CTA timeline recorded.
+struct TimeOptions {
+  int ctas_per_sm = 0;
+  int overhead = plan::kUnitOverheadTokens;
+  bool combine = true;
+  bool overlap_combine = false;  // the combine as a programmatic dependent launch
+  bool timeline = false;
+};
+
+// The CTAs' start and end times of the last launch: the kernel's span, how far the first CTA's
+// end is from the last one's (the tail a static plan leaves) and the median end, in us.
+std::string timeline_summary(const std::vector<unsigned long long>& clock) {
+  const size_t n = clock.size() / 2;
+  std::vector<unsigned long long> ends(n);
+  unsigned long long t0 = clock[0];
+  for (size_t c = 0; c < n; ++c) {
+    t0 = std::min(t0, clock[2 * c]);
+    ends[c] = clock[2 * c + 1];
+  }
+  std::sort(ends.begin(), ends.end());
+  auto us = [t0](unsigned long long t) { return std::to_string((t - t0) / 1000.0).substr(0, 6); };
+  return "[span " + us(ends.back()) + " first_end " + us(ends.front()) + " p10 " +
+         us(ends[n / 10]) + " p50 " + us(ends[n / 2]) + " p90 " + us(ends[n * 9 / 10]) + "]";
 }
 
-// "unit...f256" is the previous kernel (one pipeline per unit, 256-byte L2 fetches): the
-// baseline of the same run; "stream...f256" the stream with the previous fetch size.
+// A kernel configuration (tile keys, stages, warps, tile sync, loads-only probe) at D 128 with bf16
+// queries, planned for its own occupancy (or opt's) and timed as `opt` says.
+template <typename Cfg>
+std::string time_config(const TimeDecode& time_decode, const std::string& name,
+                        TimeOptions opt = {}) {
+  const int per_sm = opt.ctas_per_sm > 0
+                         ? opt.ctas_per_sm
+                         : decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  unsigned long long* clock = nullptr;
+  if (opt.timeline) cudaMalloc(&clock, size_t{2} * sms * per_sm * 8);
+  auto launch = [&](const kernels::DecodeAttentionParams& pp) {
+    decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    a.cta_clock = clock;
+    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
+    if (opt.combine) {
+      (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr,
+                                                            opt.overlap_combine);
+    }
+  };
+  const double ms = time_decode(per_sm, opt.overhead, launch, nullptr);
+  std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
+  if (clock != nullptr) {
+    std::vector<unsigned long long> host(size_t{2} * sms * per_sm);
+    cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);
+    cudaFree(clock);
+    out += timeline_summary(host);
+  }
+  return out;
+}
+
+template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
+          bool kLoadsOnly = false>
+using BenchConfig = decode_ns::DecodeConfig<128, kCache, kBlockN, 3, true, kWarps, kSync, kLoadsOnly>;
+
+// The default configuration (cta: a block barrier per tile) beside warp-synchronised tiles, each
+// also as loads only, without the combine, on one CTA per SM, with other unit overheads, and
+// with the CTA timeline.
 std::string time_config_variants(DType cache, const TimeDecode& t) {
+  using decode_ns::TileSync;
   constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
   constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
-    return time_config<128, 3, false, kE4M3>(t, 256) + time_config<128, 3, true, kE4M3>(t, 256) +
-           time_config<128, 2, true, kE4M3>(t) + time_config<64, 3, true, kE4M3, 2>(t);
+    using Cta = BenchConfig<kE4M3, 128, 4, TileSync::kCta>;
+    using Warp = BenchConfig<kE4M3, 128, 4, TileSync::kWarp>;
+    return time_config<Cta>(t, "cta", {.timeline = true}) +
+           time_config<Cta>(t, "cta_nocombine", {.combine = false}) +
+           time_config<BenchConfig<kE4M3, 128, 4, TileSync::kCta, true>>(t, "cta_loads") +
+           time_config<Warp>(t, "warp", {.timeline = true}) +
+           time_config<Warp>(t, "warp_pdl", {.overlap_combine = true}) +
+           time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarp, true>>(t, "warp_loads");
   }
-  return time_config<64, 3, false, kBF16>(t, 256) + time_config<64, 3, true, kBF16>(t, 256) +
-         time_config<64, 2, true, kBF16>(t) + time_config<32, 3, true, kBF16, 2>(t) +
-         time_config<128, 3, true, kBF16, 8>(t);
+  using Cta = BenchConfig<kBF16, 64, 4, TileSync::kCta>;
+  using Warp = BenchConfig<kBF16, 64, 4, TileSync::kWarp>;
+  return time_config<Cta>(t, "cta", {.timeline = true}) +
+         time_config<Cta>(t, "cta_nocombine", {.combine = false}) +
+         time_config<Cta>(t, "cta_pdl", {.overlap_combine = true}) +
+         time_config<Cta>(t, "cta", {.ctas_per_sm = 1}) +
+         time_config<Cta>(t, "cta_oh0", {.overhead = 0}) +
+         time_config<Cta>(t, "cta_oh256", {.overhead = 256}) +
+         time_config<BenchConfig<kBF16, 64, 4, TileSync::kCta, true>>(t, "cta_loads") +
+         time_config<Warp>(t, "warp", {.timeline = true}) +
+         time_config<Warp>(t, "warp_nocombine", {.combine = false}) +
+         time_config<Warp>(t, "warp_pdl", {.overlap_combine = true}) +
+         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarp, true>>(t, "warp_loads") +
+         time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarp>>(t, "warp128w8") +
+         time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2");
 }
 
 void run_shape(const BenchShape& s) {
@@ -190,7 +266,7 @@ void run_shape(const BenchShape& s) {
     pp.partial_out = static_cast<float*>(part_out);
     pp.partial_lse = static_cast<float*>(part_lse);
     pp.num_ctas = config.num_ctas;
-    const double ms = median_ms([&] { launch(pp); });
+    const double ms = median_ms([&] { launch(pp); }, s.profile);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     return ms;
   };
@@ -201,6 +277,14 @@ void run_shape(const BenchShape& s) {
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
   std::string variants;
+  if (s.profile) {
+    using Warp = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarp>;
+    std::printf("decode profile: default %.4f ms%s\n", decode_ms,
+                time_config<Warp>(time_decode, "warp").c_str());
+    for (void* ptr : owned) cudaFree(ptr);
+    for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
+    return;
+  }
   if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
@@ -252,15 +336,20 @@ void run_shape(const BenchShape& s) {
     a.num_splits_per_req = static_cast<int32_t*>(nsplit);
   }
   const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
+  const double read_ms = median_ms([&] {
+    read_bytes<<<sms * 8, 512>>>(static_cast<const uint4*>(kv), cache_elems * elem / 16,
+                                 static_cast<uint32_t*>(out));
+  });
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
       "%d "
-      "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | variants ms:%s\n",
+      "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | read %.4f ms (%.2f TB/s) | "
+      "variants ms:%s\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
       s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
       stats.num_merges, lib_per_sm, paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits,
-      variants.c_str());
+      read_ms, kv_bytes / read_ms / 1e9, variants.c_str());
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }
@@ -314,6 +403,14 @@ std::vector<BenchShape> bench_shapes() {
 TEST(DecodeBench, DISABLED_Shapes) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   for (const BenchShape& s : bench_shapes()) run_shape(s);
+}
+
+// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each kernel: for ncu.
+TEST(DecodeBench, DISABLED_Profile) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  BenchShape s;
+  s.profile = true;
+  run_shape(s);
 }
 
 }  // namespace

@@ -55,18 +55,21 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
 }
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
-template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kWarps = 4>
+template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kWarps = 4,
+          kernels::decode::TileSync kSync = kernels::decode::TileSync::kCta>
 void expect_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
+  using Cfg =
+      kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps, kSync>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? "fp8_" : "bf16_") + (kStream ? "stream" : "unit") +
                                 std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "x" +
-                                std::to_string(kStages));
+                                std::to_string(kStages) + (Cfg::kWarpSync ? "_warpsync" : ""));
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
 constexpr auto kBF16 = kernels::CacheKind::kBF16;
+constexpr auto kWarpSync = kernels::decode::TileSync::kWarp;
 
 // The previous default (per-unit pipelines); the default itself runs in DecodeKernel.
 TEST(DecodeConfigs, PerUnitPipelines) {
@@ -86,6 +89,15 @@ TEST(DecodeConfigs, Bf16Streams) {
   expect_passes<kBF16, 64, 2, true>();
   expect_passes<kBF16, 32, 3, true, 2>();
   expect_passes<kBF16, 128, 3, true, 8>();
+}
+
+// Warp-synchronised tiles: each warp copies and waits for its own keys only.
+TEST(DecodeConfigs, WarpSyncStreams) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_passes<kBF16, 64, 3, true, 4, kWarpSync>();
+  expect_passes<kBF16, 128, 3, true, 8, kWarpSync>();
+  expect_passes<kBF16, 32, 3, true, 2, kWarpSync>();
+  expect_passes<kE4M3, 128, 3, true, 4, kWarpSync>();
 }
 
 }  // namespace

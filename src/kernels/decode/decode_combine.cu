@@ -15,6 +15,9 @@ constexpr int kCombineThreads = 128;
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
     decode_combine_kernel(const __grid_constant__ DecodeAttentionParams p, int group) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();  // the decode grid's partials (no-op without overlap_launch)
+#endif
   const char* plan = static_cast<const char*>(p.plan);
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + header->merges_offset);
@@ -57,14 +60,27 @@ __global__ void __launch_bounds__(kCombineThreads)
 }  // namespace
 
 template <typename T>
-cudaError_t launch_decode_combine(const DecodeAttentionParams& p, int group, cudaStream_t stream) {
-  decode_combine_kernel<T><<<p.num_ctas, kCombineThreads, 0, stream>>>(p, group);
-  return cudaGetLastError();
+cudaError_t launch_decode_combine(const DecodeAttentionParams& p, int group, cudaStream_t stream,
+                                  bool overlap_launch) {
+  if (!overlap_launch) {
+    decode_combine_kernel<T><<<p.num_ctas, kCombineThreads, 0, stream>>>(p, group);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute overlap{};
+  overlap.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  overlap.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(p.num_ctas);
+  config.blockDim = dim3(kCombineThreads);
+  config.stream = stream;
+  config.attrs = &overlap;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, decode_combine_kernel<T>, p, group);
 }
 
 template cudaError_t launch_decode_combine<__nv_bfloat16>(const DecodeAttentionParams&, int,
-                                                          cudaStream_t);
+                                                          cudaStream_t, bool);
 template cudaError_t launch_decode_combine<__half>(const DecodeAttentionParams&, int,
-                                                   cudaStream_t);
+                                                   cudaStream_t, bool);
 
 }  // namespace pagedattn::kernels::decode

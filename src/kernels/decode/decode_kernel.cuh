@@ -55,20 +55,32 @@ __device__ __forceinline__ void run_unit(const DecodeArgs& a, const UnitWork& w,
   store_unit<Cfg, T>(a, w, st, c.v_scale, smem);
 }
 
+__device__ __forceinline__ unsigned long long global_timer() {
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(ns));
+  return ns;
+}
+
 template <typename Cfg, typename T>
 __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
     decode_kernel(const __grid_constant__ DecodeArgs a) {
   extern __shared__ __align__(128) char smem[];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // A combine launched with overlap_launch may start its CTAs now: it waits for this whole grid.
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   const char* plan = static_cast<const char*>(a.p.plan);
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* cta_begin = reinterpret_cast<const int32_t*>(plan + kDecodePlanCtaBeginOffset);
   const auto* units = reinterpret_cast<const DecodeWorkUnit*>(plan + header->units_offset);
   const int begin = cta_begin[blockIdx.x], end = cta_begin[blockIdx.x + 1];
+  if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
   if constexpr (Cfg::kStream) {
     run_stream<Cfg, T>(a, units, begin, end, smem);
   } else {
     for (int u = begin; u < end; ++u) run_unit<Cfg, T>(a, load_unit(units, u, a.group), smem);
   }
+  if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();
 }
 
 template <typename Cfg, typename T>

@@ -52,6 +52,16 @@ struct TileCursor {
   }
 };
 
+// Publishes the copies this thread waited for to the threads that read them (Cfg::kSync).
+template <typename Cfg>
+__device__ __forceinline__ void tile_barrier() {
+  if constexpr (Cfg::kWarpSync) {
+    __syncwarp();
+  } else {
+    __syncthreads();
+  }
+}
+
 template <typename Cfg, typename T>
 __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWorkUnit* units,
                                            int u_begin, int u_end, char* smem) {
@@ -66,7 +76,7 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   }
   device::cp_async_commit();
   device::cp_async_wait<0>();
-  __syncthreads();
+  tile_barrier<Cfg>();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
     load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
@@ -86,7 +96,7 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
       device::cp_async_wait<Cfg::kStages - 2>();
-      __syncthreads();
+      tile_barrier<Cfg>();
       issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();

@@ -16,11 +16,17 @@
 
 namespace pagedattn::kernels::decode {
 
+// Who copies a KV tile and who waits for it. kCta: every thread copies a share of the whole
+// tile and a block barrier per tile publishes it. kWarp: each warp copies only the rows of its own
+// keys and waits for its own copies (a warp barrier), so the warps run free between units.
+enum class TileSync { kCta, kWarp };
+
 // kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
 // tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
 // drains its own pipeline). kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
+// kLoadsOnly: DecodeBench's probe, the copies without the compute (its output is meaningless).
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kWarps_ = 4>
+          int kWarps_ = 4, TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -32,6 +38,13 @@ struct DecodeConfig {
   static constexpr int kWarpKeys = kBlockN / kWarps;
   static constexpr int kStages = kStages_;  // cp.async pipeline depth
   static constexpr bool kStream = kStream_;
+  static constexpr TileSync kSync = kSync_;
+  static constexpr bool kWarpSync = kSync == TileSync::kWarp;
+  static constexpr bool kLoadsOnly = kLoadsOnly_;
+  // The rows one thread group copies, and the group's threads: the tile and the CTA, or the
+  // warp's keys and the warp.
+  static constexpr int kCopyRows = kWarpSync ? kWarpKeys : kBlockN;
+  static constexpr int kCopyThreads = kWarpSync ? 32 : kThreads;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
   static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
@@ -60,8 +73,9 @@ struct DecodeConfig {
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
-  static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
-  static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
+  static_assert(kCopyRows <= kCopyThreads, "one thread fetches each key row's block id");
+  static_assert((kCopyRows * kChunks) % kCopyThreads == 0, "whole copy passes");
+  static_assert(kStream || !kWarpSync, "warp-synchronised tiles run in the stream pipeline");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
@@ -92,6 +106,9 @@ struct DecodeArgs {
   // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
   // for DecodeBench's baseline.
   int l2_fetch_bytes = 128;
+  // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
+  // and end to [2c] and [2c + 1].
+  unsigned long long* cta_clock = nullptr;
 };
 
 // The arguments of a launch, derived from validated parameters.
