@@ -59,7 +59,7 @@ struct BenchShape {
   DType cache = DType::kBF16;
   bool hnd =
       false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
-  bool profile = false;  // one launch each of the default and the warp-synchronised kernel (ncu)
+  bool profile = false;  // one launch each of the default, warp and TMA kernels (for ncu)
 };
 
 template <typename F>
@@ -92,22 +92,32 @@ struct TimeOptions {
   bool combine = true;
   bool overlap_combine = false;  // the combine as a programmatic dependent launch
   bool timeline = false;
+  int fetch = 0;  // L2 fetch bytes of the copies (0: the library's 128)
 };
 
-// The CTAs' start and end times of the last launch: the kernel's span, how far the first CTA's
-// end is from the last one's (the tail a static plan leaves) and the median end, in us.
+// The CTAs' start and end times of the last launch, in us from the first start: the span, the
+// spread of the starts, the ends (first, p10, p50, p90) and the idle share (the mean gap between
+// a CTA's end and the last end, over the span: what a static plan's tail costs).
 std::string timeline_summary(const std::vector<unsigned long long>& clock) {
   const size_t n = clock.size() / 2;
   std::vector<unsigned long long> ends(n);
-  unsigned long long t0 = clock[0];
+  unsigned long long t0 = clock[0], last_start = clock[0];
   for (size_t c = 0; c < n; ++c) {
     t0 = std::min(t0, clock[2 * c]);
+    last_start = std::max(last_start, clock[2 * c]);
     ends[c] = clock[2 * c + 1];
   }
   std::sort(ends.begin(), ends.end());
-  auto us = [t0](unsigned long long t) { return std::to_string((t - t0) / 1000.0).substr(0, 6); };
-  return "[span " + us(ends.back()) + " first_end " + us(ends.front()) + " p10 " +
-         us(ends[n / 10]) + " p50 " + us(ends[n / 2]) + " p90 " + us(ends[n * 9 / 10]) + "]";
+  const double span = static_cast<double>(ends.back() - t0);
+  double idle = 0.0;
+  for (unsigned long long e : ends) idle += static_cast<double>(ends.back() - e);
+  char buf[200];
+  std::snprintf(buf, sizeof(buf),
+                "[span %.1f starts %.1f ends %.1f/%.1f/%.1f/%.1f idle %.1f%%]", span / 1e3,
+                (last_start - t0) / 1e3, (ends.front() - t0) / 1e3, (ends[n / 10] - t0) / 1e3,
+                (ends[n / 2] - t0) / 1e3, (ends[n * 9 / 10] - t0) / 1e3,
+                100.0 * idle / (span * static_cast<double>(n)));
+  return buf;
 }
 
 // A kernel configuration (tile keys, stages, warps, tile sync, loads-only probe) at D 128 with bf16
@@ -125,6 +135,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
+    if (opt.fetch > 0) a.l2_fetch_bytes = opt.fetch;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (opt.combine) {
       (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr,
@@ -143,12 +154,13 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
-          bool kLoadsOnly = false>
-using BenchConfig = decode_ns::DecodeConfig<128, kCache, kBlockN, 3, true, kWarps, kSync, kLoadsOnly>;
+          bool kLoadsOnly = false, int kStages = 3>
+using BenchConfig = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
 
-// The default configuration (cta: a block barrier per tile) beside warp-synchronised tiles, each
-// also as loads only, without the combine, on one CTA per SM, with other unit overheads, and
-// with the CTA timeline.
+// The default configuration (cta: a block barrier per tile) beside warp-synchronised cp.async
+// tiles (warp) and warp TMA tiles (tma), each also as loads only, without the combine, with the
+// combine as a programmatic dependent launch (pdl), on one CTA per SM, with other unit overheads,
+// and with the CTA timeline.
 std::string time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
@@ -165,6 +177,7 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
   }
   using Cta = BenchConfig<kBF16, 64, 4, TileSync::kCta>;
   using Warp = BenchConfig<kBF16, 64, 4, TileSync::kWarp>;
+  using Tma = BenchConfig<kBF16, 64, 4, TileSync::kWarpTma>;
   return time_config<Cta>(t, "cta", {.timeline = true}) +
          time_config<Cta>(t, "cta_nocombine", {.combine = false}) +
          time_config<Cta>(t, "cta_pdl", {.overlap_combine = true}) +
@@ -177,7 +190,13 @@ std::string time_config_variants(DType cache, const TimeDecode& t) {
          time_config<Warp>(t, "warp_pdl", {.overlap_combine = true}) +
          time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarp, true>>(t, "warp_loads") +
          time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarp>>(t, "warp128w8") +
-         time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2");
+         time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2") +
+         time_config<Tma>(t, "tma", {.timeline = true}) +
+         time_config<Tma>(t, "tma_pdl", {.overlap_combine = true}) +
+         time_config<Tma>(t, "tma_f256", {.fetch = 256}) +
+         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, true>>(t, "tma_loads") +
+         time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarpTma>>(t, "tma128w8") +
+         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, false, 4>>(t, "tma_s4");
 }
 
 void run_shape(const BenchShape& s) {
@@ -279,8 +298,10 @@ void run_shape(const BenchShape& s) {
   std::string variants;
   if (s.profile) {
     using Warp = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarp>;
-    std::printf("decode profile: default %.4f ms%s\n", decode_ms,
-                time_config<Warp>(time_decode, "warp").c_str());
+    using Tma = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarpTma>;
+    std::printf("decode profile: default %.4f ms%s%s\n", decode_ms,
+                time_config<Warp>(time_decode, "warp").c_str(),
+                time_config<Tma>(time_decode, "tma").c_str());
     for (void* ptr : owned) cudaFree(ptr);
     for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
     return;
@@ -405,7 +426,8 @@ TEST(DecodeBench, DISABLED_Shapes) {
   for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
-// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each kernel: for ncu.
+// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each of the default,
+// warp-sync and TMA kernels: for ncu.
 TEST(DecodeBench, DISABLED_Profile) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   BenchShape s;

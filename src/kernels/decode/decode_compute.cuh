@@ -83,7 +83,7 @@ __device__ __forceinline__ void compute_scores(float (&s)[Cfg::kWarpKeys / 8][4]
 #pragma unroll
       for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
         uint32_t kb[4];
-        device::ldmatrix_x4(kb, k_smem + key * Cfg::kRowBytes + (2 * kk + (lane / 8) % 2) * 16);
+        device::ldmatrix_x4(kb, k_smem + tile_chunk_offset<Cfg>(key, 2 * kk + (lane / 8) % 2));
         device::mma_16816<T>(s[2 * np], qa[kk], kb[0], kb[1]);
         device::mma_16816<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
       }
@@ -186,7 +186,7 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[Cfg::kWarpKeys / 
 #pragma unroll
       for (int dp = 0; dp < Cfg::kKSteps; ++dp) {
         uint32_t vb[4];
-        device::ldmatrix_x4_trans(vb, v_smem + key * Cfg::kRowBytes + (2 * dp + lane / 16) * 16);
+        device::ldmatrix_x4_trans(vb, v_smem + tile_chunk_offset<Cfg>(key, 2 * dp + lane / 16));
         device::mma_16816<T>(st.o[2 * dp], pa, vb[0], vb[1]);
         device::mma_16816<T>(st.o[2 * dp + 1], pa, vb[2], vb[3]);
       }

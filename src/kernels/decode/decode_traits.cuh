@@ -8,6 +8,8 @@
 // converted in registers, with f16 MMAs (every FP8 value is exact in f16).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "kernels/cache_kind.h"
@@ -16,17 +18,19 @@
 
 namespace pagedattn::kernels::decode {
 
-// Who copies a KV tile and who waits for it. kCta: every thread copies a share of the whole
-// tile and a block barrier per tile publishes it. kWarp: each warp copies only the rows of its own
-// keys and waits for its own copies (a warp barrier), so the warps run free between units.
-enum class TileSync { kCta, kWarp };
+// Who copies a KV tile and who waits for it. kCta: every thread copies (cp.async) a share of the
+// whole tile and a block barrier per tile publishes it. kWarp: each warp copies only the rows of
+// its own keys and waits for its own copies (a warp barrier), so the warps run free inside a unit.
+// kWarpTma: as kWarp, but one lane of each warp copies its 16 keys by TMA (one box per 64
+// columns, 128-byte swizzle, no row padding) with completion on the warp's mbarrier of the stage.
+enum class TileSync { kCta, kWarp, kWarpTma };
 
-// kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
-// tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
-// drains its own pipeline). kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
-// kLoadsOnly: DecodeBench's probe, the copies without the compute (its output is meaningless).
-template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kWarps_ = 4, TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
+// The CTA's units form one stream of KV tiles: the copies of the next unit's first tiles are in
+// flight during this unit's last tiles and epilogue. kWarps: warps per CTA, each with
+// kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
+// compute (its output is meaningless).
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
+          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -36,46 +40,56 @@ struct DecodeConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
-  static constexpr int kStages = kStages_;  // cp.async pipeline depth
-  static constexpr bool kStream = kStream_;
+  static constexpr int kStages = kStages_;  // pipeline depth
   static constexpr TileSync kSync = kSync_;
-  static constexpr bool kWarpSync = kSync == TileSync::kWarp;
+  static constexpr bool kTma = kSync == TileSync::kWarpTma;
+  static constexpr bool kWarpSync = kSync != TileSync::kCta;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
   // The rows one thread group copies, and the group's threads: the tile and the CTA, or the
   // warp's keys and the warp.
   static constexpr int kCopyRows = kWarpSync ? kWarpKeys : kBlockN;
   static constexpr int kCopyThreads = kWarpSync ? 32 : kThreads;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
-  // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
-  static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
   static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
-  static constexpr int kTileBytes = kBlockN * kRowBytes;      // K or V
+  // cp.async tiles: rows padded by 16 bytes (an odd number of 16-byte chunks keeps ldmatrix
+  // conflict-free). TMA tiles: per warp, kChunks / 8 panels of 16 rows x 128 bytes, swizzled.
+  static constexpr int kRowBytes = kTma ? 128 : kHeadDim * kElemBytes + 16;
+  static constexpr int kPanelBytes = 16 * 128;
+  static constexpr int kSliceBytes = kChunks / 8 * kPanelBytes;  // one warp's 16 keys (TMA)
+  static constexpr int kTileBytes = kTma ? kWarps * kSliceBytes : kBlockN * kRowBytes;  // K or V
   static constexpr int kStageBytes = 2 * kTileBytes;
   // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
   static constexpr int kRingTiles = 2 * kStages - 2;
   static constexpr int kRingBytes = kRingTiles * kBlockN * 4;
-  static constexpr int kORowFloats = kHeadDim + 4;
-  static constexpr int kEpilogueBytes = kWarps * kDecodeRowsPerTile * (kORowFloats + 2) * 4;
-  static constexpr int kPipelineBytes = kStages * kStageBytes + kRingBytes;
-  // The stream's epilogue uses the stage its unit's last tile came from when it fits (the other
-  // stages hold the next tiles in flight), else its own region after the ring.
-  static constexpr bool kEpilogueInStage = kEpilogueBytes <= kStageBytes;
-  static constexpr int kStreamSmemBytes = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
-  static constexpr int kUnitSmemBytes =
-      kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
-  static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
-  // The stream's register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB
-  // reserved per CTA; at most 4), so that registers never lower the occupancy. The per-unit
-  // pipeline keeps the compiler's own choice (as it was timed).
+  // Epilogue: each warp's unnormalized O rows (padded against bank conflicts when that fits in
+  // a stage), then its row maxima and sums.
+  static constexpr int kORowFloats = kTma ? kHeadDim : kHeadDim + 4;
+  static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
+  static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
+  static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;
+  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, then the epilogue's O rows unless
+  // they fit in the stage of the unit's last tile (the other stages hold the next tiles in flight).
+  static constexpr int kRingOffset = kStages * kStageBytes;
+  static constexpr int kMlOffset = kRingOffset + kRingBytes;
+  static constexpr int kBarrierOffset = kMlOffset + kEpilogueMlBytes;
+  static constexpr int kPipelineBytes = kBarrierOffset + kBarrierBytes;
+  static constexpr bool kEpilogueInStage = kEpilogueOBytes <= kStageBytes;
+  // TMA's swizzled panels need 1024-byte alignment: the kernel rounds its base up.
+  static constexpr int kAlignSlack = kTma ? 1024 : 0;
+  static constexpr int kSmemBytes =
+      kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueOBytes) + kAlignSlack;
+  // The register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB reserved
+  // per CTA; at most 4), so that registers never lower the occupancy.
   static constexpr int kSmemCtasPerSm = 233472 / (kSmemBytes + 1024);
   static constexpr int kMinCtasPerSm =
-      !kStream || kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
+      kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
   static_assert(kCopyRows <= kCopyThreads, "one thread fetches each key row's block id");
   static_assert((kCopyRows * kChunks) % kCopyThreads == 0, "whole copy passes");
-  static_assert(kStream || !kWarpSync, "warp-synchronised tiles run in the stream pipeline");
+  static_assert(!kTma || (!kFp8 && kWarpKeys == 16 && kHeadDim % 64 == 0),
+                "TMA tiles: 16-bit caches, 16 keys per warp (one box of a page), whole panels");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
@@ -109,6 +123,10 @@ struct DecodeArgs {
   // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
   // and end to [2c] and [2c + 1].
   unsigned long long* cta_clock = nullptr;
+  // TileSync::kWarpTma: the cache as one tensor map (decode_tma.cuh: columns, then heads and
+  // tokens in memory order, plane, block) and which coordinate is the token.
+  CUtensorMap kv_map;
+  int kv_token_coord = 2;
 };
 
 // The arguments of a launch, derived from validated parameters.
