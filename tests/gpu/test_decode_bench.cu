@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -112,19 +113,34 @@ std::string timeline_summary(const std::vector<unsigned long long>& clock) {
   double idle = 0.0;
   for (unsigned long long e : ends) idle += static_cast<double>(ends.back() - e);
   char buf[200];
-  std::snprintf(buf, sizeof(buf),
-                "[span %.1f starts %.1f ends %.1f/%.1f/%.1f/%.1f idle %.1f%%]", span / 1e3,
-                (last_start - t0) / 1e3, (ends.front() - t0) / 1e3, (ends[n / 10] - t0) / 1e3,
-                (ends[n / 2] - t0) / 1e3, (ends[n * 9 / 10] - t0) / 1e3,
+  std::snprintf(buf, sizeof(buf), "[span %.1f starts %.1f ends %.1f/%.1f/%.1f/%.1f idle %.1f%%]",
+                span / 1e3, (last_start - t0) / 1e3, (ends.front() - t0) / 1e3,
+                (ends[n / 10] - t0) / 1e3, (ends[n / 2] - t0) / 1e3, (ends[n * 9 / 10] - t0) / 1e3,
                 100.0 * idle / (span * static_cast<double>(n)));
   return buf;
 }
 
 // A kernel configuration (tile keys, stages, warps, tile sync, loads-only probe) at D 128 with bf16
 // queries, planned for its own occupancy (or opt's) and timed as `opt` says.
+// DECODE_BENCH_VARIANTS: comma-separated name prefixes of the variants to time (unset: all).
+bool variant_selected(const std::string& name) {
+  const char* env = std::getenv("DECODE_BENCH_VARIANTS");
+  if (env == nullptr) return true;
+  const std::string list = env;
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string prefix = list.substr(pos, end - pos);
+    if (!prefix.empty() && name.rfind(prefix, 0) == 0) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+// Prints its line as soon as it is timed (a variant that hangs leaves the others' lines).
 template <typename Cfg>
 std::string time_config(const TimeDecode& time_decode, const std::string& name,
                         TimeOptions opt = {}) {
+  if (!variant_selected(name)) return "";
   const int per_sm = opt.ctas_per_sm > 0
                          ? opt.ctas_per_sm
                          : decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
@@ -150,53 +166,57 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     cudaFree(clock);
     out += timeline_summary(host);
   }
+  std::printf("  variant%s\n", out.c_str());
+  std::fflush(stdout);
   return out;
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
           bool kLoadsOnly = false, int kStages = 3>
-using BenchConfig = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
+using BenchConfig =
+    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
 
 // The default configuration (cta: a block barrier per tile) beside warp-synchronised cp.async
 // tiles (warp) and warp TMA tiles (tma), each also as loads only, without the combine, with the
 // combine as a programmatic dependent launch (pdl), on one CTA per SM, with other unit overheads,
 // and with the CTA timeline.
-std::string time_config_variants(DType cache, const TimeDecode& t) {
+void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
   constexpr auto kBF16 = kernels::CacheKind::kBF16;
   if (cache == DType::kFP8E4M3) {
     using Cta = BenchConfig<kE4M3, 128, 4, TileSync::kCta>;
     using Warp = BenchConfig<kE4M3, 128, 4, TileSync::kWarp>;
-    return time_config<Cta>(t, "cta", {.timeline = true}) +
-           time_config<Cta>(t, "cta_nocombine", {.combine = false}) +
-           time_config<BenchConfig<kE4M3, 128, 4, TileSync::kCta, true>>(t, "cta_loads") +
-           time_config<Warp>(t, "warp", {.timeline = true}) +
-           time_config<Warp>(t, "warp_pdl", {.overlap_combine = true}) +
-           time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarp, true>>(t, "warp_loads");
+    time_config<Cta>(t, "cta", {.timeline = true});
+    time_config<Cta>(t, "cta_nocombine", {.combine = false});
+    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kCta, true>>(t, "cta_loads");
+    time_config<Warp>(t, "warp", {.timeline = true});
+    time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
+    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarp, true>>(t, "warp_loads");
+    return;
   }
   using Cta = BenchConfig<kBF16, 64, 4, TileSync::kCta>;
   using Warp = BenchConfig<kBF16, 64, 4, TileSync::kWarp>;
   using Tma = BenchConfig<kBF16, 64, 4, TileSync::kWarpTma>;
-  return time_config<Cta>(t, "cta", {.timeline = true}) +
-         time_config<Cta>(t, "cta_nocombine", {.combine = false}) +
-         time_config<Cta>(t, "cta_pdl", {.overlap_combine = true}) +
-         time_config<Cta>(t, "cta", {.ctas_per_sm = 1}) +
-         time_config<Cta>(t, "cta_oh0", {.overhead = 0}) +
-         time_config<Cta>(t, "cta_oh256", {.overhead = 256}) +
-         time_config<BenchConfig<kBF16, 64, 4, TileSync::kCta, true>>(t, "cta_loads") +
-         time_config<Warp>(t, "warp", {.timeline = true}) +
-         time_config<Warp>(t, "warp_nocombine", {.combine = false}) +
-         time_config<Warp>(t, "warp_pdl", {.overlap_combine = true}) +
-         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarp, true>>(t, "warp_loads") +
-         time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarp>>(t, "warp128w8") +
-         time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2") +
-         time_config<Tma>(t, "tma", {.timeline = true}) +
-         time_config<Tma>(t, "tma_pdl", {.overlap_combine = true}) +
-         time_config<Tma>(t, "tma_f256", {.fetch = 256}) +
-         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, true>>(t, "tma_loads") +
-         time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarpTma>>(t, "tma128w8") +
-         time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, false, 4>>(t, "tma_s4");
+  time_config<Cta>(t, "cta", {.timeline = true});
+  time_config<Cta>(t, "cta_nocombine", {.combine = false});
+  time_config<Cta>(t, "cta_pdl", {.overlap_combine = true});
+  time_config<Cta>(t, "cta", {.ctas_per_sm = 1});
+  time_config<Cta>(t, "cta_oh0", {.overhead = 0});
+  time_config<Cta>(t, "cta_oh256", {.overhead = 256});
+  time_config<BenchConfig<kBF16, 64, 4, TileSync::kCta, true>>(t, "cta_loads");
+  time_config<Warp>(t, "warp", {.timeline = true});
+  time_config<Warp>(t, "warp_nocombine", {.combine = false});
+  time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
+  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarp, true>>(t, "warp_loads");
+  time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarp>>(t, "warp128w8");
+  time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2");
+  time_config<Tma>(t, "tma", {.timeline = true});
+  time_config<Tma>(t, "tma_pdl", {.overlap_combine = true});
+  time_config<Tma>(t, "tma_f256", {.fetch = 256});
+  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
+  time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarpTma>>(t, "tma128w8");
+  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, false, 4>>(t, "tma_s4");
 }
 
 void run_shape(const BenchShape& s) {
@@ -295,18 +315,23 @@ void run_shape(const BenchShape& s) {
     (void)kernels::launch_decode_attention(pp, nullptr);
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
-  std::string variants;
+  std::printf(
+      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
+      "%d merges, %d ctas/SM, makespan %lld cost)\n",
+      s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
+      s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
+      stats.num_merges, lib_per_sm, static_cast<long long>(stats.max_cta_cost));
+  std::fflush(stdout);
   if (s.profile) {
     using Warp = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarp>;
     using Tma = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarpTma>;
-    std::printf("decode profile: default %.4f ms%s%s\n", decode_ms,
-                time_config<Warp>(time_decode, "warp").c_str(),
-                time_config<Tma>(time_decode, "tma").c_str());
+    time_config<Warp>(time_decode, "warp");
+    time_config<Tma>(time_decode, "tma");
     for (void* ptr : owned) cudaFree(ptr);
     for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
     return;
   }
-  if (s.d == 128) variants += time_config_variants(s.cache, time_decode);
+  if (s.d == 128) time_config_variants(s.cache, time_decode);
 
   // The paged attention kernel, split as the FLASH_ATTN builder would.
   kernels::PagedAttentionParams a;
@@ -362,15 +387,8 @@ void run_shape(const BenchShape& s) {
                                  static_cast<uint32_t*>(out));
   });
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::printf(
-      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
-      "%d "
-      "merges, %d ctas/SM) | paged %.4f ms (%.2f TB/s, splits %d) | read %.4f ms (%.2f TB/s) | "
-      "variants ms:%s\n",
-      s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
-      s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
-      stats.num_merges, lib_per_sm, paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits,
-      read_ms, kv_bytes / read_ms / 1e9, variants.c_str());
+  std::printf("  paged %.4f ms (%.2f TB/s, splits %d) | read %.4f ms (%.2f TB/s)\n", paged_ms,
+              kv_bytes / paged_ms / 1e9, a.max_num_splits, read_ms, kv_bytes / read_ms / 1e9);
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }

@@ -80,7 +80,7 @@ cudaError_t launch_decode_combine(const DecodeAttentionParams& p, int group, cud
 
 template cudaError_t launch_decode_combine<__nv_bfloat16>(const DecodeAttentionParams&, int,
                                                           cudaStream_t, bool);
-template cudaError_t launch_decode_combine<__half>(const DecodeAttentionParams&, int,
-                                                   cudaStream_t, bool);
+template cudaError_t launch_decode_combine<__half>(const DecodeAttentionParams&, int, cudaStream_t,
+                                                   bool);
 
 }  // namespace pagedattn::kernels::decode

@@ -19,7 +19,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
   constexpr int kRows = kDecodeRowsPerTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* o_smem = reinterpret_cast<float*>(smem);  // [warps][16][kORowFloats]
-  float* m_smem = reinterpret_cast<float*>(ml);  // [warps][16]
+  float* m_smem = reinterpret_cast<float*>(ml);    // [warps][16]
   float* l_smem = m_smem + Cfg::kWarps * kRows;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

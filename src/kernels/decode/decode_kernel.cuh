@@ -22,8 +22,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   extern __shared__ __align__(128) char smem_base[];
   char* smem = smem_base;
   if constexpr (Cfg::kTma) {  // swizzled panels: 1024-byte aligned (kAlignSlack)
-    smem = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_base) + 1023) &
-                                   ~uintptr_t{1023});
+    smem =
+        reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_base) + 1023) & ~uintptr_t{1023});
     init_slice_barriers<Cfg>(smem);
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

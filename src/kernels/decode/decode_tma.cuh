@@ -31,10 +31,10 @@ inline CUresult encode_decode_kv_map(DecodeArgs& a) {
                                static_cast<uint64_t>(p.cache_kv_stride) * 2,
                                static_cast<uint64_t>(p.cache_block_stride) * 2};
   const uint32_t box[5] = {64, heads_inner ? 1u : 16u, heads_inner ? 16u : 1u, 1, 1};
-  return device::encode_tensor_map_16bit_sw128_promote(
-      &a.kv_map, p.kv_cache, 5, dims, strides, box,
-      a.l2_fetch_bytes == 256 ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-                              : CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  return device::encode_tensor_map_16bit_sw128_promote(&a.kv_map, p.kv_cache, 5, dims, strides, box,
+                                                       a.l2_fetch_bytes == 256
+                                                           ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                                           : CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 template <typename Cfg>
@@ -63,9 +63,9 @@ __device__ __forceinline__ int slice_key0(int tile) {
 // Lane 0 copies the warp's K and V boxes of tile `tile` (block id from ring slot `slot`) into
 // `stage`, or, when none of its keys is in the unit, only arrives.
 template <typename Cfg>
-__device__ __forceinline__ void issue_kv_slice_tma(const DecodeArgs& a, const UnitWork& w,
-                                                   int tile, bool live, const int32_t* ring,
-                                                   int slot, char* stage, uint64_t* bar) {
+__device__ __forceinline__ void issue_kv_slice_tma(const DecodeArgs& a, const UnitWork& w, int tile,
+                                                   bool live, const int32_t* ring, int slot,
+                                                   char* stage, uint64_t* bar) {
   if (threadIdx.x % 32 != 0) return;
   const int key0 = slice_key0<Cfg>(tile);
   if (!live || key0 >= w.kv_end || key0 + 16 <= w.kv_begin) {
