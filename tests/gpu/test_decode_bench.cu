@@ -33,6 +33,7 @@ struct BenchShape {
   bool hnd =
       false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
   bool profile = false;  // one launch each of the default, warp and TMA kernels (for ncu)
+  bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
 // The default configuration (cta: a block barrier per tile) beside warp-synchronised cp.async
@@ -86,7 +87,7 @@ void run_shape(const BenchShape& s) {
   const int64_t q_elems = int64_t{s.num_reqs} * s.hq * s.d;
   std::vector<int> table(num_blocks);
   std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937(7));
+  if (s.shuffle) std::shuffle(table.begin(), table.end(), std::mt19937(7));
   std::vector<int> cu(s.num_reqs + 1), seq(s.num_reqs, s.seq_len);
   for (int r = 0; r <= s.num_reqs; ++r) cu[r] = r;
   void *kv, *q, *out, *tbl, *cu_d, *seq_d, *scales, *lse;
@@ -175,11 +176,12 @@ void run_shape(const BenchShape& s) {
   };
   const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
   std::printf(
-      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s: decode %.4f ms (%.2f TB/s, %d units, "
-      "%d merges, %d ctas/SM, makespan %lld cost)\n",
+      "decode bench %dx%d hq %d hkv %d d %d block %d %s %s%s: decode %.4f ms (%.2f TB/s, %d "
+      "units, %d merges, %d ctas/SM, makespan %lld cost)\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
-      s.hnd ? "HND" : "NHD", decode_ms, kv_bytes / decode_ms / 1e9, stats.num_units,
-      stats.num_merges, lib_per_sm, static_cast<long long>(stats.max_cta_cost));
+      s.hnd ? "HND" : "NHD", s.shuffle ? "" : " blocks-in-order", decode_ms,
+      kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
+      static_cast<long long>(stats.max_cta_cost));
   std::fflush(stdout);
   if (s.profile) {
     using Warp = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarp>;
@@ -291,6 +293,9 @@ std::vector<BenchShape> bench_shapes() {
   shapes.push_back(small);
   small.cache = DType::kFP8E4M3;
   shapes.push_back(small);
+  BenchShape in_order;  // the issue's shape with each request's blocks in memory order
+  in_order.shuffle = false;
+  shapes.push_back(in_order);
   BenchShape many;  // many short requests
   many.num_reqs = 256;
   many.seq_len = 1024;
