@@ -53,6 +53,8 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     time_config<Warp>(t, "warp", {.timeline = true});
     time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
     time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarp, true>>(t, "warp_loads");
+    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarpTma>>(t, "tma", {.timeline = true});
+    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
     return;
   }
   using Cta = BenchConfig<kBF16, 64, 4, TileSync::kCta>;

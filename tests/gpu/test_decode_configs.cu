@@ -93,12 +93,17 @@ TEST(DecodeConfigs, Bf16Streams) {
   expect_passes<kBF16, 32, 3, 2, TileSync::kWarp>();
 }
 
-// Warp TMA tiles: each warp's 16 keys of a page as swizzled boxes, foreign V rows zeroed.
+// Warp TMA tiles: boxes of 16 keys (one page each) swizzled, foreign V rows zeroed.
 TEST(DecodeConfigs, Bf16TmaStreams) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>();
   expect_passes<kBF16, 128, 3, 8, TileSync::kWarpTma>();
   expect_passes<kBF16, 64, 4, 4, TileSync::kWarpTma>();
+}
+
+TEST(DecodeConfigs, Fp8TmaStreams) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>();
 }
 
 }  // namespace

@@ -124,19 +124,19 @@ __device__ __forceinline__ void cp_async_16_fetch(uint32_t dst, const void* src,
   }
 }
 
-// Shared-memory byte offset of 16-byte chunk `chunk` of row `row` (< 16) of a TMA slice: panels
+// Shared-memory byte offset of 16-byte chunk `chunk` of row `row` (< 16) of a TMA box: panels
 // of 16 rows x 128 bytes, chunk c of row r stored at c ^ (r % 8) (the 128-byte swizzle).
 template <typename Cfg>
-__device__ __forceinline__ int slice_chunk_offset(int row, int chunk) {
+__device__ __forceinline__ int box_chunk_offset(int row, int chunk) {
   return (chunk / 8) * Cfg::kPanelBytes + row * 128 + ((chunk % 8) ^ (row % 8)) * 16;
 }
 
 // Shared-memory byte offset of 16-byte chunk `chunk` of key row `row` of a K or V tile: padded
-// rows (cp.async) or the warps' TMA slices.
+// rows (cp.async) or the boxes of 16 keys (TMA; the warps' slices are consecutive boxes).
 template <typename Cfg>
 __device__ __forceinline__ int tile_chunk_offset(int row, int chunk) {
   if constexpr (Cfg::kTma) {
-    return (row / 16) * Cfg::kSliceBytes + slice_chunk_offset<Cfg>(row % 16, chunk);
+    return (row / 16) * Cfg::kBoxBytes + box_chunk_offset<Cfg>(row % 16, chunk);
   } else {
     return row * Cfg::kRowBytes + chunk * 16;
   }

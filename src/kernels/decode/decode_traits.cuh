@@ -52,10 +52,13 @@ struct DecodeConfig {
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
   static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
   // cp.async tiles: rows padded by 16 bytes (an odd number of 16-byte chunks keeps ldmatrix
-  // conflict-free). TMA tiles: per warp, kChunks / 8 panels of 16 rows x 128 bytes, swizzled.
+  // conflict-free). TMA tiles: per warp, one box per 16 keys (a page holds them), each kPanels
+  // panels of 16 rows x 128 bytes, swizzled.
   static constexpr int kRowBytes = kTma ? 128 : kHeadDim * kElemBytes + 16;
+  static constexpr int kPanels = kChunks / 8;
   static constexpr int kPanelBytes = 16 * 128;
-  static constexpr int kSliceBytes = kChunks / 8 * kPanelBytes;  // one warp's 16 keys (TMA)
+  static constexpr int kBoxBytes = kPanels * kPanelBytes;         // 16 keys of K or V (TMA)
+  static constexpr int kSliceBytes = kWarpKeys / 16 * kBoxBytes;  // one warp's keys (TMA)
   static constexpr int kTileBytes = kTma ? kWarps * kSliceBytes : kBlockN * kRowBytes;  // K or V
   static constexpr int kStageBytes = 2 * kTileBytes;
   // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
@@ -88,8 +91,7 @@ struct DecodeConfig {
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
   static_assert(kCopyRows <= kCopyThreads, "one thread fetches each key row's block id");
   static_assert((kCopyRows * kChunks) % kCopyThreads == 0, "whole copy passes");
-  static_assert(!kTma || (!kFp8 && kWarpKeys == 16 && kHeadDim % 64 == 0),
-                "TMA tiles: 16-bit caches, 16 keys per warp (one box of a page), whole panels");
+  static_assert(!kTma || kChunks % 8 == 0, "TMA tiles: rows of whole 128-byte panels");
 };
 
 // The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
