@@ -49,6 +49,7 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     using Warp = BenchConfig<kE4M3, 128, 4, TileSync::kWarp>;
     time_config<Cta>(t, "cta", {.timeline = true});
     time_config<Cta>(t, "cta_nocombine", {.combine = false});
+    time_config<Cta>(t, "cta_256", {.num_ctas = 256});
     time_config<BenchConfig<kE4M3, 128, 4, TileSync::kCta, true>>(t, "cta_loads");
     time_config<Warp>(t, "warp", {.timeline = true});
     time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
@@ -64,6 +65,7 @@ void time_config_variants(DType cache, const TimeDecode& t) {
   time_config<Cta>(t, "cta_nocombine", {.combine = false});
   time_config<Cta>(t, "cta_pdl", {.overlap_combine = true});
   time_config<Cta>(t, "cta", {.ctas_per_sm = 1});
+  time_config<Cta>(t, "cta_256", {.num_ctas = 256});
   time_config<Cta>(t, "cta_oh0", {.overhead = 0});
   time_config<Cta>(t, "cta_oh256", {.overhead = 256});
   time_config<BenchConfig<kBF16, 64, 4, TileSync::kCta, true>>(t, "cta_loads");
@@ -76,6 +78,7 @@ void time_config_variants(DType cache, const TimeDecode& t) {
   time_config<Tma>(t, "tma", {.timeline = true});
   time_config<Tma>(t, "tma_pdl", {.overlap_combine = true});
   time_config<Tma>(t, "tma_f256", {.fetch = 256});
+  time_config<Tma>(t, "tma_256", {.num_ctas = 256});
   time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
   time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarpTma>>(t, "tma128w8");
   time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, false, 4>>(t, "tma_s4");
@@ -140,12 +143,12 @@ void run_shape(const BenchShape& s) {
   p.lse = static_cast<float*>(lse);
   p.lse_head_stride = s.num_reqs;
   std::vector<void*> owned;
-  // Plans for ctas_per_sm x SMs CTAs with this unit overhead, then times `launch`.
-  auto time_decode = [&](int ctas_per_sm, int overhead,
+  // Plans for num_ctas CTAs with this unit overhead, then times `launch` on that grid.
+  auto time_decode = [&](int num_ctas, int overhead,
                          const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
                          plan::DecodePlanStats* stats_out) {
     plan::DecodePlanConfig config;
-    config.num_ctas = sms * std::max(1, ctas_per_sm);
+    config.num_ctas = num_ctas;
     config.num_heads = s.hq;
     config.num_kv_heads = s.hkv;
     config.unit_overhead_tokens = overhead;
@@ -176,7 +179,8 @@ void run_shape(const BenchShape& s) {
   auto library = [](const kernels::DecodeAttentionParams& pp) {
     (void)kernels::launch_decode_attention(pp, nullptr);
   };
-  const double decode_ms = time_decode(lib_per_sm, plan::kUnitOverheadTokens, library, &stats);
+  const double decode_ms =
+      time_decode(sms * std::max(1, lib_per_sm), plan::kUnitOverheadTokens, library, &stats);
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s %s%s: decode %.4f ms (%.2f TB/s, %d "
       "units, %d merges, %d ctas/SM, makespan %lld cost)\n",

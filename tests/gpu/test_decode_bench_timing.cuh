@@ -42,6 +42,7 @@ __global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sin
 }
 
 namespace decode_ns = kernels::decode;
+// (num_ctas, unit overhead, launch, plan stats out) -> median ms of launch on a plan for num_ctas.
 using TimeDecode = std::function<double(
     int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
     plan::DecodePlanStats*)>;
@@ -72,6 +73,7 @@ double median_ms(F&& launch, bool once = false) {
 // overhead, the combine launched after it or not (the kernel alone), the CTA timeline recorded.
 struct TimeOptions {
   int ctas_per_sm = 0;
+  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
   int overhead = plan::kUnitOverheadTokens;
   bool combine = true;
   bool overlap_combine = false;  // the combine as a programmatic dependent launch
@@ -129,8 +131,9 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
                          : decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int ctas = opt.num_ctas > 0 ? opt.num_ctas : sms * per_sm;
   unsigned long long* clock = nullptr;
-  if (opt.timeline) cudaMalloc(&clock, size_t{2} * sms * per_sm * 8);
+  if (opt.timeline) cudaMalloc(&clock, size_t{2} * ctas * 8);
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
@@ -141,10 +144,14 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
                                                             opt.overlap_combine);
     }
   };
-  const double ms = time_decode(per_sm, opt.overhead, launch, nullptr);
-  std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms);
+  plan::DecodePlanStats stats;
+  const double ms = time_decode(ctas, opt.overhead, launch, &stats);
+  std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
+                    " (grid " + std::to_string(ctas) + ", units " +
+                    std::to_string(stats.num_units) + ", merges " +
+                    std::to_string(stats.num_merges) + ")";
   if (clock != nullptr) {
-    std::vector<unsigned long long> host(size_t{2} * sms * per_sm);
+    std::vector<unsigned long long> host(size_t{2} * ctas);
     cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);
     cudaFree(clock);
     out += timeline_summary(host);

@@ -65,7 +65,7 @@ __device__ __forceinline__ int slice_key0(int tile) {
   return tile * Cfg::kBlockN + (threadIdx.x / 32) * Cfg::kWarpKeys;
 }
 
-// Whether box `b` of the warp's slice (keys key0 + 16 b ...) has a key in the unit.
+// Whether the box of the 16 keys from key0 has a key in the unit.
 __device__ __forceinline__ bool box_live(const UnitWork& w, int key0) {
   return key0 < w.kv_end && key0 + 16 > w.kv_begin;
 }
