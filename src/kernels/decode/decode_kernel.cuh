@@ -46,13 +46,15 @@ cudaError_t prepare_decode_kernel() {
                               Cfg::kSmemBytes);
 }
 
+// TMA configurations: cudaErrorNotSupported when the cache has no tensor map (alignment,
+// strides), before anything is launched.
 template <typename Cfg, typename T>
 cudaError_t launch_decode_config(const DecodeArgs& a, cudaStream_t stream) {
   cudaError_t err = prepare_decode_kernel<Cfg, T>();
   if (err != cudaSuccess) return err;
   if constexpr (Cfg::kTma) {
     DecodeArgs with_map = a;
-    if (encode_decode_kv_map<Cfg>(with_map) != CUDA_SUCCESS) return cudaErrorInvalidValue;
+    if (encode_decode_kv_map<Cfg>(with_map) != CUDA_SUCCESS) return cudaErrorNotSupported;
     decode_kernel<Cfg, T><<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(with_map);
   } else {
     decode_kernel<Cfg, T><<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
@@ -71,15 +73,26 @@ int decode_config_ctas_per_sm() {
   return blocks;
 }
 
-// Defined in the decode_hd<N>_*.cu instantiation files.
+// Defined in the decode_hd<N>_*.cu instantiation files: TMA tiles where they serve, cp.async
+// tiles otherwise (the same CTAs per SM, so the plan's grid fits either).
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_decode_instance(const DecodeArgs& a, cudaStream_t stream) {
-  return launch_decode_config<DefaultDecodeConfig<kHeadDim, kCache>, T>(a, stream);
+  if constexpr (kDecodeTmaServes<kHeadDim, kCache>) {
+    const cudaError_t err = launch_decode_config<DecodeTmaConfig<kHeadDim, kCache>, T>(a, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
+  return launch_decode_config<DecodeCopyConfig<kHeadDim, kCache>, T>(a, stream);
 }
 
 template <int kHeadDim, typename T, CacheKind kCache>
 int decode_instance_ctas_per_sm() {
-  return decode_config_ctas_per_sm<DefaultDecodeConfig<kHeadDim, kCache>, T>();
+  if constexpr (kDecodeTmaServes<kHeadDim, kCache>) {
+    static_assert(DecodeTmaConfig<kHeadDim, kCache>::kMinCtasPerSm ==
+                      DecodeCopyConfig<kHeadDim, kCache>::kMinCtasPerSm,
+                  "both tile kinds must fit the plan's grid");
+    return decode_config_ctas_per_sm<DecodeTmaConfig<kHeadDim, kCache>, T>();
+  }
+  return decode_config_ctas_per_sm<DecodeCopyConfig<kHeadDim, kCache>, T>();
 }
 
 }  // namespace pagedattn::kernels::decode

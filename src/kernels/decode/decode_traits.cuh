@@ -94,18 +94,28 @@ struct DecodeConfig {
   static_assert(!kTma || kChunks % 8 == 0, "TMA tiles: rows of whole 128-byte panels");
 };
 
-// The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
-// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA. Timed on the
-// H200 (64 x 4096 decode, 32/8 heads, D 128, bf16 queries, NHD, page 16; ms), per-unit pipeline
-// then stream, both with 256-byte fetches: bf16 64/3 0.2774 / 0.2774, FP8 e4m3 128/3 0.2004 /
-// 0.1989; the stream gains up to 3% where units are short (FP8 HND 128 x 1024: 0.1048 / 0.1016).
-// Slower on every decode shape: 64/2 (3 CTAs per SM), 6 stages (1 CTA), 2 warps x 32 keys
-// (4 CTAs), 8 warps x 128 keys (1 CTA); L2 prefetches of the tiles beyond the pipeline (27-52%);
-// FP8 Q K^T on FP8 tensor cores with Q split into two e4m3 terms (2-11%); bulk copies (1-D TMA)
-// of each key row, issued by one warp (2.2x).
+// The configurations each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, 4 warps, one tile stream per CTA. Where
+// the rows are whole 128-byte panels the tiles come by TMA (DecodeTmaConfig), else, or when the
+// cache cannot be described by a tensor map, by cp.async with a block barrier per tile
+// (DecodeCopyConfig); both hold the same CTAs per SM. H200, one call (64 x 4096 decode, 32/8
+// heads, D 128, page 16, NHD; ms): bf16 cp.async 0.2713, TMA 0.2584; FP8 e4m3 0.1589 / 0.1476;
+// TMA also 3-14% faster on every other decode shape of the suite, both layouts. Slower there:
+// warp-synchronised cp.async tiles (+0.2%), TMA with 256-byte L2 promotion (+8%), 4 stages
+// (1 CTA per SM, +7%), 8 warps x 128 keys (1 CTA, +0.5%); before: 64/2 (3 CTAs per SM), 6 stages,
+// 2 warps x 32 keys (4 CTAs), L2 prefetches of the tiles beyond the pipeline (27-52%), FP8 Q K^T
+// on FP8 tensor cores with Q split into two e4m3 terms (2-11%), 1-D bulk copies of each key row
+// (2.2x).
 template <int kHeadDim, CacheKind kCache>
-using DefaultDecodeConfig =
-    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
+inline constexpr int kDefaultDecodeBlockN = is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64;
+template <int kHeadDim, CacheKind kCache>
+using DecodeCopyConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHeadDim, kCache>, 3>;
+template <int kHeadDim, CacheKind kCache>
+using DecodeTmaConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHeadDim, kCache>, 3, 4,
+                                     TileSync::kWarpTma>;
+// Whether the TMA tiles serve this head size and cache (rows of whole 128-byte panels).
+template <int kHeadDim, CacheKind kCache>
+inline constexpr bool kDecodeTmaServes = kHeadDim*(is_fp8(kCache) ? 1 : 2) % 128 == 0;
 
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
