@@ -32,56 +32,31 @@ struct BenchShape {
   DType cache = DType::kBF16;
   bool hnd =
       false;  // cache layout [block][2][head][token][d] instead of [block][2][token][head][d]
-  bool profile = false;  // one launch each of the default, warp and TMA kernels (for ncu)
+  bool profile = false;  // one launch each of the default (TMA) and cp.async kernels (for ncu)
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The default configuration (cta: a block barrier per tile) beside warp-synchronised cp.async
-// tiles (warp) and warp TMA tiles (tma), each also as loads only, without the combine, with the
-// combine as a programmatic dependent launch (pdl), on one CTA per SM, with other unit overheads,
-// and with the CTA timeline.
+// The default configuration (tma: warp TMA tiles) beside cp.async tiles with a block barrier
+// per tile (cta, the fallback), each also as loads only (the copies without the compute),
+// without the combine, on a 256-CTA grid (the suite's power-of-two segment counts divide evenly:
+// no cuts), and with the CTA timeline.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
-  constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
-  constexpr auto kBF16 = kernels::CacheKind::kBF16;
-  if (cache == DType::kFP8E4M3) {
-    using Cta = BenchConfig<kE4M3, 128, 4, TileSync::kCta>;
-    using Warp = BenchConfig<kE4M3, 128, 4, TileSync::kWarp>;
+  auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
+    using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
+    using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
     time_config<Cta>(t, "cta", {.timeline = true});
-    time_config<Cta>(t, "cta_nocombine", {.combine = false});
-    time_config<Cta>(t, "cta_256", {.num_ctas = 256});
-    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kCta, true>>(t, "cta_loads");
-    time_config<Warp>(t, "warp", {.timeline = true});
-    time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
-    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarp, true>>(t, "warp_loads");
-    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarpTma>>(t, "tma", {.timeline = true});
-    time_config<BenchConfig<kE4M3, 128, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
-    return;
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kCta, true>>(t, "cta_loads");
+    time_config<Tma>(t, "tma", {.timeline = true});
+    time_config<Tma>(t, "tma_nocombine", {.combine = false});
+    time_config<Tma>(t, "tma_256", {.num_ctas = 256});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
+  };
+  if (cache == DType::kFP8E4M3) {
+    variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
+  } else {
+    variants.template operator()<kernels::CacheKind::kBF16, 64>();
   }
-  using Cta = BenchConfig<kBF16, 64, 4, TileSync::kCta>;
-  using Warp = BenchConfig<kBF16, 64, 4, TileSync::kWarp>;
-  using Tma = BenchConfig<kBF16, 64, 4, TileSync::kWarpTma>;
-  time_config<Cta>(t, "cta", {.timeline = true});
-  time_config<Cta>(t, "cta_nocombine", {.combine = false});
-  time_config<Cta>(t, "cta_pdl", {.overlap_combine = true});
-  time_config<Cta>(t, "cta", {.ctas_per_sm = 1});
-  time_config<Cta>(t, "cta_256", {.num_ctas = 256});
-  time_config<Cta>(t, "cta_oh0", {.overhead = 0});
-  time_config<Cta>(t, "cta_oh256", {.overhead = 256});
-  time_config<BenchConfig<kBF16, 64, 4, TileSync::kCta, true>>(t, "cta_loads");
-  time_config<Warp>(t, "warp", {.timeline = true});
-  time_config<Warp>(t, "warp_nocombine", {.combine = false});
-  time_config<Warp>(t, "warp_pdl", {.overlap_combine = true});
-  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarp, true>>(t, "warp_loads");
-  time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarp>>(t, "warp128w8");
-  time_config<BenchConfig<kBF16, 32, 2, TileSync::kWarp>>(t, "warp32w2");
-  time_config<Tma>(t, "tma", {.timeline = true});
-  time_config<Tma>(t, "tma_pdl", {.overlap_combine = true});
-  time_config<Tma>(t, "tma_f256", {.fetch = 256});
-  time_config<Tma>(t, "tma_256", {.num_ctas = 256});
-  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
-  time_config<BenchConfig<kBF16, 128, 8, TileSync::kWarpTma>>(t, "tma128w8");
-  time_config<BenchConfig<kBF16, 64, 4, TileSync::kWarpTma, false, 4>>(t, "tma_s4");
 }
 
 void run_shape(const BenchShape& s) {
@@ -190,10 +165,8 @@ void run_shape(const BenchShape& s) {
       static_cast<long long>(stats.max_cta_cost));
   std::fflush(stdout);
   if (s.profile) {
-    using Warp = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarp>;
-    using Tma = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarpTma>;
-    time_config<Warp>(time_decode, "warp");
-    time_config<Tma>(time_decode, "tma");
+    using Cta = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kCta>;
+    time_config<Cta>(time_decode, "cta");
     for (void* ptr : owned) cudaFree(ptr);
     for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
     return;
@@ -314,8 +287,8 @@ TEST(DecodeBench, DISABLED_Shapes) {
   for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
-// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each of the default,
-// warp-sync and TMA kernels: for ncu.
+// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each of the default
+// (TMA) and cp.async kernels: for ncu.
 TEST(DecodeBench, DISABLED_Profile) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   BenchShape s;

@@ -86,23 +86,15 @@ __device__ __forceinline__ int key_slot(const DecodeArgs& a, int key) {
   return a.block_shift >= 0 ? key & (a.p.block_size - 1) : key % a.p.block_size;
 }
 
-// The copying group of this thread (Cfg::kSync): its first row of every tile and its index.
-template <typename Cfg>
-__device__ __forceinline__ int copy_row0() {
-  return Cfg::kWarpSync ? (threadIdx.x / 32) * Cfg::kWarpKeys : 0;
-}
-template <typename Cfg>
-__device__ __forceinline__ int copy_thread() {
-  return Cfg::kWarpSync ? threadIdx.x % 32 : threadIdx.x;
-}
-
-// Block ids of the group's rows of tile `tile` into ring slot `slot` (cp.async, in the caller's
-// group); rows outside the unit get 0.
+// Block ids of tile `tile`'s key rows into ring slot `slot` (cp.async, in the caller's group);
+// rows outside the unit get 0. The CTA fetches the whole tile's (cp.async tiles), each warp its
+// own keys' (TMA tiles: the warp waits for nobody else).
 template <typename Cfg>
 __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitWork& w, int tile,
                                                 bool live, int32_t* ring, int slot) {
-  const int row = copy_row0<Cfg>() + copy_thread<Cfg>();
-  if (copy_thread<Cfg>() < Cfg::kCopyRows) {
+  const int id_thread = Cfg::kTma ? threadIdx.x % 32 : threadIdx.x;
+  const int row = (Cfg::kTma ? (threadIdx.x / 32) * Cfg::kWarpKeys : 0) + id_thread;
+  if (id_thread < Cfg::kIdRows) {
     const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
     const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
@@ -151,20 +143,20 @@ __device__ __forceinline__ int64_t key_row_offset(const DecodeArgs& a, const Uni
          Cfg::kElemBytes;
 }
 
-// The group's K and V rows of tile `tile` into a stage (rows of kRowBytes; K then V).
-// Consecutive threads copy consecutive 16-byte chunks of a row.
+// K and V rows of tile `tile` into a stage (rows of kRowBytes; K then V). Consecutive threads
+// copy consecutive 16-byte chunks of a row.
 template <typename Cfg>
 __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
                                              bool live, const int32_t* ring, int slot,
                                              char* stage) {
   const char* cache = static_cast<const char*>(a.p.kv_cache);
   const int32_t* ids = ring + slot * Cfg::kBlockN;
-  constexpr int kPasses = Cfg::kCopyRows * Cfg::kChunks / Cfg::kCopyThreads;
+  constexpr int kPasses = Cfg::kBlockN * Cfg::kChunks / Cfg::kThreads;
   constexpr int kElemsPerChunk = 16 / Cfg::kElemBytes;
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
-    const int idx = pass * Cfg::kCopyThreads + copy_thread<Cfg>();
-    const int row = copy_row0<Cfg>() + idx / Cfg::kChunks, c = idx % Cfg::kChunks;
+    const int idx = pass * Cfg::kThreads + threadIdx.x;
+    const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
     const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
     const char* k_src = cache + key_row_offset<Cfg>(a, w, ids, row, key);

@@ -56,7 +56,7 @@ struct TileCursor {
 // Publishes the copies this thread waited for to the threads that read them (Cfg::kSync).
 template <typename Cfg>
 __device__ __forceinline__ void tile_barrier() {
-  if constexpr (Cfg::kWarpSync) {
+  if constexpr (Cfg::kTma) {
     __syncwarp();
   } else {
     __syncthreads();
