@@ -49,6 +49,8 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kCta, true>>(t, "cta_loads");
     time_config<Tma>(t, "tma", {.timeline = true});
     time_config<Tma>(t, "tma_nocombine", {.combine = false});
+    time_config<Tma>(t, "tma_merge", {.merge_in_kernel = true});
+    time_config<Cta>(t, "cta_merge", {.merge_in_kernel = true});
     time_config<Tma>(t, "tma_256", {.num_ctas = 256});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
   };

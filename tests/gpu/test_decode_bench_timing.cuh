@@ -76,7 +76,7 @@ struct TimeOptions {
   int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
   int overhead = plan::kUnitOverheadTokens;
   bool combine = true;
-  bool overlap_combine = false;  // the combine as a programmatic dependent launch
+  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
   bool timeline = false;
   int fetch = 0;  // L2 fetch bytes of the copies (0: the library's 128)
 };
@@ -139,9 +139,9 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     a.cta_clock = clock;
     if (opt.fetch > 0) a.l2_fetch_bytes = opt.fetch;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    if (opt.combine) {
-      (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr,
-                                                            opt.overlap_combine);
+    a.merge_in_kernel = opt.merge_in_kernel;
+    if (opt.combine && !opt.merge_in_kernel) {
+      (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
     }
   };
   plan::DecodePlanStats stats;

@@ -19,15 +19,17 @@ namespace {
 using kernels::decode::TileSync;
 using testing::CaseSpec;
 
+// The kernel then the combine kernel, or the kernel merging split segments itself.
 template <typename Cfg>
-DecodeRunOptions config_options() {
+DecodeRunOptions config_options(bool merge_in_kernel) {
   DecodeRunOptions o;
   o.ctas_per_sm = kernels::decode::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  o.launch = [](const kernels::DecodeAttentionParams& p) -> Status {
-    const kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
+  o.launch = [merge_in_kernel](const kernels::DecodeAttentionParams& p) -> Status {
+    kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
+    a.merge_in_kernel = merge_in_kernel;
     cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    if (err == cudaSuccess) {
-      err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr, true);
+    if (err == cudaSuccess && !merge_in_kernel) {
+      err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
     }
     if (err != cudaSuccess) return Status(StatusCode::kCudaError, cudaGetErrorString(err));
     return ok_status();
@@ -54,12 +56,14 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
     c.block_size = block;
     if (block != 32) c.sliding_window = SlidingWindow{};
     for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-      DecodeRunOptions o = config_options<Cfg>();
+      const bool merge_in_kernel = layout == KVCacheLayout::kHND;
+      DecodeRunOptions o = config_options<Cfg>(merge_in_kernel);
       o.num_ctas = 3;
       const DecodeRunResult r = run_decode_case(c, layout, o);
-      EXPECT_TRUE(r.cmp.pass) << name << " block " << block << ": max_abs " << r.cmp.max_abs_error
-                              << "\n"
+      EXPECT_TRUE(r.cmp.pass) << name << " block " << block << " merge_in_kernel "
+                              << merge_in_kernel << ": max_abs " << r.cmp.max_abs_error << "\n"
                               << r.cmp.detail;
+      EXPECT_GT(r.stats.num_merges, 0) << name;
     }
   }
 }

@@ -8,11 +8,7 @@
 
 namespace pagedattn::kernels::decode {
 
-// overlap_launch: launched as a programmatic dependent of the decode kernel (sm_90), so that its
-// launch and CTA setup overlap the decode kernel's last CTAs; it waits for the whole decode grid
-// before reading any partial.
 template <typename T>
-cudaError_t launch_decode_combine(const DecodeAttentionParams& p, int group, cudaStream_t stream,
-                                  bool overlap_launch = false);
+cudaError_t launch_decode_combine(const DecodeAttentionParams& p, int group, cudaStream_t stream);
 
 }  // namespace pagedattn::kernels::decode

@@ -26,10 +26,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
         reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_base) + 1023) & ~uintptr_t{1023});
     init_slice_barriers<Cfg>(smem);
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // A combine launched with overlap_launch may start its CTAs now: it waits for this whole grid.
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
   const char* plan = static_cast<const char*>(a.p.plan);
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* cta_begin = reinterpret_cast<const int32_t*>(plan + kDecodePlanCtaBeginOffset);

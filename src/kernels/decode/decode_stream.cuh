@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/decode/decode_epilogue.cuh"
+#include "kernels/decode/decode_merge.cuh"
 #include "kernels/decode/decode_tma.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
@@ -119,6 +120,9 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
     store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
+    if (a.merge_in_kernel && w.partial >= 0) {
+      merge_if_last_piece<T, Cfg::kThreads>(a, u, reinterpret_cast<int*>(smem + Cfg::kMlOffset));
+    }
   }
   device::cp_async_wait<0>();  // no copy outlives the CTA
 }

@@ -131,6 +131,9 @@ struct DecodeArgs {
   // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
   // for DecodeBench's baseline.
   int l2_fetch_bytes = 128;
+  // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
+  // by the combine kernel after the decode kernel.
+  bool merge_in_kernel = false;
   // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
   // and end to [2c] and [2c + 1].
   unsigned long long* cta_clock = nullptr;
