@@ -36,10 +36,11 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The default configuration (tma: warp TMA tiles) beside cp.async tiles with a block barrier
-// per tile (cta, the fallback), each also as loads only (the copies without the compute),
-// without the combine, on a 256-CTA grid (the suite's power-of-two segment counts divide evenly:
-// no cuts), and with the CTA timeline.
+// The default configuration (tma_merge: warp TMA tiles, split segments merged in the kernel)
+// beside cp.async tiles with a block barrier per tile (cta, the fallback), each also as loads
+// only (the copies without the compute), with the combine kernel or without any merge, with other
+// unit overheads (how often the plan cuts), on a 256-CTA grid (the suite's power-of-two segment
+// counts divide evenly: no cuts), and with the CTA timeline.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
@@ -49,9 +50,13 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kCta, true>>(t, "cta_loads");
     time_config<Tma>(t, "tma", {.timeline = true});
     time_config<Tma>(t, "tma_nocombine", {.combine = false});
-    time_config<Tma>(t, "tma_merge", {.merge_in_kernel = true});
+    time_config<Tma>(t, "tma_merge", {.merge_in_kernel = true, .timeline = true});
     time_config<Cta>(t, "cta_merge", {.merge_in_kernel = true});
-    time_config<Tma>(t, "tma_256", {.num_ctas = 256});
+    time_config<Tma>(t, "tma_merge_oh0", {.overhead = 0, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_merge_oh256", {.overhead = 256, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_merge_oh1024", {.overhead = 1024, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_256", {.num_ctas = 256, .timeline = true});
+    time_config<Tma>(t, "tma_merge_256", {.num_ctas = 256, .merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
   };
   if (cache == DType::kFP8E4M3) {

@@ -78,7 +78,6 @@ struct TimeOptions {
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
   bool timeline = false;
-  int fetch = 0;  // L2 fetch bytes of the copies (0: the library's 128)
 };
 
 // The CTAs' start and end times of the last launch, in us from the first start: the span, the
@@ -137,7 +136,6 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
-    if (opt.fetch > 0) a.l2_fetch_bytes = opt.fetch;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     a.merge_in_kernel = opt.merge_in_kernel;
     if (opt.combine && !opt.merge_in_kernel) {

@@ -126,11 +126,6 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  // L2 fetch size of the 16-byte copies. 128: a 256-byte fetch of a 128-byte FP8 NHD row also
-  // reads the next head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3%
-  // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
-  // for DecodeBench's baseline.
-  int l2_fetch_bytes = 128;
   // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
   // by the combine kernel after the decode kernel.
   bool merge_in_kernel = false;
