@@ -70,14 +70,16 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
 template <kernels::CacheKind kCache, int kBlockN, int kStages, int kWarps = 4,
-          TileSync kSync = TileSync::kCta>
+          TileSync kSync = TileSync::kCta, bool kQPrefetch = false>
 void expect_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync>;
+  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, false,
+                                            kQPrefetch>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
   const char* sync = kSync == TileSync::kCta ? "cta" : "tma";
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? "fp8_" : "bf16_") + sync + std::to_string(kBlockN) +
-                                "w" + std::to_string(kWarps) + "x" + std::to_string(kStages));
+                                "w" + std::to_string(kWarps) + "x" + std::to_string(kStages) +
+                                (kQPrefetch ? "_qprefetch" : ""));
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
@@ -95,6 +97,13 @@ TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>();
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>();
+}
+
+// The query rows prefetched into shared memory with the unit's first K/V tiles.
+TEST(DecodeConfigs, TmaTilesQueryPrefetch) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma, true>();
+  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma, true>();
 }
 
 }  // namespace
