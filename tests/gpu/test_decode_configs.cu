@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "cuda_test_support.h"
@@ -37,10 +38,12 @@ DecodeRunOptions config_options(bool merge_in_kernel) {
   return o;
 }
 
-// Odd lengths (cut units start and end inside pages and tiles), a sink, a window, page 32; then
-// page 16 and 1024 without the window. Both layouts.
+// Odd lengths (cut units start and end inside pages and tiles), a sink, a window at page 32;
+// pages 16 and 1024 without the window. Both layouts (NHD with the combine kernel, HND merging
+// in the kernel).
 template <typename Cfg>
-void expect_config_passes(KVCacheDType kv, const std::string& name) {
+void expect_config_passes(KVCacheDType kv, const std::string& name,
+                          std::initializer_list<int> blocks) {
   CaseSpec c;
   c.name = name;
   c.seed = 131;
@@ -52,7 +55,7 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
   c.sliding_window = SlidingWindow{3000, 0};
   c.seq_lens = {1, 17, 130, 777, 2000, 65, 4099};
   c.query_lens = {1, 1, 2, 1, 1, 3, 1};
-  for (int block : {32, 16, 1024}) {
+  for (int block : blocks) {
     c.block_size = block;
     if (block != 32) c.sliding_window = SlidingWindow{};
     for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
@@ -71,7 +74,7 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
 // D 128, bf16 queries, an e4m3 or bf16 cache.
 template <kernels::CacheKind kCache, int kBlockN, int kStages, int kWarps = 4,
           TileSync kSync = TileSync::kCta, bool kQPrefetch = false>
-void expect_passes() {
+void expect_passes(std::initializer_list<int> blocks = {32}) {
   using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, false,
                                             kQPrefetch>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
@@ -79,7 +82,8 @@ void expect_passes() {
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? "fp8_" : "bf16_") + sync + std::to_string(kBlockN) +
                                 "w" + std::to_string(kWarps) + "x" + std::to_string(kStages) +
-                                (kQPrefetch ? "_qprefetch" : ""));
+                                (kQPrefetch ? "_qprefetch" : ""),
+                            blocks);
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
@@ -95,8 +99,8 @@ TEST(DecodeConfigs, CopyTiles) {
 
 TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>();
-  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>();
+  expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
+  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
 }
 
 // The query rows prefetched into shared memory with the unit's first K/V tiles.
