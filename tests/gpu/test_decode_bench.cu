@@ -51,9 +51,6 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     time_config<Tma>(t, "tma", {.timeline = true});
     time_config<Tma>(t, "tma_nocombine", {.combine = false});
     time_config<Tma>(t, "tma_merge", {.merge_in_kernel = true, .timeline = true});
-    using TmaQ = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, true>;
-    time_config<TmaQ>(t, "tma_qpf_merge", {.merge_in_kernel = true, .timeline = true});
-    time_config<TmaQ>(t, "tma_qpf_merge_256", {.num_ctas = 256, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_merge", {.merge_in_kernel = true});
     time_config<Tma>(t, "tma_merge_oh0", {.overhead = 0, .merge_in_kernel = true});
     time_config<Tma>(t, "tma_merge_oh256", {.overhead = 256, .merge_in_kernel = true});

@@ -160,8 +160,8 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
-          bool kLoadsOnly = false, int kStages = 3, bool kQPrefetch = false>
+          bool kLoadsOnly = false, int kStages = 3>
 using BenchConfig =
-    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly, kQPrefetch>;
+    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
 
 }  // namespace pagedattn::test::decode_bench

@@ -73,16 +73,14 @@ void expect_config_passes(KVCacheDType kv, const std::string& name,
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
 template <kernels::CacheKind kCache, int kBlockN, int kStages, int kWarps = 4,
-          TileSync kSync = TileSync::kCta, bool kQPrefetch = false>
+          TileSync kSync = TileSync::kCta>
 void expect_passes(std::initializer_list<int> blocks = {32}) {
-  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, false,
-                                            kQPrefetch>;
+  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
   const char* sync = kSync == TileSync::kCta ? "cta" : "tma";
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
                             std::string(kFp8 ? "fp8_" : "bf16_") + sync + std::to_string(kBlockN) +
-                                "w" + std::to_string(kWarps) + "x" + std::to_string(kStages) +
-                                (kQPrefetch ? "_qprefetch" : ""),
+                                "w" + std::to_string(kWarps) + "x" + std::to_string(kStages),
                             blocks);
 }
 
@@ -101,13 +99,6 @@ TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
-}
-
-// The query rows prefetched into shared memory with the unit's first K/V tiles.
-TEST(DecodeConfigs, TmaTilesQueryPrefetch) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma, true>();
-  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma, true>();
 }
 
 }  // namespace

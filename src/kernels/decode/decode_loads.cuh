@@ -41,33 +41,13 @@ __device__ __forceinline__ UnitWork load_unit(const DecodeWorkUnit* units, int i
   return w;
 }
 
-// The unit's 16 query rows into a shared-memory slot (cp.async, in the caller's group; rows
-// past the unit's and columns past head_size zero-filled). Needs a.q_rows_16b.
-template <typename Cfg, typename T>
-__device__ __forceinline__ void fetch_q_rows(const DecodeArgs& a, const UnitWork& w, char* slot) {
-  constexpr int kChunks = Cfg::kQRowBytes / 16;
-  for (int idx = threadIdx.x; idx < kDecodeRowsPerTile * kChunks; idx += Cfg::kThreads) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    const int gr = w.row0 + r;
-    const bool ok = r < w.rows && c * 8 < a.p.head_size;
-    const T* src = static_cast<const T*>(a.p.q);
-    if (ok) {
-      src += (w.q_start + gr / a.group) * a.p.q_token_stride +
-             (w.kv_head * a.group + gr % a.group) * a.p.q_head_stride + c * 8;
-    }
-    device::cp_async_16(device::smem_addr(slot + r * Cfg::kQRowBytes + c * 16), src, ok ? 16 : 0);
-  }
-}
-
 // Query fragments (A operand, 16 rows x kHeadDim) of every k16 step, in registers for the whole
-// unit, from global memory or from the unit's shared-memory slot (`q_slot`, fetch_q_rows). 16-bit
-// caches: the plain m16n8k16 layout, T as given. FP8 caches: f16 pre-multiplied by the softmax
-// scale, with the k order permuted as the FP8 K fragments are (fragments_fp8.cuh): lane t's
-// registers hold columns 4t..4t+3 of each 16-column step.
+// unit. 16-bit caches: the plain m16n8k16 layout, T as given. FP8 caches: f16 pre-multiplied by
+// the softmax scale, with the k order permuted as the FP8 K fragments are (fragments_fp8.cuh):
+// lane t's registers hold columns 4t..4t+3 of each 16-column step.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const UnitWork& w,
-                                                 uint32_t (&qa)[Cfg::kKSteps][4],
-                                                 const char* q_slot) {
+                                                 uint32_t (&qa)[Cfg::kKSteps][4]) {
   const DecodeAttentionParams& p = a.p;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -76,9 +56,7 @@ __device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const Unit
     const bool valid = r < w.rows;
     const int gr = w.row0 + r;
     const T* row = static_cast<const T*>(p.q);
-    if (q_slot != nullptr) {  // zero-filled rows and columns: every read is in the slot
-      row = reinterpret_cast<const T*>(q_slot + r * Cfg::kQRowBytes);
-    } else if (valid) {
+    if (valid) {
       row += (w.q_start + gr / a.group) * p.q_token_stride +
              (w.kv_head * a.group + gr % a.group) * p.q_head_stride;
     }

@@ -80,15 +80,7 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   device::cp_async_wait<0>();
   tile_barrier<Cfg>();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
-  // Query slots of the units (kQPrefetch), by the unit's index in the CTA's list.
-  const bool q_prefetch = Cfg::kQPrefetch && a.q_rows_16b;
-  auto q_slot = [smem, u_begin](int u) {
-    return smem + Cfg::kQOffset + (u - u_begin) % 3 * Cfg::kQSlotBytes;
-  };
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
-    if (q_prefetch && kv.live() && kv.t == first_tile(kv.w, Cfg::kBlockN)) {
-      fetch_q_rows<Cfg, T>(a, kv.w, q_slot(kv.u));
-    }
     if constexpr (Cfg::kTma) {
       issue_kv_slice_tma<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x),
                               slice_barrier<Cfg>(smem, x % Cfg::kStages));
@@ -107,11 +99,7 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     const UnitWork w = load_unit(units, u, a.group);
     UnitContext<Cfg> c;
     WarpState<Cfg> st;
-    if (q_prefetch) {  // the slot's copies went with the K/V of this unit's first tile
-      device::cp_async_wait<Cfg::kStages - 2>();
-      __syncthreads();
-    }
-    begin_unit<Cfg, T>(a, w, c, st, q_prefetch ? q_slot(u) : nullptr);
+    begin_unit<Cfg, T>(a, w, c, st);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
       device::cp_async_wait<Cfg::kStages - 2>();

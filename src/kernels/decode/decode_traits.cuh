@@ -30,7 +30,7 @@ enum class TileSync { kCta, kWarpTma };
 // kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
 // compute (its output is meaningless).
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
-          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false, bool kQPrefetch_ = false>
+          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -44,14 +44,6 @@ struct DecodeConfig {
   static constexpr TileSync kSync = kSync_;
   static constexpr bool kTma = kSync == TileSync::kWarpTma;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
-  // Each unit's query rows copied into shared memory (cp.async) when the K/V copies enter the
-  // unit, kStages - 1 tiles ahead, so the unit's start reads them there instead of waiting on
-  // global loads. Three slots: with one-tile units a warp may still read unit u's rows while
-  // another copies unit u + 2's.
-  static constexpr bool kQPrefetch = kQPrefetch_;
-  static constexpr int kQRowBytes = kHeadDim * 2;  // queries are 16-bit
-  static constexpr int kQSlotBytes = kDecodeRowsPerTile * kQRowBytes;
-  static constexpr int kQBytes = kQPrefetch ? 3 * kQSlotBytes : 0;
   // The key rows whose block ids one thread group fetches, and the group's threads: the tile and
   // the CTA (cp.async), or the warp's keys and the warp (TMA).
   static constexpr int kIdRows = kTma ? kWarpKeys : kBlockN;
@@ -77,14 +69,12 @@ struct DecodeConfig {
   static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
   static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
   static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;
-  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, query slots, then the epilogue's O
-  // rows unless they fit in the stage of the unit's last tile (the other stages hold the next
-  // tiles in flight).
+  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, then the epilogue's O rows unless
+  // they fit in the stage of the unit's last tile (the other stages hold the next tiles in flight).
   static constexpr int kRingOffset = kStages * kStageBytes;
   static constexpr int kMlOffset = kRingOffset + kRingBytes;
   static constexpr int kBarrierOffset = kMlOffset + kEpilogueMlBytes;
-  static constexpr int kQOffset = (kBarrierOffset + kBarrierBytes + 15) / 16 * 16;
-  static constexpr int kPipelineBytes = kQOffset + kQBytes;
+  static constexpr int kPipelineBytes = kBarrierOffset + kBarrierBytes;
   static constexpr bool kEpilogueInStage = kEpilogueOBytes <= kStageBytes;
   // TMA's swizzled panels need 1024-byte alignment: the kernel rounds its base up.
   static constexpr int kAlignSlack = kTma ? 1024 : 0;
@@ -136,7 +126,6 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  bool q_rows_16b = true;   // query rows 16-byte aligned (kQPrefetch copies them in 16 bytes)
   // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
   // by the combine kernel after the decode kernel.
   bool merge_in_kernel = false;
@@ -164,9 +153,6 @@ inline DecodeArgs make_decode_args(const DecodeAttentionParams& params) {
                     params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
                     params.head_size % 16 == 0;
   }
-  a.q_rows_16b = reinterpret_cast<uintptr_t>(params.q) % 16 == 0 &&
-                 params.q_token_stride % 8 == 0 && params.q_head_stride % 8 == 0 &&
-                 params.head_size % 8 == 0;
   if ((params.block_size & (params.block_size - 1)) == 0) {
     a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
   }

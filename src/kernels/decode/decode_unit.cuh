@@ -16,14 +16,13 @@ struct UnitContext {
   int open_hi;
 };
 
-// Loads the unit's query fragments (from global memory, or from its shared-memory slot q_slot
-// when prefetched) and resets the warp's softmax state.
+// Loads the unit's query fragments (global loads: issue them before waiting on copies) and
+// resets the warp's softmax state.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void begin_unit(const DecodeArgs& a, const UnitWork& w,
-                                           UnitContext<Cfg>& c, WarpState<Cfg>& st,
-                                           const char* q_slot) {
+                                           UnitContext<Cfg>& c, WarpState<Cfg>& st) {
   const DecodeAttentionParams& p = a.p;
-  load_q_fragments<Cfg, T>(a, w, c.qa, q_slot);
+  load_q_fragments<Cfg, T>(a, w, c.qa);
   const int scale_idx = p.per_head_scales ? w.kv_head : 0;
   c.sp.qk_scale = Cfg::kFp8 ? p.k_scale[scale_idx] : p.scale;  // FP8: Q carries the scale
   c.sp.softcap = attention::soft_cap_applies(p.softcap);
