@@ -16,9 +16,9 @@ __device__ __forceinline__ unsigned long long global_timer() {
   return ns;
 }
 
+// The kernel's body: the CTA's units of the plan as one tile stream.
 template <typename Cfg, typename T>
-__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
-    decode_kernel(const __grid_constant__ DecodeArgs a) {
+__device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
   extern __shared__ __align__(128) char smem_base[];
   char* smem = smem_base;
   if constexpr (Cfg::kTma) {  // swizzled panels: 1024-byte aligned (kAlignSlack)
@@ -34,6 +34,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
   run_stream<Cfg, T>(a, units, begin, end, smem);
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();
+}
+
+// TMA, mbarrier waits and async-proxy fences are sm_90 instructions: below it the TMA
+// configurations compile to a trap (the launcher picks them only on compute capability 9).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+inline constexpr bool kArchHasTma = false;
+#else
+inline constexpr bool kArchHasTma = true;
+#endif
+
+template <typename Cfg, typename T>
+__global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinCtasPerSm)
+    decode_kernel(const __grid_constant__ DecodeArgs a) {
+  if constexpr (Cfg::kTma && !kArchHasTma) {
+    __trap();
+  } else {
+    run_decode_kernel<Cfg, T>(a);
+  }
 }
 
 template <typename Cfg, typename T>
@@ -69,13 +87,28 @@ int decode_config_ctas_per_sm() {
   return blocks;
 }
 
+// Whether the current device runs the TMA tiles: compute capability 9 and a build with sm_90a
+// code (PAGEDATTN_KERNEL_SM90_BUILT, the library's own definition).
+inline bool device_runs_decode_tma() {
+#if PAGEDATTN_KERNEL_SM90_BUILT
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major == 9;
+#else
+  return false;
+#endif
+}
+
 // Defined in the decode_hd<N>_*.cu instantiation files: TMA tiles where they serve, cp.async
 // tiles otherwise (the same CTAs per SM, so the plan's grid fits either).
 template <int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_decode_instance(const DecodeArgs& a, cudaStream_t stream) {
   if constexpr (kDecodeTmaServes<kHeadDim, kCache>) {
-    const cudaError_t err = launch_decode_config<DecodeTmaConfig<kHeadDim, kCache>, T>(a, stream);
-    if (err != cudaErrorNotSupported) return err;
+    if (device_runs_decode_tma()) {
+      const cudaError_t err = launch_decode_config<DecodeTmaConfig<kHeadDim, kCache>, T>(a, stream);
+      if (err != cudaErrorNotSupported) return err;
+    }
   }
   return launch_decode_config<DecodeCopyConfig<kHeadDim, kCache>, T>(a, stream);
 }
