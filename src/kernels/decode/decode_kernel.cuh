@@ -119,7 +119,9 @@ int decode_instance_ctas_per_sm() {
     static_assert(DecodeTmaConfig<kHeadDim, kCache>::kMinCtasPerSm ==
                       DecodeCopyConfig<kHeadDim, kCache>::kMinCtasPerSm,
                   "both tile kinds must fit the plan's grid");
-    return decode_config_ctas_per_sm<DecodeTmaConfig<kHeadDim, kCache>, T>();
+    if (device_runs_decode_tma()) {
+      return decode_config_ctas_per_sm<DecodeTmaConfig<kHeadDim, kCache>, T>();
+    }
   }
   return decode_config_ctas_per_sm<DecodeCopyConfig<kHeadDim, kCache>, T>();
 }
