@@ -47,20 +47,28 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encoder;
 }
 
-// Encodes a map over 16-bit elements whose dimension 0 is contiguous: dims[i] elements in dimension
+// Encodes a map of `type` elements whose dimension 0 is contiguous: dims[i] elements in dimension
 // i, strides_bytes[i - 1] between neighbours in dimension i >= 1 (multiples of 16), boxes of box[i]
-// elements (box[0] * 2 <= 128 bytes), 128-byte swizzle, zeros outside. Returns the driver's result
-// (CUDA_ERROR_NOT_SUPPORTED when there is no encoder).
-inline CUresult encode_tensor_map_16bit_sw128(CUtensorMap* map, const void* base, int rank,
-                                              const uint64_t* dims, const uint64_t* strides_bytes,
-                                              const uint32_t* box) {
+// elements (box[0] elements <= 128 bytes), 128-byte swizzle, zeros outside, L2 fetches of
+// `promotion`. Returns the driver's result (CUDA_ERROR_NOT_SUPPORTED when there is no encoder).
+inline CUresult encode_tensor_map_sw128(CUtensorMap* map, CUtensorMapDataType type,
+                                        const void* base, int rank, const uint64_t* dims,
+                                        const uint64_t* strides_bytes, const uint32_t* box,
+                                        CUtensorMapL2promotion promotion) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (encode == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
-                const_cast<void*>(base), dims, strides_bytes, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims,
+                strides_bytes, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// 16-bit elements with 256-byte L2 fetches.
+inline CUresult encode_tensor_map_16bit_sw128(CUtensorMap* map, const void* base, int rank,
+                                              const uint64_t* dims, const uint64_t* strides_bytes,
+                                              const uint32_t* box) {
+  return encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, base, rank, dims,
+                                 strides_bytes, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 }  // namespace pagedattn::device

@@ -177,8 +177,10 @@ DecodePlanLimits decode_plan_limits(const DecodePlanConfig& config, int max_deco
     l.max_partial_rows = std::min<int64_t>(rows * l.num_ctas, 2 * l.num_ctas * kDecodeRowsPerTile);
   }
   l.max_merges = segments;
+  // Units and merges (32 bytes each), a merge index per unit, a finished-piece count per merge.
   l.plan_bytes = units_offset(l.num_ctas) +
-                 (l.max_units + l.max_merges) * static_cast<int64_t>(sizeof(DecodeWorkUnit));
+                 (l.max_units + l.max_merges) * static_cast<int64_t>(sizeof(DecodeWorkUnit)) +
+                 align16(l.max_units * 4) + align16(l.max_merges * 4);
   return l;
 }
 
@@ -240,6 +242,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   auto* units = reinterpret_cast<DecodeWorkUnit*>(base + unit_off);
   CtaStream st(config, total, cta_begin, units, limits.max_units);
   scratch.merges.clear();
+  scratch.merge_units.clear();
   int64_t partial_rows = 0;
   for (const int64_t key : order) {
     const int r = static_cast<int>(key & 0xFFFFFFFF);
@@ -267,6 +270,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
         }
         scratch.merges.push_back({seg.q_start, q_len, seg.head_row,
                                   static_cast<int32_t>(partial_rows), pieces, rows, {0, 0}});
+        scratch.merge_units.push_back(first);
         partial_rows += int64_t{pieces} * rows;
       }
     }
@@ -281,12 +285,21 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
             reinterpret_cast<DecodeMergeItem*>(base + merge_off));
   *header = {st.num_units(), num_merges, static_cast<int32_t>(unit_off),
              static_cast<int32_t>(merge_off)};
+  auto* unit_merge = reinterpret_cast<int32_t*>(base + kernels::decode_unit_merge_offset(*header));
+  std::fill_n(unit_merge, st.num_units(), -1);
+  for (int m = 0; m < num_merges; ++m) {
+    for (int k = 0; k < scratch.merges[m].num_pieces; ++k) {
+      unit_merge[scratch.merge_units[m] + k] = m;
+    }
+  }
+  std::fill_n(reinterpret_cast<int32_t*>(base + kernels::decode_merge_done_offset(*header)),
+              num_merges, 0);
 
   DecodePlanStats stats;
   stats.num_units = st.num_units();
   stats.num_merges = num_merges;
   stats.partial_rows = partial_rows;
-  stats.bytes_used = merge_off + int64_t{num_merges} * sizeof(DecodeMergeItem);
+  stats.bytes_used = kernels::decode_plan_end(*header);
   stats.max_cta_cost = st.max_cost();
   return stats;
 }

@@ -73,6 +73,7 @@ struct DecodePlanStats {
 struct DecodePlanScratch {
   std::vector<int64_t> order;  // sort keys: longest visible range first, then batch order
   std::vector<kernels::DecodeMergeItem> merges;
+  std::vector<int32_t> merge_units;  // each merge's first unit (its pieces are consecutive units)
 };
 
 // Plans the decode requests: query_start_loc [n + 1] (host, starting at the first decode token's

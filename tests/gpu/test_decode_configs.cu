@@ -1,10 +1,12 @@
 // The decode kernel configurations DecodeBench times, against the float64 oracle, so that the one
-// it finds fastest can become the default: the per-unit pipeline (the previous default) and tile
-// streams of 2 or 3 stages and 2 to 8 warps. Each runs on 3 CTAs, so that every CTA streams many
-// units, some shorter than its lookahead (DecodeKernel runs the default on the plan's grid).
+// it finds fastest can become the default: cp.async tiles with a block barrier per tile (cta)
+// and warp TMA tiles (tma).
+// Each runs on 3 CTAs, so that every CTA streams many units, some shorter than its lookahead
+// (DecodeKernel runs the default on the plan's grid).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 
 #include "cuda_test_support.h"
@@ -15,16 +17,19 @@
 namespace pagedattn::test {
 namespace {
 
+using kernels::decode::TileSync;
 using testing::CaseSpec;
 
+// The kernel then the combine kernel, or the kernel merging split segments itself.
 template <typename Cfg>
-DecodeRunOptions config_options() {
+DecodeRunOptions config_options(bool merge_in_kernel) {
   DecodeRunOptions o;
   o.ctas_per_sm = kernels::decode::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  o.launch = [](const kernels::DecodeAttentionParams& p) -> Status {
-    const kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
+  o.launch = [merge_in_kernel](const kernels::DecodeAttentionParams& p) -> Status {
+    kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
+    a.merge_in_kernel = merge_in_kernel;
     cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    if (err == cudaSuccess) {
+    if (err == cudaSuccess && !merge_in_kernel) {
       err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
     }
     if (err != cudaSuccess) return Status(StatusCode::kCudaError, cudaGetErrorString(err));
@@ -33,8 +38,12 @@ DecodeRunOptions config_options() {
   return o;
 }
 
+// Odd lengths (cut units start and end inside pages and tiles), a sink, a window at page 32;
+// pages 16 and 1024 without the window. Both layouts (NHD with the combine kernel, HND merging
+// in the kernel).
 template <typename Cfg>
-void expect_config_passes(KVCacheDType kv, const std::string& name) {
+void expect_config_passes(KVCacheDType kv, const std::string& name,
+                          std::initializer_list<int> blocks) {
   CaseSpec c;
   c.name = name;
   c.seed = 131;
@@ -46,46 +55,55 @@ void expect_config_passes(KVCacheDType kv, const std::string& name) {
   c.sliding_window = SlidingWindow{3000, 0};
   c.seq_lens = {1, 17, 130, 777, 2000, 65, 4099};
   c.query_lens = {1, 1, 2, 1, 1, 3, 1};
-  for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-    DecodeRunOptions o = config_options<Cfg>();
-    o.num_ctas = 3;
-    const DecodeRunResult r = run_decode_case(c, layout, o);
-    EXPECT_TRUE(r.cmp.pass) << name << ": max_abs " << r.cmp.max_abs_error << "\n" << r.cmp.detail;
+  for (int block : blocks) {
+    c.block_size = block;
+    if (block != 32) c.sliding_window = SlidingWindow{};
+    for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
+      const bool merge_in_kernel = layout == KVCacheLayout::kHND;
+      DecodeRunOptions o = config_options<Cfg>(merge_in_kernel);
+      o.num_ctas = 3;
+      const DecodeRunResult r = run_decode_case(c, layout, o);
+      EXPECT_TRUE(r.cmp.pass) << name << " block " << block << " merge_in_kernel "
+                              << merge_in_kernel << ": max_abs " << r.cmp.max_abs_error << "\n"
+                              << r.cmp.detail;
+      EXPECT_GT(r.stats.num_merges, 0) << name;
+    }
   }
 }
 
 // D 128, bf16 queries, an e4m3 or bf16 cache.
-template <kernels::CacheKind kCache, int kBlockN, int kStages, bool kStream, int kWarps = 4>
-void expect_passes() {
-  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kStream, kWarps>;
+template <kernels::CacheKind kCache, int kBlockN, int kStages, int kWarps = 4,
+          TileSync kSync = TileSync::kCta>
+void expect_passes(std::initializer_list<int> blocks = {32}) {
+  using Cfg = kernels::decode::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync>;
   constexpr bool kFp8 = kCache == kernels::CacheKind::kFp8E4M3;
+  const char* sync = kSync == TileSync::kCta ? "cta" : "tma";
   expect_config_passes<Cfg>(kFp8 ? KVCacheDType::kFP8E4M3 : KVCacheDType::kAuto,
-                            std::string(kFp8 ? "fp8_" : "bf16_") + (kStream ? "stream" : "unit") +
-                                std::to_string(kBlockN) + "w" + std::to_string(kWarps) + "x" +
-                                std::to_string(kStages));
+                            std::string(kFp8 ? "fp8_" : "bf16_") + sync + std::to_string(kBlockN) +
+                                "w" + std::to_string(kWarps) + "x" + std::to_string(kStages),
+                            blocks);
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
 constexpr auto kBF16 = kernels::CacheKind::kBF16;
 
-// The previous default (per-unit pipelines); the default itself runs in DecodeKernel.
-TEST(DecodeConfigs, PerUnitPipelines) {
+// The cp.async tiles (the fallback where TMA cannot serve) and the TMA tiles (the default):
+// boxes of 16 keys (one page each) swizzled, foreign V rows zeroed.
+TEST(DecodeConfigs, CopyTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kE4M3, 128, 3, false>();
-  expect_passes<kBF16, 64, 3, false>();
+  expect_passes<kBF16, 64, 3>();
+  expect_passes<kE4M3, 128, 3>();
 }
 
-TEST(DecodeConfigs, Fp8Streams) {
+TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kE4M3, 128, 2, true>();
-  expect_passes<kE4M3, 64, 3, true, 2>();
-}
-
-TEST(DecodeConfigs, Bf16Streams) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  expect_passes<kBF16, 64, 2, true>();
-  expect_passes<kBF16, 32, 3, true, 2>();
-  expect_passes<kBF16, 128, 3, true, 8>();
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (major != 9)
+    GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
+  expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
+  expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
 }
 
 }  // namespace

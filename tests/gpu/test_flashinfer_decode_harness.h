@@ -26,6 +26,9 @@ struct DecodeRunOptions {
   int ctas_per_sm = 0;
   int fixed_chunk_tokens = 0;  // deterministic mode
   int unit_overhead_tokens = plan::kUnitOverheadTokens;
+  // The same plan launched this many times, outputs and partials poisoned before each (as every
+  // layer of a step runs it): the plan's merge counts must be back at 0 after each launch.
+  int launches = 1;
 };
 
 struct DecodeRunResult {
@@ -94,11 +97,6 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   const size_t prows = static_cast<size_t>(std::max<int64_t>(1, limits.max_partial_rows));
   DeviceBuffer out(out_bytes), lse(static_cast<size_t>(hq) * T * 4);
   DeviceBuffer partial_out(prows * d * 4), partial_lse(prows * 4);
-  out.poison();
-  lse.poison();
-  partial_out.poison();
-  partial_lse.poison();
-
   kernels::DecodeAttentionParams p;
   p.q = q.get();
   p.q_token_stride = static_cast<int64_t>(hq) * d;
@@ -134,9 +132,15 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   p.partial_lse = partial_lse.as<float>();
   p.num_ctas = config.num_ctas;
 
-  const Status st = opt.launch ? opt.launch(p) : kernels::launch_decode_attention(p, nullptr);
-  EXPECT_TRUE(st.ok()) << st.to_string();
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int launch = 0; launch < opt.launches; ++launch) {
+    out.poison();
+    lse.poison();
+    partial_out.poison();
+    partial_lse.poison();
+    const Status st = opt.launch ? opt.launch(p) : kernels::launch_decode_attention(p, nullptr);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
   result.out.resize(out_bytes / 2);
   std::vector<float> lse_host(static_cast<size_t>(hq) * T);
   cudaMemcpy(result.out.data(), out.get(), out_bytes, cudaMemcpyDeviceToHost);

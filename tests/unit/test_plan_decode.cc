@@ -51,6 +51,9 @@ struct Planned {
     return reinterpret_cast<const DecodeMergeItem*>(reinterpret_cast<const char*>(buffer.data()) +
                                                     header().merges_offset);
   }
+  const int32_t* at(int64_t offset) const {
+    return reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(buffer.data()) + offset);
+  }
 };
 
 Planned plan(const Batch& b, const DecodePlanConfig& config, int max_model_len = 1 << 20) {
@@ -109,6 +112,7 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
       }
       if (pieces.size() == 1) {
         EXPECT_EQ(pieces[k]->partial, -1);
+        EXPECT_EQ(p.at(kernels::decode_unit_merge_offset(h))[pieces[k] - p.units()], -1);
       } else {
         EXPECT_EQ(pieces[k]->partial, pieces[0]->partial + static_cast<int>(k) * rows);
         if (config.fixed_chunk_tokens == 0) {
@@ -127,6 +131,11 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
         const DecodeMergeItem& item = p.merges()[m];
         if (item.first_row == pieces[0]->partial) {
           found = true;
+          // Each piece knows its merge item (the kernel's CTAs count pieces there), from 0.
+          for (const DecodeWorkUnit* piece : pieces) {
+            EXPECT_EQ(p.at(kernels::decode_unit_merge_offset(h))[piece - p.units()], m);
+          }
+          EXPECT_EQ(p.at(kernels::decode_merge_done_offset(h))[m], 0);
           EXPECT_EQ(item.num_pieces, static_cast<int>(pieces.size()));
           EXPECT_EQ(item.rows, rows);
           EXPECT_EQ(item.head_row, w0.head_row);
@@ -137,6 +146,7 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
     }
   }
   EXPECT_EQ(merges, h.num_merges);
+  EXPECT_EQ(p.stats.bytes_used, kernels::decode_plan_end(h));
   EXPECT_EQ(makespan, p.stats.max_cta_cost);
   return makespan;
 }

@@ -1,8 +1,9 @@
 // Host interface of the GQA-packed decode kernel family: one CTA holds the query rows of a KV
 // group (q_len * G rows, 16 per tile), so each K/V byte it reads serves every query head of the
 // group; a fixed grid of CTAs walks the units of a host-made plan (kernels/decode/decode_work.h),
-// and a combine merges the units of split segments by LSE. Host-only header: no CUDA types. The
-// launcher is the family's one dispatch point (head size, dtypes -> template parameters).
+// and the CTA that finishes a split segment's last unit merges its units by LSE. Host-only
+// header: no CUDA types. The launcher is the family's one dispatch point (head size, dtypes ->
+// template parameters).
 #pragma once
 
 #include <cstdint>
@@ -72,8 +73,8 @@ int decode_attention_kernel_head_size(int head_size);  // 0 = none
 // times the SM count); 0 when there is no kernel or no CUDA.
 int decode_attention_ctas_per_sm(int head_size, DType q_dtype, DType cache_dtype);
 
-// Validates, then launches the decode kernel and the combine (both with fixed grids: CUDA-graph
-// safe for any plan made for num_ctas). stream: cudaStream_t.
+// Validates, then launches the decode kernel (a fixed grid: CUDA-graph safe for any plan made for
+// num_ctas; the plan's merge counts return to 0 by the end of every launch). stream: cudaStream_t.
 Status launch_decode_attention(const DecodeAttentionParams& params, void* stream);
 
 }  // namespace pagedattn::kernels

@@ -54,25 +54,25 @@ __device__ __forceinline__ void compute_scores(float (&s)[Cfg::kWarpKeys / 8][4]
   if constexpr (Cfg::kFp8) {
 #pragma unroll
     for (int nt = 0; nt < Cfg::kWarpKeys / 8; ++nt) {
-      const uint32_t row = k_smem + (warp_key0 + nt * 8 + lane % 8) * Cfg::kRowBytes;
+      const int key = warp_key0 + nt * 8 + lane % 8;
       int kk = 0;
 #pragma unroll
       for (; kk + 4 <= Cfg::kKSteps; kk += 4) {
         uint32_t r[4];
-        device::ldmatrix_x4(r, row + (kk + lane / 8) * 16);
+        device::ldmatrix_x4(r, k_smem + tile_chunk_offset<Cfg>(key, kk + lane / 8));
 #pragma unroll
         for (int i = 0; i < 4; ++i) mma_fp8_k<Cfg>(s[nt], qa[kk + i], r[i]);
       }
       if constexpr (Cfg::kKSteps % 4 >= 2) {
         uint32_t r[2];
-        device::ldmatrix_x2(r, row + (kk + (lane / 8) % 2) * 16);
+        device::ldmatrix_x2(r, k_smem + tile_chunk_offset<Cfg>(key, kk + (lane / 8) % 2));
         mma_fp8_k<Cfg>(s[nt], qa[kk], r[0]);
         mma_fp8_k<Cfg>(s[nt], qa[kk + 1], r[1]);
         kk += 2;
       }
       if constexpr (Cfg::kKSteps % 2 == 1) {
         uint32_t r;
-        device::ldmatrix_x1(r, row + kk * 16);
+        device::ldmatrix_x1(r, k_smem + tile_chunk_offset<Cfg>(key, kk));
         mma_fp8_k<Cfg>(s[nt], qa[kk], r);
       }
     }
@@ -83,7 +83,7 @@ __device__ __forceinline__ void compute_scores(float (&s)[Cfg::kWarpKeys / 8][4]
 #pragma unroll
       for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
         uint32_t kb[4];
-        device::ldmatrix_x4(kb, k_smem + key * Cfg::kRowBytes + (2 * kk + (lane / 8) % 2) * 16);
+        device::ldmatrix_x4(kb, k_smem + tile_chunk_offset<Cfg>(key, 2 * kk + (lane / 8) % 2));
         device::mma_16816<T>(s[2 * np], qa[kk], kb[0], kb[1]);
         device::mma_16816<T>(s[2 * np + 1], qa[kk], kb[2], kb[3]);
       }
@@ -166,19 +166,18 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[Cfg::kWarpKeys / 
     pa[2] = device::pack_float2<P>(s[2 * j + 1][0], s[2 * j + 1][1]);
     pa[3] = device::pack_float2<P>(s[2 * j + 1][2], s[2 * j + 1][3]);
     if constexpr (Cfg::kFp8) {
-      const uint32_t row =
-          v_smem + (warp_key0 + 16 * j + lane % 8 + 8 * ((lane / 8) % 2)) * Cfg::kRowBytes;
+      const int key = warp_key0 + 16 * j + lane % 8 + 8 * ((lane / 8) % 2);
       int c = 0;
 #pragma unroll
       for (; c + 2 <= Cfg::kKSteps; c += 2) {
         uint32_t r[4];
-        device::ldmatrix_x4_trans(r, row + (c + lane / 16) * 16);
+        device::ldmatrix_x4_trans(r, v_smem + tile_chunk_offset<Cfg>(key, c + lane / 16));
         mma_fp8_v<Cfg>(st.o[2 * c], st.o[2 * c + 1], pa, r[0], r[1]);
         mma_fp8_v<Cfg>(st.o[2 * c + 2], st.o[2 * c + 3], pa, r[2], r[3]);
       }
       if constexpr (Cfg::kKSteps % 2 == 1) {
         uint32_t r[2];
-        device::ldmatrix_x2_trans(r, row + c * 16);
+        device::ldmatrix_x2_trans(r, v_smem + tile_chunk_offset<Cfg>(key, c));
         mma_fp8_v<Cfg>(st.o[2 * c], st.o[2 * c + 1], pa, r[0], r[1]);
       }
     } else {
@@ -186,7 +185,7 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[Cfg::kWarpKeys / 
 #pragma unroll
       for (int dp = 0; dp < Cfg::kKSteps; ++dp) {
         uint32_t vb[4];
-        device::ldmatrix_x4_trans(vb, v_smem + key * Cfg::kRowBytes + (2 * dp + lane / 16) * 16);
+        device::ldmatrix_x4_trans(vb, v_smem + tile_chunk_offset<Cfg>(key, 2 * dp + lane / 16));
         device::mma_16816<T>(st.o[2 * dp], pa, vb[0], vb[1]);
         device::mma_16816<T>(st.o[2 * dp + 1], pa, vb[2], vb[3]);
       }

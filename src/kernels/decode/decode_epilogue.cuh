@@ -1,22 +1,25 @@
-// Epilogue of a decode work unit: each warp parks its (m, l, unnormalized O) in shared memory;
-// the CTA merges the four key slices of each row and writes either the final output and LSE
-// (with the sink, added once) or the unit's f32 partial for the combine.
+// Epilogue of a decode work unit: each warp parks its unnormalized O rows (at `smem`) and its row
+// maxima and sums (at `ml`) in shared memory; the CTA merges the warps' key slices of each row and
+// writes either the final output and LSE (with the sink, added once) or the unit's f32 partial
+// for the combine.
 #pragma once
 
 #include <cmath>
 
+#include "device/tma.cuh"
 #include "kernels/decode/decode_compute.cuh"
 
 namespace pagedattn::kernels::decode {
 
 template <typename Cfg, typename T>
 __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& w,
-                                           const WarpState<Cfg>& st, float v_scale, char* smem) {
+                                           const WarpState<Cfg>& st, float v_scale, char* smem,
+                                           char* ml) {
   const DecodeAttentionParams& p = a.p;
   constexpr int kRows = kDecodeRowsPerTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   float* o_smem = reinterpret_cast<float*>(smem);  // [warps][16][kORowFloats]
-  float* m_smem = o_smem + Cfg::kWarps * kRows * Cfg::kORowFloats;  // [warps][16]
+  float* m_smem = reinterpret_cast<float*>(ml);    // [warps][16]
   float* l_smem = m_smem + Cfg::kWarps * kRows;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -80,7 +83,9 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       if (col == 0) p.partial_lse[prow] = lse;
     }
   }
-  __syncthreads();  // the next unit reuses the shared memory
+  // The next unit reuses the shared memory (TMA: the async proxy overwrites these rows).
+  if constexpr (Cfg::kTma) device::fence_proxy_async_shared();
+  __syncthreads();
 }
 
 }  // namespace pagedattn::kernels::decode

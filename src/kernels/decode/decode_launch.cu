@@ -1,4 +1,5 @@
-// Picks the decode instantiation for validated parameters and launches it, then the combine.
+// Picks the decode instantiation for validated parameters and launches it; its CTAs merge the
+// split segments (the combine kernel stays for DecodeBench's comparisons).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -6,7 +7,6 @@
 #include <string>
 
 #include "kernels/attention/head_sizes.h"
-#include "kernels/decode/decode_combine.h"
 #include "kernels/decode/decode_dispatch.h"
 #include "kernels/decode/decode_traits.cuh"
 
@@ -75,16 +75,12 @@ namespace detail {
 
 Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int kernel_head_size,
                                     void* stream) {
-  const decode::DecodeArgs a = decode::make_decode_args(params);
+  decode::DecodeArgs a = decode::make_decode_args(params);
+  a.merge_in_kernel = true;  // no combine launch after the kernel
   auto cuda_stream = static_cast<cudaStream_t>(stream);
-  cudaError_t err = decode::with_instance(BuiltHeadSizes{}, kernel_head_size, params.q_dtype,
-                                          params.cache_dtype, cudaErrorInvalidValue,
-                                          decode::LaunchInstance{a, cuda_stream});
-  if (err == cudaSuccess) {
-    err = params.q_dtype == DType::kBF16
-              ? decode::launch_decode_combine<__nv_bfloat16>(params, a.group, cuda_stream)
-              : decode::launch_decode_combine<__half>(params, a.group, cuda_stream);
-  }
+  const cudaError_t err =
+      decode::with_instance(BuiltHeadSizes{}, kernel_head_size, params.q_dtype, params.cache_dtype,
+                            cudaErrorInvalidValue, decode::LaunchInstance{a, cuda_stream});
   if (err != cudaSuccess) {
     return Status(StatusCode::kCudaError,
                   std::string("decode attention launch failed: ") + cudaGetErrorString(err));

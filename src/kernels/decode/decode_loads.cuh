@@ -87,29 +87,47 @@ __device__ __forceinline__ int key_slot(const DecodeArgs& a, int key) {
 }
 
 // Block ids of tile `tile`'s key rows into ring slot `slot` (cp.async, in the caller's group);
-// rows outside the unit get 0.
+// rows outside the unit get 0. The CTA fetches the whole tile's (cp.async tiles), each warp its
+// own keys' (TMA tiles: the warp waits for nobody else).
 template <typename Cfg>
 __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitWork& w, int tile,
                                                 bool live, int32_t* ring, int slot) {
-  if (threadIdx.x < Cfg::kBlockN) {
+  const int id_thread = Cfg::kTma ? threadIdx.x % 32 : threadIdx.x;
+  const int row = (Cfg::kTma ? (threadIdx.x / 32) * Cfg::kWarpKeys : 0) + id_thread;
+  if (id_thread < Cfg::kIdRows) {
     const int32_t* table = a.p.block_table + static_cast<int64_t>(w.req) * a.p.block_table_stride;
-    const int key = tile * Cfg::kBlockN + threadIdx.x;
+    const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    device::cp_async_4(device::smem_addr(ring + slot * Cfg::kBlockN + threadIdx.x),
+    device::cp_async_4(device::smem_addr(ring + slot * Cfg::kBlockN + row),
                        ok ? table + key_block(a, key) : table, ok ? 4 : 0);
   }
 }
 
 // 16-byte global -> shared copy (zero-filled past src_bytes; 0 reads nothing) whose L2 miss
-// fetches kFetch bytes around it (256 or 128).
-template <int kFetch>
-__device__ __forceinline__ void cp_async_16_fetch(uint32_t dst, const void* src, int src_bytes) {
-  if constexpr (kFetch == 256) {
-    device::cp_async_16(dst, src, src_bytes);
+// fetches 128 bytes around it: a 256-byte fetch of a 128-byte FP8 NHD row also reads the next
+// head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3% faster with 128
+// (H200, every decode shape, both layouts).
+__device__ __forceinline__ void cp_async_16_l2_128(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+// Shared-memory byte offset of 16-byte chunk `chunk` of row `row` (< 16) of a TMA box: panels
+// of 16 rows x 128 bytes, chunk c of row r stored at c ^ (r % 8) (the 128-byte swizzle).
+template <typename Cfg>
+__device__ __forceinline__ int box_chunk_offset(int row, int chunk) {
+  return (chunk / 8) * Cfg::kPanelBytes + row * 128 + ((chunk % 8) ^ (row % 8)) * 16;
+}
+
+// Shared-memory byte offset of 16-byte chunk `chunk` of key row `row` of a K or V tile: padded
+// rows (cp.async) or the boxes of 16 keys (TMA; the warps' slices are consecutive boxes).
+template <typename Cfg>
+__device__ __forceinline__ int tile_chunk_offset(int row, int chunk) {
+  if constexpr (Cfg::kTma) {
+    return (row / 16) * Cfg::kBoxBytes + box_chunk_offset<Cfg>(row % 16, chunk);
   } else {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(src_bytes)
-                 : "memory");
+    return row * Cfg::kRowBytes + chunk * 16;
   }
 }
 
@@ -145,13 +163,8 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
     const int col = c * kElemsPerChunk;
     if (!Cfg::kFp8 || a.wide_copies) {
       const int bytes = ok && col < a.p.head_size ? 16 : 0;
-      if (a.l2_fetch_bytes == 256) {
-        cp_async_16_fetch<256>(device::smem_addr(k_dst), k_src + c * 16, bytes);
-        cp_async_16_fetch<256>(device::smem_addr(v_dst), v_src + c * 16, bytes);
-      } else {
-        cp_async_16_fetch<128>(device::smem_addr(k_dst), k_src + c * 16, bytes);
-        cp_async_16_fetch<128>(device::smem_addr(v_dst), v_src + c * 16, bytes);
-      }
+      cp_async_16_l2_128(device::smem_addr(k_dst), k_src + c * 16, bytes);
+      cp_async_16_l2_128(device::smem_addr(v_dst), v_src + c * 16, bytes);
     } else {  // FP8 rows only 8-byte aligned, or head_size % 16 == 8
 #pragma unroll
       for (int half = 0; half < 2; ++half) {

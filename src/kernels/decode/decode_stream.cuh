@@ -5,6 +5,8 @@
 #pragma once
 
 #include "kernels/decode/decode_epilogue.cuh"
+#include "kernels/decode/decode_merge.cuh"
+#include "kernels/decode/decode_tma.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
 namespace pagedattn::kernels::decode {
@@ -52,13 +54,23 @@ struct TileCursor {
   }
 };
 
+// Publishes the copies this thread waited for to the threads that read them (Cfg::kSync).
+template <typename Cfg>
+__device__ __forceinline__ void tile_barrier() {
+  if constexpr (Cfg::kTma) {
+    __syncwarp();
+  } else {
+    __syncthreads();
+  }
+}
+
 template <typename Cfg, typename T>
 __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWorkUnit* units,
                                            int u_begin, int u_end, char* smem) {
   if (u_begin >= u_end) return;
   constexpr int kAhead = Cfg::kStages - 1;  // K/V copies in flight ahead of the tile computed
   auto stage = [smem](int p) { return smem + (p % Cfg::kStages) * Cfg::kStageBytes; };
-  auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kStages * Cfg::kStageBytes);
+  auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kRingOffset);
   // Block ids run kRingTiles positions ahead; a slot is rewritten only after its copies issued.
   TileCursor<Cfg> ids(units, a.group, u_begin, u_end);
   for (int x = 0; x < Cfg::kRingTiles; ++x, ids.advance()) {
@@ -66,10 +78,15 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   }
   device::cp_async_commit();
   device::cp_async_wait<0>();
-  __syncthreads();
+  tile_barrier<Cfg>();
   TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
-    load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
+    if constexpr (Cfg::kTma) {
+      issue_kv_slice_tma<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x),
+                              slice_barrier<Cfg>(smem, x % Cfg::kStages));
+    } else {
+      load_kv_tile<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x));
+    }
     kv.advance();
   };
   for (int x = 0; x < kAhead; ++x) {
@@ -86,7 +103,11 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
       device::cp_async_wait<Cfg::kStages - 2>();
-      __syncthreads();
+      tile_barrier<Cfg>();
+      if constexpr (Cfg::kTma) {  // use p / kStages of the stage
+        device::mbarrier_wait(slice_barrier<Cfg>(smem, p % Cfg::kStages), (p / Cfg::kStages) & 1);
+        zero_foreign_v_rows<Cfg>(w, t, stage(p));
+      }
       issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();
@@ -98,7 +119,10 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     __syncthreads();
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
-    store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue);
+    store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
+    if (a.merge_in_kernel && w.partial >= 0) {
+      merge_if_last_piece<T, Cfg::kThreads>(a, u, reinterpret_cast<int*>(smem + Cfg::kMlOffset));
+    }
   }
   device::cp_async_wait<0>();  // no copy outlives the CTA
 }

@@ -8,6 +8,8 @@
 // converted in registers, with f16 MMAs (every FP8 value is exact in f16).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "kernels/cache_kind.h"
@@ -16,11 +18,19 @@
 
 namespace pagedattn::kernels::decode {
 
-// kStream: the CTA's units form one stream of KV tiles, so the copies of the next unit's first
-// tiles are in flight during this unit's last tiles and epilogue (false: each unit fills and
-// drains its own pipeline). kWarps: warps per CTA, each with kBlockN / kWarps keys of every tile.
-template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, bool kStream_ = true,
-          int kWarps_ = 4>
+// Who copies a KV tile and who waits for it. kCta: every thread copies (cp.async) a share of the
+// whole tile and a block barrier per tile publishes it. kWarpTma: one lane of each warp copies
+// the warp's keys by TMA (boxes of 16 keys x 128 bytes, 128-byte swizzle, no row padding) and the
+// warp waits on its own mbarrier of the stage, so the warps run free inside a unit. (Warps each
+// copying their own rows by cp.async, with a warp barrier, ran 0.2% slower than kCta.)
+enum class TileSync { kCta, kWarpTma };
+
+// The CTA's units form one stream of KV tiles: the copies of the next unit's first tiles are in
+// flight during this unit's last tiles and epilogue. kWarps: warps per CTA, each with
+// kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
+// compute (its output is meaningless).
+template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
+          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -30,52 +40,81 @@ struct DecodeConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = kBlockN_;  // keys per KV tile
   static constexpr int kWarpKeys = kBlockN / kWarps;
-  static constexpr int kStages = kStages_;  // cp.async pipeline depth
-  static constexpr bool kStream = kStream_;
+  static constexpr int kStages = kStages_;  // pipeline depth
+  static constexpr TileSync kSync = kSync_;
+  static constexpr bool kTma = kSync == TileSync::kWarpTma;
+  static constexpr bool kLoadsOnly = kLoadsOnly_;
+  // The key rows whose block ids one thread group fetches, and the group's threads: the tile and
+  // the CTA (cp.async), or the warp's keys and the warp (TMA).
+  static constexpr int kIdRows = kTma ? kWarpKeys : kBlockN;
+  static constexpr int kIdThreads = kTma ? 32 : kThreads;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
-  // Rows padded by 16 bytes: an odd number of 16-byte chunks keeps ldmatrix conflict-free.
-  static constexpr int kRowBytes = kHeadDim * kElemBytes + 16;
   static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
-  static constexpr int kTileBytes = kBlockN * kRowBytes;      // K or V
+  // cp.async tiles: rows padded by 16 bytes (an odd number of 16-byte chunks keeps ldmatrix
+  // conflict-free). TMA tiles: per warp, one box per 16 keys (a page holds them), each kPanels
+  // panels of 16 rows x 128 bytes, swizzled.
+  static constexpr int kRowBytes = kTma ? 128 : kHeadDim * kElemBytes + 16;
+  static constexpr int kPanels = kChunks / 8;
+  static constexpr int kPanelBytes = 16 * 128;
+  static constexpr int kBoxBytes = kPanels * kPanelBytes;         // 16 keys of K or V (TMA)
+  static constexpr int kSliceBytes = kWarpKeys / 16 * kBoxBytes;  // one warp's keys (TMA)
+  static constexpr int kTileBytes = kTma ? kWarps * kSliceBytes : kBlockN * kRowBytes;  // K or V
   static constexpr int kStageBytes = 2 * kTileBytes;
   // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
   static constexpr int kRingTiles = 2 * kStages - 2;
   static constexpr int kRingBytes = kRingTiles * kBlockN * 4;
-  static constexpr int kORowFloats = kHeadDim + 4;
-  static constexpr int kEpilogueBytes = kWarps * kDecodeRowsPerTile * (kORowFloats + 2) * 4;
-  static constexpr int kPipelineBytes = kStages * kStageBytes + kRingBytes;
-  // The stream's epilogue uses the stage its unit's last tile came from when it fits (the other
-  // stages hold the next tiles in flight), else its own region after the ring.
-  static constexpr bool kEpilogueInStage = kEpilogueBytes <= kStageBytes;
-  static constexpr int kStreamSmemBytes = kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueBytes);
-  static constexpr int kUnitSmemBytes =
-      kPipelineBytes > kEpilogueBytes + kRingBytes ? kPipelineBytes : kEpilogueBytes + kRingBytes;
-  static constexpr int kSmemBytes = kStream ? kStreamSmemBytes : kUnitSmemBytes;
-  // The stream's register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB
-  // reserved per CTA; at most 4), so that registers never lower the occupancy. The per-unit
-  // pipeline keeps the compiler's own choice (as it was timed).
+  // Epilogue: each warp's unnormalized O rows (padded against bank conflicts when that fits in
+  // a stage), then its row maxima and sums.
+  static constexpr int kORowFloats = kTma ? kHeadDim : kHeadDim + 4;
+  static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
+  static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
+  static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;
+  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, then the epilogue's O rows unless
+  // they fit in the stage of the unit's last tile (the other stages hold the next tiles in flight).
+  static constexpr int kRingOffset = kStages * kStageBytes;
+  static constexpr int kMlOffset = kRingOffset + kRingBytes;
+  static constexpr int kBarrierOffset = kMlOffset + kEpilogueMlBytes;
+  static constexpr int kPipelineBytes = kBarrierOffset + kBarrierBytes;
+  static constexpr bool kEpilogueInStage = kEpilogueOBytes <= kStageBytes;
+  // TMA's swizzled panels need 1024-byte alignment: the kernel rounds its base up.
+  static constexpr int kAlignSlack = kTma ? 1024 : 0;
+  static constexpr int kSmemBytes =
+      kPipelineBytes + (kEpilogueInStage ? 0 : kEpilogueOBytes) + kAlignSlack;
+  // The register budget: the CTAs per SM its shared memory allows (sm_90: 228 KB, 1 KB reserved
+  // per CTA; at most 4), so that registers never lower the occupancy.
   static constexpr int kSmemCtasPerSm = 233472 / (kSmemBytes + 1024);
   static constexpr int kMinCtasPerSm =
-      !kStream || kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
+      kSmemCtasPerSm < 1 ? 1 : (kSmemCtasPerSm > 4 ? 4 : kSmemCtasPerSm);
 
   static_assert(kHeadDim % 16 == 0, "head size must be a multiple of 16");
   static_assert(kWarpKeys % 16 == 0, "each warp needs whole 16-key steps");
-  static_assert(kBlockN <= kThreads, "one thread fetches each key row's block id");
-  static_assert((kBlockN * kChunks) % kThreads == 0, "whole copy passes");
+  static_assert(kIdRows <= kIdThreads, "one thread fetches each key row's block id");
+  static_assert(kTma || (kBlockN * kChunks) % kThreads == 0, "whole copy passes");
+  static_assert(!kTma || kChunks % 8 == 0, "TMA tiles: rows of whole 128-byte panels");
 };
 
-// The configuration each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
-// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, one tile stream per CTA. Timed on the
-// H200 (64 x 4096 decode, 32/8 heads, D 128, bf16 queries, NHD, page 16; ms), per-unit pipeline
-// then stream, both with 256-byte fetches: bf16 64/3 0.2774 / 0.2774, FP8 e4m3 128/3 0.2004 /
-// 0.1989; the stream gains up to 3% where units are short (FP8 HND 128 x 1024: 0.1048 / 0.1016).
-// Slower on every decode shape: 64/2 (3 CTAs per SM), 6 stages (1 CTA), 2 warps x 32 keys
-// (4 CTAs), 8 warps x 128 keys (1 CTA); L2 prefetches of the tiles beyond the pipeline (27-52%);
-// FP8 Q K^T on FP8 tensor cores with Q split into two e4m3 terms (2-11%); bulk copies (1-D TMA)
-// of each key row, issued by one warp (2.2x).
+// The configurations each instantiation runs: 16-bit caches 64-key tiles, FP8 caches at D <= 128
+// 128-key tiles (the bytes of 64 16-bit keys), 3 stages, 4 warps, one tile stream per CTA. Where
+// the rows are whole 128-byte panels the tiles come by TMA (DecodeTmaConfig), else, or when the
+// cache cannot be described by a tensor map, by cp.async with a block barrier per tile
+// (DecodeCopyConfig); both hold the same CTAs per SM. H200, one call (64 x 4096 decode, 32/8
+// heads, D 128, page 16, NHD; ms): bf16 cp.async 0.2713, TMA 0.2584; FP8 e4m3 0.1589 / 0.1476;
+// TMA also 3-14% faster on every other decode shape of the suite, both layouts. Slower there:
+// warp-synchronised cp.async tiles (+0.2%), TMA with 256-byte L2 promotion (+8%), 4 stages
+// (1 CTA per SM, +7%), 8 warps x 128 keys (1 CTA, +0.5%); before: 64/2 (3 CTAs per SM), 6 stages,
+// 2 warps x 32 keys (4 CTAs), L2 prefetches of the tiles beyond the pipeline (27-52%), FP8 Q K^T
+// on FP8 tensor cores with Q split into two e4m3 terms (2-11%), 1-D bulk copies of each key row
+// (2.2x).
 template <int kHeadDim, CacheKind kCache>
-using DefaultDecodeConfig =
-    DecodeConfig<kHeadDim, kCache, (is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64), 3>;
+inline constexpr int kDefaultDecodeBlockN = is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64;
+template <int kHeadDim, CacheKind kCache>
+using DecodeCopyConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHeadDim, kCache>, 3>;
+template <int kHeadDim, CacheKind kCache>
+using DecodeTmaConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHeadDim, kCache>, 3, 4,
+                                     TileSync::kWarpTma>;
+// Whether the TMA tiles serve this head size and cache (rows of whole 128-byte panels).
+template <int kHeadDim, CacheKind kCache>
+inline constexpr bool kDecodeTmaServes = kHeadDim*(is_fp8(kCache) ? 1 : 2) % 128 == 0;
 
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
@@ -87,11 +126,16 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  // L2 fetch size of the 16-byte copies. 128: a 256-byte fetch of a 128-byte FP8 NHD row also
-  // reads the next head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3%
-  // faster with 128 (H200, every decode shape, both layouts). 256 is the previous kernel's,
-  // for DecodeBench's baseline.
-  int l2_fetch_bytes = 128;
+  // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
+  // by the combine kernel after the decode kernel.
+  bool merge_in_kernel = false;
+  // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
+  // and end to [2c] and [2c + 1].
+  unsigned long long* cta_clock = nullptr;
+  // TileSync::kWarpTma: the cache as one tensor map (decode_tma.cuh: columns, then heads and
+  // tokens in memory order, plane, block) and which coordinate is the token.
+  CUtensorMap kv_map;
+  int kv_token_coord = 2;
 };
 
 // The arguments of a launch, derived from validated parameters.

@@ -1,0 +1,80 @@
+// The merge of one split decode segment: its pieces' f32 partials combined by LSE in piece order
+// (deterministic), the sink added once, the output and LSE written. Run by the combine kernel
+// for every merge item, or inside the decode kernel by the CTA that finished a segment's last
+// piece (DecodeArgs::merge_in_kernel).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device/convert.cuh"
+#include "device/softmax_state.cuh"
+#include "kernels/decode/decode_traits.cuh"
+
+namespace pagedattn::kernels::decode {
+
+// Threads [thread, ...) in steps of `threads` share the item's rows x column groups. Partials go
+// through L2 (__ldcg): other CTAs wrote them during this launch.
+template <typename T>
+__device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, int group,
+                                              const DecodeMergeItem& item, int thread,
+                                              int threads) {
+  const int kv_head = item.head_row >> 16, row0 = item.head_row & 0xFFFF;
+  const int groups = (p.head_size + 3) / 4;
+  for (int idx = thread; idx < item.rows * groups; idx += threads) {
+    const int r = idx / groups, col = (idx % groups) * 4;
+    const int gr = row0 + r;
+    const int token = item.q_start + gr / group;
+    const int head = kv_head * group + gr % group;
+    device::LseAccumulator acc;
+    for (int k = 0; k < item.num_pieces; ++k) {
+      acc.add(__ldcg(p.partial_lse + item.first_row + k * item.rows + r));
+    }
+    if (p.sinks != nullptr) acc.add(p.sinks[head]);
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int k = 0; k < item.num_pieces; ++k) {
+      const int64_t prow = item.first_row + k * item.rows + r;
+      const float wgt = acc.weight(__ldcg(p.partial_lse + prow));
+      if (wgt == 0.0f) continue;  // an empty piece's partial may hold anything
+      const float4 v =
+          __ldcg(reinterpret_cast<const float4*>(p.partial_out + prow * p.head_size + col));
+      o.x += wgt * v.x;
+      o.y += wgt * v.y;
+      o.z += wgt * v.z;
+      o.w += wgt * v.w;
+    }
+    T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
+    uint2 packed;
+    packed.x = device::pack_float2<T>(o.x, o.y);
+    packed.y = device::pack_float2<T>(o.z, o.w);
+    *reinterpret_cast<uint2*>(out) = packed;
+    if (p.lse != nullptr && col == 0) p.lse[head * p.lse_head_stride + token] = acc.lse();
+  }
+}
+
+// Inside the decode kernel, after cut unit `unit` wrote its partial rows: counts the piece in the
+// plan's merge_done; the CTA that counts its segment's last piece merges the segment and resets
+// the count. `flag`: one int of shared memory free until the next epilogue.
+template <typename T, int kThreads>
+__device__ __forceinline__ void merge_if_last_piece(const DecodeArgs& a, int unit, int* flag) {
+  const char* plan = static_cast<const char*>(a.p.plan);
+  const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
+  const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
+  __threadfence();  // this CTA's partial rows before the count that publishes them
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int m = reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
+    // The plan is the kernel's to update here: the host zeroed merge_done when it wrote the plan.
+    int32_t* done =
+        reinterpret_cast<int32_t*>(const_cast<char*>(plan) + decode_merge_done_offset(h)) + m;
+    const bool last = atomicAdd(done, 1) + 1 == merges[m].num_pieces;
+    __threadfence();  // the other pieces' partial rows, published by their counts
+    if (last) *done = 0;
+    *flag = last ? m : -1;
+  }
+  __syncthreads();
+  const int m = *flag;
+  if (m >= 0) merge_segment<T>(a.p, a.group, merges[m], threadIdx.x, kThreads);
+  __syncthreads();  // the flag's shared memory is the next epilogue's
+}
+
+}  // namespace pagedattn::kernels::decode

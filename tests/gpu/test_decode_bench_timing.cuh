@@ -1,0 +1,167 @@
+// DecodeBench's timing helpers: random fills, the read probe, median event timing, the CTA
+// timeline summary, the variant filter and the timing of one kernel configuration.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/decode/decode_attention.h"
+#include "kernels/decode/decode_combine.h"
+#include "kernels/decode/decode_kernel.cuh"
+#include "plan/decode_plan.h"
+
+namespace pagedattn::test::decode_bench {
+
+__global__ void fill_random_bytes(uint32_t* p, int64_t n, uint32_t seed, uint32_t mask) {
+  for (int64_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = h & mask;  // mask clears exponent bits: finite values of moderate size
+  }
+}
+
+// The read ceiling of the same bytes: 16-byte loads streaming over the K/V buffer.
+__global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sink) {
+  uint32_t acc = 0;
+#pragma unroll 4
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads
+}
+
+namespace decode_ns = kernels::decode;
+// (num_ctas, unit overhead, launch, plan stats out) -> median ms of launch on a plan for num_ctas.
+using TimeDecode = std::function<double(
+    int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    plan::DecodePlanStats*)>;
+
+template <typename F>
+double median_ms(F&& launch, bool once = false) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < (once ? 0 : 3); ++i) launch();
+  std::vector<float> ms;
+  for (int i = 0; i < (once ? 1 : 20); ++i) {
+    cudaEventRecord(a);
+    launch();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float t = 0;
+    cudaEventElapsedTime(&t, a, b);
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
+// overhead, the combine launched after it or not (the kernel alone), the CTA timeline recorded.
+struct TimeOptions {
+  int ctas_per_sm = 0;
+  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
+  int overhead = plan::kUnitOverheadTokens;
+  bool combine = true;
+  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
+  bool timeline = false;
+};
+
+// The CTAs' start and end times of the last launch, in us from the first start: the span, the
+// spread of the starts, the ends (first, p10, p50, p90) and the idle share (the mean gap between
+// a CTA's end and the last end, over the span: what a static plan's tail costs).
+inline std::string timeline_summary(const std::vector<unsigned long long>& clock) {
+  const size_t n = clock.size() / 2;
+  std::vector<unsigned long long> ends(n);
+  unsigned long long t0 = clock[0], last_start = clock[0];
+  for (size_t c = 0; c < n; ++c) {
+    t0 = std::min(t0, clock[2 * c]);
+    last_start = std::max(last_start, clock[2 * c]);
+    ends[c] = clock[2 * c + 1];
+  }
+  std::sort(ends.begin(), ends.end());
+  const double span = static_cast<double>(ends.back() - t0);
+  double idle = 0.0;
+  for (unsigned long long e : ends) idle += static_cast<double>(ends.back() - e);
+  char buf[200];
+  std::snprintf(buf, sizeof(buf), "[span %.1f starts %.1f ends %.1f/%.1f/%.1f/%.1f idle %.1f%%]",
+                span / 1e3, (last_start - t0) / 1e3, (ends.front() - t0) / 1e3,
+                (ends[n / 10] - t0) / 1e3, (ends[n / 2] - t0) / 1e3, (ends[n * 9 / 10] - t0) / 1e3,
+                100.0 * idle / (span * static_cast<double>(n)));
+  return buf;
+}
+
+// A kernel configuration (tile keys, stages, warps, tile sync, loads-only probe) at D 128 with bf16
+// queries, planned for its own occupancy (or opt's) and timed as `opt` says.
+// DECODE_BENCH_VARIANTS: comma-separated name prefixes of the variants to time (unset: all).
+inline bool variant_selected(const std::string& name) {
+  const char* env = std::getenv("DECODE_BENCH_VARIANTS");
+  if (env == nullptr) return true;
+  const std::string list = env;
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t end = std::min(list.find(',', pos), list.size());
+    const std::string prefix = list.substr(pos, end - pos);
+    if (!prefix.empty() && name.rfind(prefix, 0) == 0) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+
+// Prints its line as soon as it is timed (a variant that hangs leaves the others' lines).
+template <typename Cfg>
+std::string time_config(const TimeDecode& time_decode, const std::string& name,
+                        TimeOptions opt = {}) {
+  if (!variant_selected(name)) return "";
+  const int per_sm = opt.ctas_per_sm > 0
+                         ? opt.ctas_per_sm
+                         : decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int ctas = opt.num_ctas > 0 ? opt.num_ctas : sms * per_sm;
+  unsigned long long* clock = nullptr;
+  if (opt.timeline) cudaMalloc(&clock, size_t{2} * ctas * 8);
+  auto launch = [&](const kernels::DecodeAttentionParams& pp) {
+    decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
+    a.cta_clock = clock;
+    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
+    a.merge_in_kernel = opt.merge_in_kernel;
+    if (opt.combine && !opt.merge_in_kernel) {
+      (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
+    }
+  };
+  plan::DecodePlanStats stats;
+  const double ms = time_decode(ctas, opt.overhead, launch, &stats);
+  std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
+                    " (grid " + std::to_string(ctas) + ", units " +
+                    std::to_string(stats.num_units) + ", merges " +
+                    std::to_string(stats.num_merges) + ")";
+  if (clock != nullptr) {
+    std::vector<unsigned long long> host(size_t{2} * ctas);
+    cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);
+    cudaFree(clock);
+    out += timeline_summary(host);
+  }
+  std::printf("  variant%s\n", out.c_str());
+  std::fflush(stdout);
+  return out;
+}
+
+template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
+          bool kLoadsOnly = false, int kStages = 3>
+using BenchConfig =
+    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
+
+}  // namespace pagedattn::test::decode_bench
