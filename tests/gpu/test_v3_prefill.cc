@@ -1,12 +1,14 @@
 // The Hopper ("v3") prefill kernel against the float64 oracle through the v2 kernel's harness:
-// random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids; prefill, chunked
-// prefill and single-token rows in one launch; causal and not; GQA groups; block sizes 64-512 by
-// TMA and 16 / 48 by the cp.async gather (on request); NHD and HND; head sizes 64, 128 and 256
-// (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA per work
-// tile, and three CTAs that each walk many tiles. The kernel needs a compute capability 9.0 device
-// and a build with 90a.
+// random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids, block-table entries
+// past each request's pages a huge invalid id; prefill, chunked prefill and single-token rows in
+// one launch; causal and not; GQA groups; block sizes 16-512 by TMA (pages dividing the KV tile
+// one box each) and 48 by the cp.async gather (on request); NHD and HND; head sizes 64, 128 and
+// 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA per
+// work tile, and three CTAs that each walk many tiles. The kernel needs a compute capability 9.0
+// device and a build with 90a.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,26 @@ CaseSpec prefill_case(uint64_t seed, int head_size) {
   c.seq_lens = {300, 1, 513, 77, 260, 129};
   c.query_lens = {300, 1, 200, 77, 3, 129};
   return c;
+}
+
+// Runs kLaunch after setting every block-table entry past each request's pages to an id far
+// outside any cache (its address is unmapped): the kernel must never read those entries, which a
+// scheduler may leave holding anything.
+template <PagedAttentionLauncher kLaunch>
+Status with_invalid_table_tails(const kernels::PagedAttentionParams& p, void* stream) {
+  constexpr int32_t kInvalidId = 2147483646;  // inside the K/V map's block range, not in memory
+  const int64_t width = p.block_table_stride;
+  std::vector<int32_t> seq(p.num_reqs), table(static_cast<size_t>(p.num_reqs * width));
+  int32_t* device_table = const_cast<int32_t*>(p.block_table);  // the harness's own buffer
+  cudaMemcpy(seq.data(), p.seqused_k, seq.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(table.data(), device_table, table.size() * 4, cudaMemcpyDeviceToHost);
+  for (int r = 0; r < p.num_reqs; ++r) {
+    for (int64_t k = (seq[r] + p.block_size - 1) / p.block_size; k < width; ++k) {
+      table[r * width + k] = kInvalidId;
+    }
+  }
+  cudaMemcpy(device_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
+  return kLaunch(p, stream);
 }
 
 void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLauncher launch,
@@ -96,24 +118,56 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   }
 }
 
-// Pages smaller than a KV tile (16; 48, not a power of 2), on request (V3Grid; the dispatch leaves
-// them to v2): K and V gathered row by row through the block table (cp.async), block ids
-// shuffled, so every page of a tile is elsewhere in the cache.
-TEST(PagedAttentionV3, SmallPagesByGather) {
+// Requests of 1 to 17 tokens, ones ending mid-page and ones spanning many pages and KV tiles.
+CaseSpec small_page_case(uint64_t seed, int head_size, int block) {
+  CaseSpec c;
+  c.name = "v3_pages_d" + std::to_string(head_size) + "_block" + std::to_string(block);
+  c.seed = seed;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_size = head_size;
+  c.block_size = block;
+  c.seq_lens = {17, 1, 300, 77, 9, 40, 261, 129};
+  c.query_lens = {17, 1, 200, 77, 9, 3, 261, 129};
+  return c;
+}
+
+// Pages dividing the KV tile (16, 32, 64; 16, 32 at D 256) by one TMA box per page, and pages of
+// the tile and larger, through the dispatch (which serves them all) and three CTAs; the table's
+// tail entries invalid; both layouts, causal and not.
+TEST(PagedAttentionV3, SmallPagesByTma) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
-    for (int block : {16, 48}) {
-      CaseSpec c = prefill_case(70 + block + d, d);
-      c.block_size = block;
-      c.name += "_gather_block" + std::to_string(block);
-      const KVCacheLayout layout = block == 16 ? KVCacheLayout::kHND : KVCacheLayout::kNHD;
-      expect_pass_with(c, layout, launch_v3_gather, "gather");
-      expect_pass_with(c, layout, launch_v3_gather_three_ctas, "gather, three CTAs");
+    for (int block : {16, 32, 64, 128}) {
+      CaseSpec c = small_page_case(90 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3>, "dispatch");
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_three_ctas>,
+                       "three CTAs");
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3_gather,
-                       "gather");
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3>, "dispatch");
+      expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_tile_per_cta>,
+                       "one CTA per tile");
     }
+  }
+}
+
+// Pages neither dividing nor holding whole KV tiles (48) on request (V3Grid; the dispatch leaves
+// them to v2): K and V gathered row by row through the block table (cp.async), so every page of a
+// tile is elsewhere in the cache.
+TEST(PagedAttentionV3, OddPagesByGather) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    CaseSpec c = small_page_case(70 + d, d, 48);
+    c.name += "_gather";
+    expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather>,
+                     "gather");
+    expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather_three_ctas>,
+                     "gather, three CTAs");
+    c.causal = false;
+    c.name += "_noncausal";
+    expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather>,
+                     "gather");
   }
 }
 
@@ -176,10 +230,14 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   }
   EXPECT_NE(s.message().find("q_dtype f16"), std::string::npos) << s.message();
   p.q_dtype = p.cache_dtype = DType::kBF16;
-  p.block_size = 16;  // v2's pages: the gather serves them only on request
+  p.block_size = 48;  // neither divides nor holds the tile: the gather serves it only on request
   s = launch_v3(p, nullptr);
-  EXPECT_NE(s.message().find("block_size 16 (allowed: multiples of 128"), std::string::npos)
+  EXPECT_NE(s.message().find("block_size 48 (allowed: 16, 32, 64, or multiples of 128"),
+            std::string::npos)
       << s.message();
+  p.block_size = 8;  // divides the tile, but below TMA's 16-row pages
+  s = launch_v3(p, nullptr);
+  EXPECT_NE(s.message().find("block_size 8 (allowed"), std::string::npos) << s.message();
   p.block_size = 128;
   p.softcap = 30.0f;
   s = launch_v3(p, nullptr);

@@ -38,6 +38,16 @@ int num_query_tiles(const PagedAttentionParams& p) {
   return (p.max_query_len + rows - 1) / rows;
 }
 
+// Pages the producer copies by TMA (one box per page and panel): multiples of the KV tile, or
+// powers of two from 16 that divide it (boxes of a multiple of 8 rows keep the swizzle's 8-row
+// period; pages of 8, twice the boxes of 16, are left to v2).
+constexpr int kMinTmaPage = 16;
+bool pages_by_tma(const PagedAttentionParams& p) {
+  const int keys = kv_tile_keys(p.head_size);
+  return p.block_size % keys == 0 ||
+         (p.block_size >= kMinTmaPage && keys % p.block_size == 0);
+}
+
 std::string built_sizes() {
   std::string names;
   for (int d : {64, 128, 256}) {
@@ -66,10 +76,12 @@ Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  const int keys = kv_tile_keys(p.head_size);
-  if (p.block_size <= 0 || (p.block_size % keys != 0 && !gather_small_pages)) {
-    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of " + str(keys) +
-                       " at head_size " + str(p.head_size) + ")");
+  if (p.block_size <= 0 || (!pages_by_tma(p) && !gather_small_pages)) {
+    const int keys = kv_tile_keys(p.head_size);
+    std::string divisors;
+    for (int b = kMinTmaPage; b < keys; b *= 2) divisors += str(b) + ", ";
+    return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
+                       "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
   if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
@@ -138,7 +150,8 @@ Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
 }
 
 // The cache [blocks, 2, block_size, kv_heads, D] in any of its layouts: dimensions {column,
-// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens. The
+// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens (or
+// one page, when pages are smaller). The
 // number of blocks is not known here; the block table only names allocated ones.
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
   const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
@@ -152,7 +165,8 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
                                static_cast<uint64_t>(head.second) * 2,
                                static_cast<uint64_t>(p.cache_kv_stride) * 2,
                                static_cast<uint64_t>(p.cache_block_stride) * 2};
-  const uint32_t keys = static_cast<uint32_t>(kv_tile_keys(p.head_size));
+  // One box per page when pages are smaller than the tile.
+  const uint32_t keys = static_cast<uint32_t>(std::min(kv_tile_keys(p.head_size), p.block_size));
   const uint32_t box[5] = {64, heads_inner ? 1u : keys, heads_inner ? keys : 1u, 1, 1};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, dims, strides, box),
                     "K/V");
@@ -183,8 +197,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  // Pages holding whole KV tiles go by TMA; smaller ones (on request) by the producer's gather.
-  a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
+  // Pages holding or dividing whole KV tiles go by TMA; others (on request) by the gather.
+  a.gather = !pages_by_tma(p);
   if (a.gather) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
   } else {
