@@ -216,13 +216,14 @@ TEST(V3Bench, DISABLED_Prefill8192) {
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false, true);
 }
 
-// The standard suite's prefill shapes (those whose head size is built), and HND once.
+// The standard suite's prefill shapes and D 96 / 192 (those whose head size is built), and HND
+// once.
 TEST(V3Bench, DISABLED_PrefillShapes) {
   PAGEDATTN_REQUIRE_V3();
-  const Shape shapes[] = {{"4x2048 d128", 4, 2048, 32, 8, 128},
-                          {"16x512 d128", 16, 512, 32, 8, 128},
-                          {"1x8192 d64", 1, 8192, 32, 8, 64},
-                          {"1x8192 d256", 1, 8192, 16, 4, 256}};
+  const Shape shapes[] = {
+      {"4x2048 d128", 4, 2048, 32, 8, 128}, {"16x512 d128", 16, 512, 32, 8, 128},
+      {"1x8192 d64", 1, 8192, 32, 8, 64},   {"1x8192 d256", 1, 8192, 16, 4, 256},
+      {"1x8192 d96", 1, 8192, 32, 8, 96},   {"1x8192 d192", 1, 8192, 16, 4, 192}};
   for (const Shape& shape : shapes) {
     if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
   }

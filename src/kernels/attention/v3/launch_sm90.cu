@@ -24,14 +24,24 @@ using attention::v3::prefill_head_size_built;
 using attention::v3::PrefillArgs;
 using attention::v3::PrefillShape;
 
+// f(PrefillShape<d>{}) for d one of the v3 head sizes (kPrefillHeadSizes).
+template <typename F>
+auto with_shape(int d, F f) {
+  switch (d) {
+    case 64: return f(PrefillShape<64>{});
+    case 96: return f(PrefillShape<96>{});
+    case 128: return f(PrefillShape<128>{});
+    case 192: return f(PrefillShape<192>{});
+    default: return f(PrefillShape<256>{});
+  }
+}
+
 // Query rows per work tile and keys per KV tile at head size d (one of the v3 sizes).
 int query_tile_rows(int d) {
-  return d == 64 ? PrefillShape<64>::kBlockM
-                 : (d == 128 ? PrefillShape<128>::kBlockM : PrefillShape<256>::kBlockM);
+  return with_shape(d, [](auto shape) { return decltype(shape)::kBlockM; });
 }
 int kv_tile_keys(int d) {
-  return d == 64 ? PrefillShape<64>::kBlockN
-                 : (d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN);
+  return with_shape(d, [](auto shape) { return decltype(shape)::kBlockN; });
 }
 int num_query_tiles(const PagedAttentionParams& p) {
   const int rows = query_tile_rows(p.head_size);
@@ -39,18 +49,16 @@ int num_query_tiles(const PagedAttentionParams& p) {
 }
 
 // Pages the producer copies by TMA (one box per page and panel): multiples of the KV tile, or
-// powers of two from 16 that divide it (boxes of a multiple of 8 rows keep the swizzle's 8-row
-// period; pages of 8, twice the boxes of 16, are left to v2).
-constexpr int kMinTmaPage = 16;
+// multiples of 16 that divide it (launch_paged_attention's rule; boxes of a multiple of 8 rows
+// keep the swizzle's 8-row period).
 bool pages_by_tma(const PagedAttentionParams& p) {
   const int keys = kv_tile_keys(p.head_size);
-  return p.block_size % keys == 0 ||
-         (p.block_size >= kMinTmaPage && keys % p.block_size == 0);
+  return p.block_size % keys == 0 || (p.block_size % 16 == 0 && keys % p.block_size == 0);
 }
 
 std::string built_sizes() {
   std::string names;
-  for (int d : {64, 128, 256}) {
+  for (int d : attention::v3::kPrefillHeadSizes) {
     if (prefill_head_size_built(d)) names += (names.empty() ? "" : ", ") + std::to_string(d);
   }
   return names.empty() ? "none" : names;
@@ -76,10 +84,12 @@ Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  if (p.block_size <= 0 || (!pages_by_tma(p) && !gather_small_pages)) {
+  // The gather's threads cover whole rows: D / 8 chunks per row dividing 128 threads.
+  const bool gathers = gather_small_pages && 128 % (p.head_size / 8) == 0;
+  if (p.block_size <= 0 || (!pages_by_tma(p) && !gathers)) {
     const int keys = kv_tile_keys(p.head_size);
     std::string divisors;
-    for (int b = kMinTmaPage; b < keys; b *= 2) divisors += str(b) + ", ";
+    for (int b = 16; b < keys; b *= 2) divisors += str(b) + ", ";
     return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
                        "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
@@ -238,11 +248,10 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   }
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
-  switch (p.head_size) {
-    case 64: return attention::v3::launch_prefill_kernel<64>(q_map, kv_map, a, ctas, s);
-    case 128: return attention::v3::launch_prefill_kernel<128>(q_map, kv_map, a, ctas, s);
-    default: return attention::v3::launch_prefill_kernel<256>(q_map, kv_map, a, ctas, s);
-  }
+  return with_shape(p.head_size, [&](auto shape) {
+    return attention::v3::launch_prefill_kernel<decltype(shape)::kHeadDim>(q_map, kv_map, a, ctas,
+                                                                           s);
+  });
 }
 
 }  // namespace pagedattn::kernels::detail

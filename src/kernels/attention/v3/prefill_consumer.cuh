@@ -138,8 +138,9 @@ __device__ __forceinline__ void pack_p(const float (&s)[4 * kSteps * 2], uint32_
   }
 }
 
-// Normalises and stores the rows that belong to the request; LSE in natural log.
-template <int kChunks, int kRegs>
+// Normalises and stores the rows that belong to the request, columns below kD (at D 96 the
+// chunk's columns 96..127 are not the output's); LSE in natural log.
+template <int kD, int kChunks, int kRegs>
 __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
                                            const PrefillArgs& a, const PrefillTile& w, int row) {
   const int t = threadIdx.x % 4;
@@ -157,6 +158,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j) {
+        if (c * 2 * kRegs + 8 * j >= kD) break;
         *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
             device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv,
                                                o[c][4 * j + 2 * h + 1] * inv);
@@ -277,7 +279,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   device::mbarrier_arrive(&s.v_empty[last]);
-  store_rows(o, st, a, w, row);
+  store_rows<kD>(o, st, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }

@@ -59,8 +59,8 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
 // from the lanes (tile_page_id); the elected lane issues.
 template <int kD>
 __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const PrefillArgs& a,
-                                            const PrefillTile& w, int page_id, int row0,
-                                            int plane, bool leader, uint8_t* dst, uint64_t* full) {
+                                            const PrefillTile& w, int page_id, int row0, int plane,
+                                            bool leader, uint8_t* dst, uint64_t* full) {
   using S = PrefillShape<kD>;
   const bool token_first = a.kv_token_coord == 1;
   const int rows = min(a.block_size, S::kBlockN);
