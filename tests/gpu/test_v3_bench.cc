@@ -1,8 +1,8 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128, and with one CTA
-// per work tile (the first v3 grid) at 128, twice each, alternating; at 1 x 8192 D 128 also block
-// 48, v2 against v3's cp.async gather (on request). Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128, twice each,
+// alternating; at 1 x 8192 D 128 also block 48, v2 against v3's cp.async gather (on request).
+// Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -166,8 +166,8 @@ double v3_v2_difference(Launcher v3_launch, const PrefillBench& b, bool causal) 
 }
 
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
-// smaller than the KV tile by one TMA box per page) and with one CTA per work tile at 128; then v3
-// against v2 on the same inputs at every block size. `odd_pages`: also block 48, v2 against v3's
+// smaller than the KV tile by one TMA box per page); then v3 against v2 on the same inputs at
+// every block size. `odd_pages`: also block 48, v2 against v3's
 // cp.async gather (on request).
 void compare(const Shape& shape, bool hnd, bool odd_pages = false) {
   const int blocks[] = {16, 32, 64, 128};
@@ -187,8 +187,6 @@ void compare(const Shape& shape, bool hnd, bool odd_pages = false) {
         std::snprintf(name, sizeof(name), "v3 block %d", b->block);
         report(shape.name, name, causal, median_ms(launch_v3, b->params(causal)), flops);
       }
-      report(shape.name, "v3 tile/CTA 128", causal,
-             median_ms(launch_v3_tile_per_cta, b128.params(causal)), flops);
     }
     if (odd_pages) {
       const PrefillBench b48(48, shape, hnd);
