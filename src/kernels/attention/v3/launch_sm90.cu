@@ -160,9 +160,9 @@ Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
 }
 
 // The cache [blocks, 2, block_size, kv_heads, D] in any of its layouts: dimensions {column,
-// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens (or
-// one page, when pages are smaller). The
-// number of blocks is not known here; the block table only names allocated ones.
+// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens (one
+// page when pages are smaller). The number of blocks is not known here; the block table only names
+// allocated ones. At D 96 a box's columns past 96 are zeros.
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
   const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
   *token_coord = heads_inner ? 2 : 1;
