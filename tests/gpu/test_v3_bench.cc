@@ -1,8 +1,7 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128, twice each,
-// alternating; at 1 x 8192 D 128 also block 48, v2 against v3's cp.async gather (on request).
-// Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 and the producer
+// variants (kVariants), twice each, alternating. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -165,63 +164,81 @@ double v3_v2_difference(Launcher v3_launch, const PrefillBench& b, bool causal) 
   return worst;
 }
 
+// One v3 row: a block size and a launcher (the dispatch or a producer variant, V3Grid).
+struct Variant {
+  const char* name;
+  int block;
+  Launcher launch;
+};
+const Variant kVariants[] = {
+    {"v3 block 16", 16, launch_v3},
+    {"v3 block 16 4w", 16, launch_v3_four_box_warps},
+    {"v3 block 16 gV", 16, launch_v3_gather_v},
+    {"v3 block 16 gV 4w", 16, launch_v3_gather_v_four_box_warps},
+    {"v3 block 32", 32, launch_v3},
+    {"v3 block 32 4w", 32, launch_v3_four_box_warps},
+    {"v3 block 32 gV", 32, launch_v3_gather_v},
+    {"v3 block 64", 64, launch_v3},
+    {"v3 block 128", 128, launch_v3},
+    {"v3 block 128 4w", 128, launch_v3_four_box_warps},
+};
+
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
-// smaller than the KV tile by one TMA box per page); then v3 against v2 on the same inputs at
-// every block size. `odd_pages`: also block 48, v2 against v3's
-// cp.async gather (on request).
-void compare(const Shape& shape, bool hnd, bool odd_pages = false) {
+// smaller than the KV tile by one TMA box per page) and the producer variants (4w: boxes from
+// four warps; gV: V by the warpgroup's cp.async); then each against v2 on the same inputs.
+void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
   std::vector<std::unique_ptr<PrefillBench>> benches;
   for (int block : blocks) benches.push_back(std::make_unique<PrefillBench>(block, shape, hnd));
-  const PrefillBench& b16 = *benches.front();
-  const PrefillBench& b128 = *benches.back();
-  char name[32];
+  const auto bench_of = [&](int block) -> const PrefillBench& {
+    for (const auto& b : benches) {
+      if (b->block == block) return *b;
+    }
+    return *benches.front();
+  };
   for (bool causal : {false, true}) {
-    const double flops = b128.flops(causal);
+    const double flops = bench_of(128).flops(causal);
     report(shape.name, "v2 block 16", causal,
-           median_ms(kernels::launch_paged_attention, b16.params(causal)), flops);
+           median_ms(kernels::launch_paged_attention, bench_of(16).params(causal)), flops);
     // Every v3 row twice, alternating: on the long shapes the first v3 timing of a run came out
     // up to 10 % above the later ones, whichever variant it was (the clock settling).
     for (int round = 0; round < 2; ++round) {
-      for (const auto& b : benches) {
-        std::snprintf(name, sizeof(name), "v3 block %d", b->block);
-        report(shape.name, name, causal, median_ms(launch_v3, b->params(causal)), flops);
+      for (const Variant& v : kVariants) {
+        report(shape.name, v.name, causal, median_ms(v.launch, bench_of(v.block).params(causal)),
+               flops);
       }
     }
-    if (odd_pages) {
-      const PrefillBench b48(48, shape, hnd);
-      report(shape.name, "v2 block 48", causal,
-             median_ms(kernels::launch_paged_attention, b48.params(causal)), flops);
-      report(shape.name, "v3 gather 48", causal, median_ms(launch_v3_gather, b48.params(causal)),
-             flops);
-      const double worst = v3_v2_difference(launch_v3_gather, b48, causal);
-      std::printf("BENCH %-16s v3 vs v2 output, block 48, %s: max |difference| %.3g\n", shape.name,
-                  causal ? "causal" : "noncausal", worst);
-      EXPECT_LT(worst, 0.02) << shape.name << " block 48";
-    }
     // The block sizes hold different tokens (the same bytes, other layouts and block ids).
-    for (const auto& b : benches) {
-      const double worst = v3_v2_difference(launch_v3, *b, causal);
-      std::printf("BENCH %-16s v3 vs v2 output, block %d, %s: max |difference| %.3g\n", shape.name,
-                  b->block, causal ? "causal" : "noncausal", worst);
-      EXPECT_LT(worst, 0.02) << shape.name << " block " << b->block;
+    for (const Variant& v : kVariants) {
+      const double worst = v3_v2_difference(v.launch, bench_of(v.block), causal);
+      std::printf("BENCH %-16s %s vs v2 output, %s: max |difference| %.3g\n", shape.name, v.name,
+                  causal ? "causal" : "noncausal", worst);
+      EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
     }
   }
 }
 
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
-  compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false, true);
+  compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);
 }
 
-// The standard suite's prefill shapes and D 96 / 192 (those whose head size is built), and HND
-// once.
+// D 96 and 192 (when built), first: the heads of the standard suite's D 128 and D 256 shapes.
+TEST(V3Bench, DISABLED_PrefillHeadSizes96And192) {
+  PAGEDATTN_REQUIRE_V3();
+  const Shape shapes[] = {{"1x8192 d96", 1, 8192, 32, 8, 96}, {"1x8192 d192", 1, 8192, 16, 4, 192}};
+  for (const Shape& shape : shapes) {
+    if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
+  }
+}
+
+// The standard suite's other prefill shapes (those whose head size is built), and HND once.
 TEST(V3Bench, DISABLED_PrefillShapes) {
   PAGEDATTN_REQUIRE_V3();
-  const Shape shapes[] = {
-      {"4x2048 d128", 4, 2048, 32, 8, 128}, {"16x512 d128", 16, 512, 32, 8, 128},
-      {"1x8192 d64", 1, 8192, 32, 8, 64},   {"1x8192 d256", 1, 8192, 16, 4, 256},
-      {"1x8192 d96", 1, 8192, 32, 8, 96},   {"1x8192 d192", 1, 8192, 16, 4, 192}};
+  const Shape shapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
+                          {"4x2048 d128", 4, 2048, 32, 8, 128},
+                          {"1x8192 d256", 1, 8192, 16, 4, 256},
+                          {"1x8192 d64", 1, 8192, 32, 8, 64}};
   for (const Shape& shape : shapes) {
     if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
   }

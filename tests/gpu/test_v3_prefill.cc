@@ -2,7 +2,7 @@
 // random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids, block-table entries
 // past each request's pages a huge invalid id; prefill, chunked prefill and single-token rows in
 // one launch; causal and not; GQA groups; block sizes 16-512 by TMA (pages dividing the KV tile
-// one box each) and 48 by the cp.async gather (on request); NHD and HND; head sizes 64, 96, 128,
+// one box each); NHD and HND; head sizes 64, 96, 128,
 // 192 and 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one
 // CTA per work tile, and three CTAs that each walk many tiles. The kernel needs a compute
 // capability 9.0 device and a build with 90a.
@@ -159,21 +159,30 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
   }
 }
 
-// Pages neither dividing nor holding whole KV tiles (48) on request (V3Grid; the dispatch leaves
-// them to v2): K and V gathered row by row through the block table (cp.async), so every page of a
-// tile is elsewhere in the cache.
-TEST(PagedAttentionV3, OddPagesByGather) {
+// The producer variants (V3Grid): boxes from four warps, V by the warpgroup's cp.async (zeros past
+// each request's keys; D 96 and 192 keep TMA), both; pages of 16 and 32, and 128 with four box
+// warps; three CTAs once, so the ring and the variant's barriers run across many work tiles.
+TEST(PagedAttentionV3, ProducerVariants) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
-    if (128 % (d / 8) != 0) continue;  // the gather's rows: D 64, 128, 256
-    CaseSpec c = small_page_case(70 + d, d, 48);
-    c.name += "_gather";
-    expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather>, "gather");
-    expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather_three_ctas>,
-                     "gather, three CTAs");
-    c.causal = false;
-    c.name += "_noncausal";
-    expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather>, "gather");
+    for (int block : {16, 32}) {
+      CaseSpec c = small_page_case(130 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather_v>,
+                       "V gathered");
+      expect_pass_with(c, KVCacheLayout::kHND,
+                       &with_invalid_table_tails<launch_v3_grid<true, 3, 4, true>>,
+                       "V gathered, four box warps, three CTAs");
+      c.causal = false;
+      c.name += "_noncausal";
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_four_box_warps>,
+                       "four box warps");
+      expect_pass_with(c, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<launch_v3_gather_v_four_box_warps>,
+                       "V gathered, four box warps");
+    }
+    CaseSpec c = small_page_case(170 + d, d, 128);
+    expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_four_box_warps>,
+                     "four box warps");
   }
 }
 
@@ -269,7 +278,7 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   }
   EXPECT_NE(s.message().find("q_dtype f16"), std::string::npos) << s.message();
   p.q_dtype = p.cache_dtype = DType::kBF16;
-  p.block_size = 48;  // neither divides nor holds the tile: the gather serves it only on request
+  p.block_size = 48;  // neither divides nor holds the tile: v2's
   s = launch_v3(p, nullptr);
   EXPECT_NE(s.message().find("block_size 48 (allowed: 16, 32, 64, or multiples of 128"),
             std::string::npos)

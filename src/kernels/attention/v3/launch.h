@@ -1,10 +1,9 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
 // Host-only header. Today one prefill kernel: head sizes 64, 96, 128, 192 and 256 (those of them
 // this build instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128
-// keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it (other pages only on request,
-// V3Grid), prefill-shaped launches, causal or not, no ALiBi / soft cap / sinks / sliding window /
-// split-KV; anything else is an Unimplemented status naming what is missing, so a caller can fall
-// back to v2.
+// keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it, prefill-shaped launches,
+// causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV; anything else is an
+// Unimplemented status naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"
@@ -13,16 +12,15 @@
 namespace pagedattn::kernels::detail {
 
 // How the prefill kernel's CTAs take the work tiles (request, query head, 128 or 192 query rows),
-// and which pages it takes. The dispatch uses the defaults.
+// and how its producer copies K/V. The dispatch uses the defaults.
 struct V3Grid {
   bool persistent = true;  // one CTA per SM, each walking many tiles; false: one CTA per tile (the
                            // first v3 kernel's grid, kept for comparisons)
   int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
-  // Pages neither holding nor dividing a KV tile (e.g. 48) by the producer warpgroup's cp.async
-  // gather (D 64, 128, 256): correct, but measured slower than v2 at block 16 (1 x 8192, D 128: 190
-  // against 350 TFLOP/s; the producer's address arithmetic takes the issue slots), so the dispatch
-  // leaves those pages to v2.
-  bool gather_small_pages = false;
+  int box_warps = 1;       // producer warps issuing the K/V TMA boxes (1 to 4)
+  // Pages smaller than the KV tile at D 64, 128, 256: V by the producer warpgroup's cp.async,
+  // K still by TMA (elsewhere ignored).
+  bool gather_v = false;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -76,7 +75,7 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
+Status check_served(const PagedAttentionParams& p) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
@@ -84,9 +83,7 @@ Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  // The gather's threads cover whole rows: D / 8 chunks per row dividing 128 threads.
-  const bool gathers = gather_small_pages && 128 % (p.head_size / 8) == 0;
-  if (p.block_size <= 0 || (!pages_by_tma(p) && !gathers)) {
+  if (p.block_size <= 0 || !pages_by_tma(p)) {
     const int keys = kv_tile_keys(p.head_size);
     std::string divisors;
     for (int b = 16; b < keys; b *= 2) divisors += str(b) + ", ";
@@ -185,7 +182,7 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, V3Grid{}.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
   return check_device();
 }
 
@@ -196,7 +193,7 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
                                            void* stream, V3Grid grid) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
     return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
@@ -207,13 +204,14 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  // Pages holding or dividing whole KV tiles go by TMA; others (on request) by the gather.
-  a.gather = !pages_by_tma(p);
-  if (a.gather) {
-    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
-  } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  const bool whole_rows =
+      with_shape(p.head_size, [](auto s) { return decltype(s)::kWholeRowsPerPass; });
+  a.gather_v = grid.gather_v && whole_rows && p.block_size < kv_tile_keys(p.head_size);
+  a.page_shift = 0;
+  while ((1 << a.page_shift) < p.block_size) ++a.page_shift;  // pages dividing a tile: powers of 2
+  a.box_warps = std::clamp(grid.box_warps, 1, 4);
+  a.producer_warps = a.gather_v ? 4 : a.box_warps;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;

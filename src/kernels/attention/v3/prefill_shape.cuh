@@ -1,6 +1,6 @@
 // Geometry, shared memory and arguments of the Hopper ("v3") prefill kernel, per head size (64,
 // 96, 128, 192, 256): 16-bit Q and K/V, pages that hold whole KV tiles or divide them (TMA copies
-// whole tiles or one box per page), other page sizes by a cp.async gather.
+// whole tiles or one box per page).
 //
 // A CTA has three or four warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K
 // and V tiles into a ring: prefill_producer.cuh), the others are consumers, each owning 64 of the
@@ -51,6 +51,8 @@ struct PrefillShape {
   static constexpr int kOChunks = (kD + kOChunkCols - 1) / kOChunkCols;
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
+  // 128 threads copy whole rows of 16-byte chunks per pass (D 64, 128, 256: gather_v serves them).
+  static constexpr bool kWholeRowsPerPass = 128 % (kD / 8) == 0;
   static constexpr int kThreads = (1 + kConsumers) * 128;
   // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
   // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
@@ -90,7 +92,10 @@ struct PrefillArgs {
       kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
-  bool gather;         // K/V by cp.async through the block table (pages smaller than a KV tile)
+  int page_shift;      // log2(block_size) when gather_v
+  int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
+  bool gather_v;       // V by the producer warpgroup's cp.async (pages smaller than a KV tile)
+  int producer_warps;  // warps running the producer: 4 when gather_v, else box_warps
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
