@@ -175,9 +175,11 @@ const Variant kVariants[] = {
     {"v3 block 16 4w", 16, launch_v3_four_box_warps},
     {"v3 block 16 gV", 16, launch_v3_gather_v},
     {"v3 block 16 gV 4w", 16, launch_v3_gather_v_four_box_warps},
+    {"v3 block 16 gKV", 16, launch_v3_gather_kv},
     {"v3 block 32", 32, launch_v3},
     {"v3 block 32 4w", 32, launch_v3_four_box_warps},
     {"v3 block 32 gV", 32, launch_v3_gather_v},
+    {"v3 block 32 gKV", 32, launch_v3_gather_kv},
     {"v3 block 64", 64, launch_v3},
     {"v3 block 128", 128, launch_v3},
     {"v3 block 128 4w", 128, launch_v3_four_box_warps},
@@ -185,7 +187,8 @@ const Variant kVariants[] = {
 
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
 // smaller than the KV tile by one TMA box per page) and the producer variants (4w: boxes from
-// four warps; gV: V by the warpgroup's cp.async); then each against v2 on the same inputs.
+// four warps; gV: V by the warpgroup's cp.async; gKV: K and V so); then each against v2 on the
+// same inputs.
 void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
   std::vector<std::unique_ptr<PrefillBench>> benches;

@@ -159,26 +159,36 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
   }
 }
 
-// The producer variants (V3Grid): boxes from four warps, V by the warpgroup's cp.async (zeros past
-// each request's keys; D 96 and 192 keep TMA), both; pages of 16 and 32, and 128 with four box
-// warps; three CTAs once, so the ring and the variant's barriers run across many work tiles.
+// The producer variants (V3Grid) against the oracle: TMA boxes from four warps (pages of 16, 32
+// and 128); at D 64, 128 and 256 (whole rows per pass) also V by the warpgroup's cp.async (zeros
+// past each request's keys), with one or four box warps, and K and V by cp.async; three CTAs for
+// some, so the ring and the variant's barriers run across many work tiles.
 TEST(PagedAttentionV3, ProducerVariants) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
+    const bool gathers = 128 % (d / 8) == 0;
     for (int block : {16, 32}) {
       CaseSpec c = small_page_case(130 + block + d, d, block);
-      expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather_v>,
-                       "V gathered");
-      expect_pass_with(c, KVCacheLayout::kHND,
-                       &with_invalid_table_tails<launch_v3_grid<true, 3, 4, true>>,
-                       "V gathered, four box warps, three CTAs");
       c.causal = false;
       c.name += "_noncausal";
       expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_four_box_warps>,
                        "four box warps");
+      if (!gathers) continue;
       expect_pass_with(c, KVCacheLayout::kNHD,
                        &with_invalid_table_tails<launch_v3_gather_v_four_box_warps>,
                        "V gathered, four box warps");
+      CaseSpec causal = small_page_case(150 + block + d, d, block);
+      expect_pass_with(causal, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<launch_v3_grid<true, 3, 1, true, true>>,
+                       "K and V gathered, three CTAs");
+      if (block != 16) continue;
+      expect_pass_with(causal, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather_v>,
+                       "V gathered");
+      expect_pass_with(causal, KVCacheLayout::kHND,
+                       &with_invalid_table_tails<launch_v3_grid<true, 3, 4, true>>,
+                       "V gathered, four box warps, three CTAs");
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather_kv>,
+                       "K and V gathered");
     }
     CaseSpec c = small_page_case(170 + d, d, 128);
     expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_four_box_warps>,

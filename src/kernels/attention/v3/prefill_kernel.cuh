@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     device::mbarrier_init(&s.q_full, 1);
     device::mbarrier_init(&s.q_empty, S::kConsumers * 128);  // every consumer thread releases
     for (int i = 0; i < S::kStages; ++i) {
-      device::mbarrier_init(&s.k_full[i], 1);
+      device::mbarrier_init(&s.k_full[i], a.gather_k ? 128 : 1);
       device::mbarrier_init(&s.v_full[i], a.gather_v ? 128 : 1);  // gathered: every producer thread
       device::mbarrier_init(&s.k_empty[i], S::kConsumers * 128);
       device::mbarrier_init(&s.v_empty[i], S::kConsumers * 128);

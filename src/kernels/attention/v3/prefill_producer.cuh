@@ -4,8 +4,8 @@
 // more warps issue one TMA box per page and panel, and warp 0 copies a request's last, partial V
 // tile with cp.async instead, so that the rows past its keys are zeros in shared memory (those
 // page slots hold whatever was written before, NaN included, and 0 * NaN would reach the output).
-// Or (PrefillArgs::gather_v, pages smaller than the tile) the whole producer warpgroup copies V
-// by cp.async, zeros past the keys included, while K still comes by TMA.
+// Or (PrefillArgs::gather_v / gather_k, pages smaller than the tile) the whole producer warpgroup
+// copies V, or K and V, by cp.async, zeros past the keys included.
 // The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
 // while the consumers finish the previous one.
 #pragma once
@@ -77,21 +77,22 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
   }
 }
 
-// V of a KV tile over pages smaller than it by the producer warpgroup's cp.async (PrefillArgs::
-// gather_v; D / 8 chunks per row dividing 128): thread t copies chunk t % (D / 8) of every
-// (128 / (D / 8))-th row. A pass's rows lie in one page (passes of at most 16 rows, pages of 16 or
-// more, both powers of two), so its block id is one shuffle and its address two multiply-adds;
-// rows at or past k_len become zeros. Each thread's copies arrive on the stage's full barrier.
+// K (plane 0) or V (plane 1) of a KV tile over pages smaller than it by the producer warpgroup's
+// cp.async (PrefillArgs::gather_k / gather_v; D / 8 chunks per row dividing 128): thread t copies
+// chunk t % (D / 8) of every (128 / (D / 8))-th row. A pass's rows lie in one page (passes of at
+// most 16 rows, pages of 16 or more, both powers of two), so its block id is one shuffle and its
+// address two multiply-adds; rows at or past k_len become zeros. Each thread's copies arrive on
+// the stage's full barrier.
 template <int kD>
-__device__ __forceinline__ void gather_v_tile(const PrefillArgs& a, const PrefillTile& w,
-                                              int page_id, int key0, uint8_t* dst) {
+__device__ __forceinline__ void gather_tile(const PrefillArgs& a, const PrefillTile& w, int page_id,
+                                            int key0, int plane, uint8_t* dst) {
   using S = PrefillShape<kD>;
   constexpr int kChunksPerRow = kD / 8;
   constexpr int kRowsPerPass = 128 / kChunksPerRow;
-  static_assert(S::kWholeRowsPerPass, "gather_v_tile: whole rows per pass");
+  static_assert(S::kWholeRowsPerPass, "gather_tile: whole rows per pass");
   const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
   const uint16_t* head =
-      a.kv_cache + a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
+      a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
   const uint32_t panel = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
   const int keys_left = w.k_len - key0;
 #pragma unroll 2  // unrolled further, the rows' addresses spill the producer's registers
@@ -132,7 +133,7 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTi
 }
 
 // Run by the first a.producer_warps warps of the producer warpgroup (1, the box warps, or all 4
-// when V is gathered).
+// when K or V is gathered).
 template <int kD>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
@@ -154,14 +155,20 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       const int page_id = next_page_id;
       if (i + 1 < w.num_kv_tiles) next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
-      if (boxes) {
+      if (a.gather_k) {
+        if constexpr (S::kWholeRowsPerPass) {  // the launcher's condition for gather_k
+          device::mbarrier_wait(&s.k_empty[stage], parity);
+          gather_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
+          device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
+        }
+      } else if (boxes) {
         device::mbarrier_wait(&s.k_empty[stage], parity);
         tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
       }
       if (a.gather_v) {
         if constexpr (S::kWholeRowsPerPass) {  // the launcher's condition for gather_v
           device::mbarrier_wait(&s.v_empty[stage], parity);
-          gather_v_tile<kD>(a, w, page_id, key0, s.v[stage]);
+          gather_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
           device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
         }
         continue;
