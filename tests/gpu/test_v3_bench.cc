@@ -169,18 +169,17 @@ struct Variant {
   const char* name;
   int block;
   Launcher launch;
-  bool gathers = false;  // a cp.async variant: D 64, 128, 256 only (elsewhere the TMA path again)
 };
 const Variant kVariants[] = {
     {"v3 block 16", 16, launch_v3},
     {"v3 block 16 4w", 16, launch_v3_four_box_warps},
-    {"v3 block 16 gV", 16, launch_v3_gather_v, true},
-    {"v3 block 16 gV 4w", 16, launch_v3_gather_v_four_box_warps, true},
-    {"v3 block 16 gKV", 16, launch_v3_gather_kv, true},
+    {"v3 block 16 gV", 16, launch_v3_gather_v},
+    {"v3 block 16 gV 4w", 16, launch_v3_gather_v_four_box_warps},
+    {"v3 block 16 gKV", 16, launch_v3_gather_kv},
     {"v3 block 32", 32, launch_v3},
     {"v3 block 32 4w", 32, launch_v3_four_box_warps},
-    {"v3 block 32 gV", 32, launch_v3_gather_v, true},
-    {"v3 block 32 gKV", 32, launch_v3_gather_kv, true},
+    {"v3 block 32 gV", 32, launch_v3_gather_v},
+    {"v3 block 32 gKV", 32, launch_v3_gather_kv},
     {"v3 block 64", 64, launch_v3},
     {"v3 block 128", 128, launch_v3},
     {"v3 block 128 4w", 128, launch_v3_four_box_warps},
@@ -192,7 +191,6 @@ const Variant kVariants[] = {
 // same inputs.
 void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
-  const bool gathers = 128 % (shape.head_size / 8) == 0;
   std::vector<std::unique_ptr<PrefillBench>> benches;
   for (int block : blocks) benches.push_back(std::make_unique<PrefillBench>(block, shape, hnd));
   const auto bench_of = [&](int block) -> const PrefillBench& {
@@ -209,14 +207,12 @@ void compare(const Shape& shape, bool hnd) {
     // up to 10 % above the later ones, whichever variant it was (the clock settling).
     for (int round = 0; round < 2; ++round) {
       for (const Variant& v : kVariants) {
-        if (v.gathers && !gathers) continue;
         report(shape.name, v.name, causal, median_ms(v.launch, bench_of(v.block).params(causal)),
                flops);
       }
     }
     // The block sizes hold different tokens (the same bytes, other layouts and block ids).
     for (const Variant& v : kVariants) {
-      if (v.gathers && !gathers) continue;
       const double worst = v3_v2_difference(v.launch, bench_of(v.block), causal);
       std::printf("BENCH %-16s %s vs v2 output, %s: max |difference| %.3g\n", shape.name, v.name,
                   causal ? "causal" : "noncausal", worst);

@@ -18,8 +18,8 @@ struct V3Grid {
                            // first v3 kernel's grid, kept for comparisons)
   int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
   int box_warps = 1;       // producer warps issuing the K/V TMA boxes (1 to 4)
-  // Pages smaller than the KV tile at D 64, 128, 256 (elsewhere ignored): V by the producer
-  // warpgroup's cp.async, K still by TMA; gather_k: K too.
+  // Pages smaller than the KV tile (elsewhere ignored): V by the producer warpgroup's cp.async,
+  // K still by TMA; gather_k: K too.
   bool gather_v = false;
   bool gather_k = false;
 };

@@ -205,9 +205,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
   PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
-  const bool whole_rows =
-      with_shape(p.head_size, [](auto s) { return decltype(s)::kWholeRowsPerPass; });
-  a.gather_v = grid.gather_v && whole_rows && p.block_size < kv_tile_keys(p.head_size);
+  a.gather_v = grid.gather_v && p.block_size < kv_tile_keys(p.head_size);
   a.page_shift = 0;
   while ((1 << a.page_shift) < p.block_size) ++a.page_shift;  // pages dividing a tile: powers of 2
   a.box_warps = std::clamp(grid.box_warps, 1, 4);

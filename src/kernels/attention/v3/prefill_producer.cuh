@@ -78,27 +78,30 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
 }
 
 // K (plane 0) or V (plane 1) of a KV tile over pages smaller than it by the producer warpgroup's
-// cp.async (PrefillArgs::gather_k / gather_v; D / 8 chunks per row dividing 128): thread t copies
-// chunk t % (D / 8) of every (128 / (D / 8))-th row. A pass's rows lie in one page (passes of at
-// most 16 rows, pages of 16 or more, both powers of two), so its block id is one shuffle and its
-// address two multiply-adds; rows at or past k_len become zeros. Each thread's copies arrive on
-// the stage's full barrier.
+// cp.async (PrefillArgs::gather_k / gather_v): thread t copies 16-byte chunk t % (D / 8) of rows
+// t / (D / 8) + p * (128 / (D / 8)) (threads past the last whole row, at D 96 and 192, copy
+// nothing). A row's block id is one shuffle (at D 64, 128, 256 a pass's rows lie in one page:
+// passes of at most 16 rows, pages of 16 or more, powers of two) and its address two
+// multiply-adds; rows at or past k_len become zeros. Each thread's copies arrive on the stage's
+// full barrier.
 template <int kD>
 __device__ __forceinline__ void gather_tile(const PrefillArgs& a, const PrefillTile& w, int page_id,
                                             int key0, int plane, uint8_t* dst) {
   using S = PrefillShape<kD>;
   constexpr int kChunksPerRow = kD / 8;
-  constexpr int kRowsPerPass = 128 / kChunksPerRow;
-  static_assert(S::kWholeRowsPerPass, "gather_tile: whole rows per pass");
+  constexpr int kRowsPerPass = 128 / kChunksPerRow;  // 16, 10, 8, 5, 4 at D 64 .. 256
+  constexpr int kPasses = (S::kBlockN + kRowsPerPass - 1) / kRowsPerPass;
   const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
+  const int first_row = tid < kRowsPerPass * kChunksPerRow ? tid / kChunksPerRow : S::kBlockN;
   const uint16_t* head =
       a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
   const uint32_t panel = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
   const int keys_left = w.k_len - key0;
 #pragma unroll 2  // unrolled further, the rows' addresses spill the producer's registers
-  for (int pass = 0; pass < S::kBlockN / kRowsPerPass; ++pass) {
-    const int row = tid / kChunksPerRow + pass * kRowsPerPass;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int row = first_row + pass * kRowsPerPass;
     const int block = __shfl_sync(0xffffffffu, page_id, row >> a.page_shift);
+    if (row >= S::kBlockN) continue;
     const uint16_t* from =
         head + block * a.cache_block_stride + (row & (a.block_size - 1)) * a.cache_token_stride;
     device::cp_async_16(panel + device::swizzle128_offset(row, chunk % 8), from,
@@ -156,21 +159,17 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       if (i + 1 < w.num_kv_tiles) next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       if (a.gather_k) {
-        if constexpr (S::kWholeRowsPerPass) {  // the launcher's condition for gather_k
-          device::mbarrier_wait(&s.k_empty[stage], parity);
-          gather_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
-          device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
-        }
+        device::mbarrier_wait(&s.k_empty[stage], parity);
+        gather_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
+        device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
       } else if (boxes) {
         device::mbarrier_wait(&s.k_empty[stage], parity);
         tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
       }
       if (a.gather_v) {
-        if constexpr (S::kWholeRowsPerPass) {  // the launcher's condition for gather_v
-          device::mbarrier_wait(&s.v_empty[stage], parity);
-          gather_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
-          device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
-        }
+        device::mbarrier_wait(&s.v_empty[stage], parity);
+        gather_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
+        device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
         continue;
       }
       if (!boxes) continue;

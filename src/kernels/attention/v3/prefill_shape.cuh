@@ -51,8 +51,6 @@ struct PrefillShape {
   static constexpr int kOChunks = (kD + kOChunkCols - 1) / kOChunkCols;
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
-  // 128 threads copy whole rows of 16-byte chunks per pass (D 64, 128, 256: gather_v serves them).
-  static constexpr bool kWholeRowsPerPass = 128 % (kD / 8) == 0;
   static constexpr int kThreads = (1 + kConsumers) * 128;
   // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
   // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
