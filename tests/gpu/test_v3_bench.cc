@@ -127,7 +127,8 @@ double median_ms(Launcher launch, const kernels::PagedAttentionParams& p) {
     cudaEventRecord(start);
     const Status st = launch(p, nullptr);
     cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
+    // Checked per launch, so a fault is pinned on the row that caused it.
+    EXPECT_EQ(cudaEventSynchronize(stop), cudaSuccess) << "launch " << i;
     EXPECT_TRUE(st.ok()) << st.to_string();
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
