@@ -1,7 +1,7 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 and the producer
-// variants (kVariants), twice each, alternating. Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 and with one TMA
+// box warp at 16 and 32 (kVariants), twice each, alternating. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -172,24 +172,14 @@ struct Variant {
   Launcher launch;
 };
 const Variant kVariants[] = {
-    {"v3 block 16", 16, launch_v3},
-    {"v3 block 16 4w", 16, launch_v3_four_box_warps},
-    {"v3 block 16 gV", 16, launch_v3_gather_v},
-    {"v3 block 16 gV 4w", 16, launch_v3_gather_v_four_box_warps},
-    {"v3 block 16 gKV", 16, launch_v3_gather_kv},
-    {"v3 block 32", 32, launch_v3},
-    {"v3 block 32 4w", 32, launch_v3_four_box_warps},
-    {"v3 block 32 gV", 32, launch_v3_gather_v},
-    {"v3 block 32 gKV", 32, launch_v3_gather_kv},
-    {"v3 block 64", 64, launch_v3},
-    {"v3 block 128", 128, launch_v3},
-    {"v3 block 128 4w", 128, launch_v3_four_box_warps},
+    {"v3 block 16", 16, launch_v3}, {"v3 block 16 1w", 16, launch_v3_one_box_warp},
+    {"v3 block 32", 32, launch_v3}, {"v3 block 32 1w", 32, launch_v3_one_box_warp},
+    {"v3 block 64", 64, launch_v3}, {"v3 block 128", 128, launch_v3},
 };
 
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
-// smaller than the KV tile by one TMA box per page) and the producer variants (4w: boxes from
-// four warps; gV: V by the warpgroup's cp.async; gKV: K and V so); then each against v2 on the
-// same inputs.
+// smaller than the KV tile by one TMA box per page, from four producer warps) and with one box
+// warp (1w); then each against v2 on the same inputs.
 void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
   std::vector<std::unique_ptr<PrefillBench>> benches;

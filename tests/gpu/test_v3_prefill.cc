@@ -159,38 +159,21 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
   }
 }
 
-// The producer variants (V3Grid) against the oracle: TMA boxes from four warps (pages of 16 and
-// 128), V by the warpgroup's cp.async (zeros past each request's keys) with one or four box
-// warps, and K and V by cp.async (pages of 16 and 32); three CTAs for some, so the ring and the
-// variant's barriers run across many work tiles.
-TEST(PagedAttentionV3, ProducerVariants) {
+// Small pages' TMA boxes from one producer warp (the dispatch deals them to four): pages of 16
+// and 32, causal with three CTAs and non-causal, the table's tail entries invalid.
+TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
     for (int block : {16, 32}) {
-      CaseSpec causal = small_page_case(150 + block + d, d, block);
-      expect_pass_with(causal, KVCacheLayout::kNHD,
-                       &with_invalid_table_tails<launch_v3_grid<true, 3, 1, true, true>>,
-                       "K and V gathered, three CTAs");
-      if (block != 16) continue;
-      CaseSpec c = small_page_case(130 + block + d, d, block);
+      CaseSpec c = small_page_case(150 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<launch_v3_grid<true, 3, 1>>,
+                       "one box warp, three CTAs");
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_four_box_warps>,
-                       "four box warps");
-      expect_pass_with(c, KVCacheLayout::kNHD,
-                       &with_invalid_table_tails<launch_v3_gather_v_four_box_warps>,
-                       "V gathered, four box warps");
-      expect_pass_with(causal, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_gather_v>,
-                       "V gathered");
-      expect_pass_with(causal, KVCacheLayout::kHND,
-                       &with_invalid_table_tails<launch_v3_grid<true, 3, 4, true>>,
-                       "V gathered, four box warps, three CTAs");
-      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_gather_kv>,
-                       "K and V gathered");
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_one_box_warp>,
+                       "one box warp");
     }
-    CaseSpec c = small_page_case(170 + d, d, 128);
-    expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_four_box_warps>,
-                     "four box warps");
   }
 }
 

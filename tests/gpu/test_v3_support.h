@@ -30,26 +30,19 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
 
 // Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
 // parameters the dispatch accepts.
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = 1, bool kGatherV = false,
-          bool kGatherK = false>
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kernels::detail::V3Grid{}.box_warps>
 Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
   return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream,
-      kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps, kGatherV, kGatherK});
+      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps});
 }
 // One CTA per work tile: the first v3 kernel's grid.
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 // Three persistent CTAs: each walks many work tiles across requests and heads.
 inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
-// The producer variants (persistent grid): TMA boxes issued by four warps; V gathered by cp.async
-// with K's boxes from one or four warps; K and V gathered.
-inline constexpr auto launch_v3_four_box_warps = &launch_v3_grid<true, 0, 4, false>;
-inline constexpr auto launch_v3_gather_v = &launch_v3_grid<true, 0, 1, true>;
-inline constexpr auto launch_v3_gather_v_four_box_warps = &launch_v3_grid<true, 0, 4, true>;
-// K and V gathered by cp.async (no TMA box but Q's).
-inline constexpr auto launch_v3_gather_kv = &launch_v3_grid<true, 0, 1, true, true>;
+// Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
+inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>

@@ -205,12 +205,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
   PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
-  a.gather_v = grid.gather_v && p.block_size < kv_tile_keys(p.head_size);
-  a.page_shift = 0;
-  while ((1 << a.page_shift) < p.block_size) ++a.page_shift;  // pages dividing a tile: powers of 2
-  a.box_warps = std::clamp(grid.box_warps, 1, 4);
-  a.gather_k = a.gather_v && grid.gather_k;
-  a.producer_warps = a.gather_v ? 4 : a.box_warps;
+  a.box_warps = p.block_size < kv_tile_keys(p.head_size) ? std::clamp(grid.box_warps, 1, 4) : 1;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;

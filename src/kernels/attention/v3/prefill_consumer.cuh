@@ -190,13 +190,6 @@ struct IssueTurns {
   }
 };
 
-// Waits for a K or V stage; rows the producer gathered with cp.async (generic proxy) then need a
-// proxy fence before wgmma (async proxy) reads them.
-__device__ __forceinline__ void wait_stage(uint64_t* full, uint32_t parity, bool gathered) {
-  device::mbarrier_wait(full, parity);
-  if (gathered) device::fence_proxy_async_shared();
-}
-
 // Where a consumer is in the ring and in its tiles, carried from one work tile to the next.
 struct ConsumerPosition {
   int use = 0;         // of the K/V ring
@@ -238,7 +231,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
-  wait_stage(&s.k_full[stage_of(0)], parity_of(0), a.gather_k);
+  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
   turns.begin();
   device::wgmma_fence();
   issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
@@ -250,8 +243,8 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   pack_p(sc, p);  // O is still zero: nothing to rescale
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
-    wait_stage(&s.k_full[stage], parity_of(i), a.gather_k);
-    wait_stage(&s.v_full[prev], parity_of(i - 1), a.gather_v);
+    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
+    device::mbarrier_wait(&s.v_full[prev], parity_of(i - 1));
     turns.begin();
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage]));
@@ -270,7 +263,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete
   const int last = stage_of(w.num_kv_tiles - 1);
-  wait_stage(&s.v_full[last], parity_of(w.num_kv_tiles - 1), a.gather_v);
+  device::mbarrier_wait(&s.v_full[last], parity_of(w.num_kv_tiles - 1));
   turns.begin();
   device::wgmma_fence();
   issue_pv<kD>(o, p, device::smem_addr(s.v[last]));

@@ -1,13 +1,12 @@
 // The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
-// KV tile into the ring. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): the
-// producer warps' lanes read the block ids of a tile's pages a tile ahead, elected lanes of one or
-// more warps issue one TMA box per page and panel, and warp 0 copies a request's last, partial V
-// tile with cp.async instead, so that the rows past its keys are zeros in shared memory (those
-// page slots hold whatever was written before, NaN included, and 0 * NaN would reach the output).
-// Or (PrefillArgs::gather_v / gather_k, pages smaller than the tile) the whole producer warpgroup
-// copies V, or K and V, by cp.async, zeros past the keys included.
-// The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
-// while the consumers finish the previous one.
+// KV tile into the ring. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): pages
+// smaller than the tile have their block ids read a tile ahead by the producer warps' lanes, and
+// elected lanes of four warps issue one TMA box per page and panel (pages holding whole tiles: one
+// warp, one box per panel); warp 0 copies a request's last, partial V tile with cp.async instead,
+// so that the rows past its keys are zeros in shared memory (those page slots hold whatever was
+// written before, NaN included, and 0 * NaN would reach the output). The ring's use count runs on
+// across work tiles, so the next tile's Q and first K/V tiles load while the consumers finish the
+// previous one.
 #pragma once
 
 #include <cuda.h>
@@ -77,38 +76,6 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
   }
 }
 
-// K (plane 0) or V (plane 1) of a KV tile over pages smaller than it by the producer warpgroup's
-// cp.async (PrefillArgs::gather_k / gather_v): thread t copies 16-byte chunk t % (D / 8) of rows
-// t / (D / 8) + p * (128 / (D / 8)) (threads past the last whole row, at D 96 and 192, copy
-// nothing). A row's block id is one shuffle (at D 64, 128, 256 a pass's rows lie in one page:
-// passes of at most 16 rows, pages of 16 or more, powers of two) and its address two
-// multiply-adds; rows at or past k_len become zeros. Each thread's copies arrive on the stage's
-// full barrier.
-template <int kD>
-__device__ __forceinline__ void gather_tile(const PrefillArgs& a, const PrefillTile& w, int page_id,
-                                            int key0, int plane, uint8_t* dst) {
-  using S = PrefillShape<kD>;
-  constexpr int kChunksPerRow = kD / 8;
-  constexpr int kRowsPerPass = 128 / kChunksPerRow;  // 16, 10, 8, 5, 4 at D 64 .. 256
-  constexpr int kPasses = (S::kBlockN + kRowsPerPass - 1) / kRowsPerPass;
-  const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
-  const int first_row = tid < kRowsPerPass * kChunksPerRow ? tid / kChunksPerRow : S::kBlockN;
-  const uint16_t* head =
-      a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
-  const uint32_t panel = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
-  const int keys_left = w.k_len - key0;
-#pragma unroll 2  // unrolled further, the rows' addresses spill the producer's registers
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int row = first_row + pass * kRowsPerPass;
-    const int block = __shfl_sync(0xffffffffu, page_id, row >> a.page_shift);
-    if (row >= S::kBlockN) continue;
-    const uint16_t* from =
-        head + block * a.cache_block_stride + (row & (a.block_size - 1)) * a.cache_token_stride;
-    device::cp_async_16(panel + device::swizzle128_offset(row, chunk % 8), from,
-                        row < keys_left ? 16 : 0);
-  }
-}
-
 // The block ids of a KV tile's pages, read a tile ahead so that no copy waits on a table load:
 // lane l holds the id of the tile's page l (at most 8: pages of 16 or more tokens). Lanes past the
 // request's pages hold the tile's first page (a valid block; its K rows are masked, its V rows
@@ -135,44 +102,33 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTi
   }
 }
 
-// Run by the first a.producer_warps warps of the producer warpgroup (1, the box warps, or all 4
-// when K or V is gathered).
+// Run by the first a.box_warps warps of the producer warpgroup.
 template <int kD>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillShape<kD>;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const bool leader = device::elect_one();
-  const bool boxes = warp < a.box_warps;
   TileWalk walk{total_tiles};
   PrefillTile w;
   int use = 0;  // of the ring, across work tiles
   for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
     if (warp == 0 && leader) load_q<kD>(q_map, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
-    int next_page_id = tile_page_id(a, w, table, 0);
+    const bool small_pages = a.block_size < S::kBlockN;
+    int next_page_id = small_pages ? tile_page_id(a, w, table, 0) : 0;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
       const int key0 = i * S::kBlockN;                       // is done
-      const int page_id = next_page_id;
-      if (i + 1 < w.num_kv_tiles) next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
+      // Pages holding whole tiles: one entry, read by every lane (the same value in each).
+      int page_id = small_pages ? next_page_id : table[key0 / a.block_size];
+      if (small_pages && i + 1 < w.num_kv_tiles) {
+        next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
+      }
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
-      if (a.gather_k) {
-        device::mbarrier_wait(&s.k_empty[stage], parity);
-        gather_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
-        device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
-      } else if (boxes) {
-        device::mbarrier_wait(&s.k_empty[stage], parity);
-        tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
-      }
-      if (a.gather_v) {
-        device::mbarrier_wait(&s.v_empty[stage], parity);
-        gather_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
-        device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
-        continue;
-      }
-      if (!boxes) continue;
+      device::mbarrier_wait(&s.k_empty[stage], parity);
+      tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
       device::mbarrier_wait(&s.v_empty[stage], parity);
       if (key0 + S::kBlockN <= w.k_len) {
         tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 1, warp, leader, s.v[stage], &s.v_full[stage]);

@@ -90,11 +90,7 @@ struct PrefillArgs {
       kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
-  int page_shift;      // log2(block_size) when gathering
   int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
-  bool gather_v;       // V by the producer warpgroup's cp.async (pages smaller than a KV tile)
-  bool gather_k;       // K too (only with gather_v)
-  int producer_warps;  // warps running the producer: 4 when gathering, else box_warps
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
