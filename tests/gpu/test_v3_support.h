@@ -30,7 +30,8 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
 
 // Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
 // parameters the dispatch accepts.
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = kernels::detail::V3Grid{}.box_warps>
+inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps>
 Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
