@@ -35,13 +35,6 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   (void)cuda::ptx::mbarrier_arrive(bar);
 }
 
-// Arrives on `bar` once every cp.async this thread issued before has landed (.noinc: the arrival
-// counts against the barrier's init count, so init with one arrival per issuing thread).
-__device__ __forceinline__ void mbarrier_arrive_on_cp_async(uint64_t* bar) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(bar));
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(addr) : "memory");
-}
-
 // Blocks until the phase with this parity has completed (acquire).
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {

@@ -1,8 +1,7 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 at block 128 with the dispatch's persistent grid and with one CTA per work tile (the
-// first v3 grid), twice each, alternating; v3 at block 16 by the cp.async gather (on request).
-// Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 and with one TMA
+// box warp at 16 and 32 (kVariants), twice each, alternating. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -13,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -48,9 +48,10 @@ struct PrefillBench {
   int block, num_reqs, len, heads, kv_heads, d, q_len;
   bool hnd;
   int tokens = num_reqs * q_len;
-  int blocks_per_req = len / block;
+  int blocks_per_req = (len + block - 1) / block;
   DeviceArray<uint16_t> q{random_bf16(size_t(tokens) * heads * d, 1)};
-  DeviceArray<uint16_t> cache{random_bf16(size_t(num_reqs) * len * 2 * kv_heads * d, 2)};
+  DeviceArray<uint16_t> cache{
+      random_bf16(size_t(num_reqs) * blocks_per_req * block * 2 * kv_heads * d, 2)};
   DeviceArray<uint16_t> out{size_t(tokens) * heads * d};
   DeviceArray<float> lse{size_t(tokens) * heads};
   DeviceArray<int32_t> cu{starts()};
@@ -126,7 +127,8 @@ double median_ms(Launcher launch, const kernels::PagedAttentionParams& p) {
     cudaEventRecord(start);
     const Status st = launch(p, nullptr);
     cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
+    // Checked per launch, so a fault is pinned on the row that caused it.
+    EXPECT_EQ(cudaEventSynchronize(stop), cudaSuccess) << "launch " << i;
     EXPECT_TRUE(st.ok()) << st.to_string();
     float ms = 0;
     cudaEventElapsedTime(&ms, start, stop);
@@ -151,36 +153,61 @@ std::vector<uint16_t> output_of(Launcher launch, const PrefillBench& b, bool cau
   return b.out.to_host();
 }
 
-// v2 at its own best block size (16), v3 with one CTA per tile and persistent at 128, v3 at 16;
-// then v3 against v2 on the same inputs, at both block sizes.
+// Largest |v3 - v2| over the outputs of both on b's inputs (infinite when either has a NaN).
+double v3_v2_difference(Launcher v3_launch, const PrefillBench& b, bool causal) {
+  const std::vector<uint16_t> v2 = output_of(kernels::launch_paged_attention, b, causal);
+  const std::vector<uint16_t> v3 = output_of(v3_launch, b, causal);
+  double worst = 0;
+  for (size_t i = 0; i < v2.size(); ++i) {
+    const double d = std::fabs(bf16_bits_to_float(v2[i]) - bf16_bits_to_float(v3[i]));
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return worst;
+}
+
+// One v3 row: a block size and a launcher (the dispatch or a producer variant, V3Grid).
+struct Variant {
+  const char* name;
+  int block;
+  Launcher launch;
+};
+const Variant kVariants[] = {
+    {"v3 block 16", 16, launch_v3}, {"v3 block 16 1w", 16, launch_v3_one_box_warp},
+    {"v3 block 32", 32, launch_v3}, {"v3 block 32 1w", 32, launch_v3_one_box_warp},
+    {"v3 block 64", 64, launch_v3}, {"v3 block 128", 128, launch_v3},
+};
+
+// v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
+// smaller than the KV tile by one TMA box per page, from four producer warps) and with one box
+// warp (1w); then each against v2 on the same inputs.
 void compare(const Shape& shape, bool hnd) {
-  const PrefillBench b16(16, shape, hnd), b128(128, shape, hnd);
-  for (bool causal : {false, true}) {
-    const double flops = b128.flops(causal);
-    report(shape.name, "v2 block 16", causal,
-           median_ms(kernels::launch_paged_attention, b16.params(causal)), flops);
-    // The two grids twice, alternating: on the long shapes the first v3 timing of a run came out
-    // up to 10 % above the later ones, whichever grid it was (the clock settling).
-    for (int round = 0; round < 2; ++round) {
-      report(shape.name, "v3 persistent", causal, median_ms(launch_v3, b128.params(causal)), flops);
-      report(shape.name, "v3 tile/CTA", causal,
-             median_ms(launch_v3_tile_per_cta, b128.params(causal)), flops);
+  const int blocks[] = {16, 32, 64, 128};
+  std::vector<std::unique_ptr<PrefillBench>> benches;
+  for (int block : blocks) benches.push_back(std::make_unique<PrefillBench>(block, shape, hnd));
+  const auto bench_of = [&](int block) -> const PrefillBench& {
+    for (const auto& b : benches) {
+      if (b->block == block) return *b;
     }
-    report(shape.name, "v3 block 16", causal, median_ms(launch_v3_gather, b16.params(causal)),
-           flops);
-    // The two block sizes hold different tokens (the same bytes, other layouts and block ids).
-    for (const PrefillBench* b : {&b128, &b16}) {
-      const std::vector<uint16_t> v2 = output_of(kernels::launch_paged_attention, *b, causal);
-      const std::vector<uint16_t> v3 =
-          output_of(b == &b16 ? launch_v3_gather : launch_v3, *b, causal);
-      double worst = 0;
-      for (size_t i = 0; i < v2.size(); ++i) {
-        const double d = std::fabs(bf16_bits_to_float(v2[i]) - bf16_bits_to_float(v3[i]));
-        worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+    return *benches.front();
+  };
+  for (bool causal : {false, true}) {
+    const double flops = bench_of(128).flops(causal);
+    report(shape.name, "v2 block 16", causal,
+           median_ms(kernels::launch_paged_attention, bench_of(16).params(causal)), flops);
+    // Every v3 row twice, alternating: on the long shapes the first v3 timing of a run came out
+    // up to 10 % above the later ones, whichever variant it was (the clock settling).
+    for (int round = 0; round < 2; ++round) {
+      for (const Variant& v : kVariants) {
+        report(shape.name, v.name, causal, median_ms(v.launch, bench_of(v.block).params(causal)),
+               flops);
       }
-      std::printf("BENCH %-16s v3 vs v2 output, block %d, %s: max |difference| %.3g\n", shape.name,
-                  b->block, causal ? "causal" : "noncausal", worst);
-      EXPECT_LT(worst, 0.02) << shape.name << " block " << b->block;
+    }
+    // The block sizes hold different tokens (the same bytes, other layouts and block ids).
+    for (const Variant& v : kVariants) {
+      const double worst = v3_v2_difference(v.launch, bench_of(v.block), causal);
+      std::printf("BENCH %-16s %s vs v2 output, %s: max |difference| %.3g\n", shape.name, v.name,
+                  causal ? "causal" : "noncausal", worst);
+      EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
     }
   }
 }
@@ -190,13 +217,22 @@ TEST(V3Bench, DISABLED_Prefill8192) {
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);
 }
 
-// The standard suite's prefill shapes (those whose head size is built), and HND once.
+// D 96 and 192 (when built), first: the heads of the standard suite's D 128 and D 256 shapes.
+TEST(V3Bench, DISABLED_PrefillHeadSizes96And192) {
+  PAGEDATTN_REQUIRE_V3();
+  const Shape shapes[] = {{"1x8192 d96", 1, 8192, 32, 8, 96}, {"1x8192 d192", 1, 8192, 16, 4, 192}};
+  for (const Shape& shape : shapes) {
+    if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
+  }
+}
+
+// The standard suite's other prefill shapes (those whose head size is built), and HND once.
 TEST(V3Bench, DISABLED_PrefillShapes) {
   PAGEDATTN_REQUIRE_V3();
-  const Shape shapes[] = {{"4x2048 d128", 4, 2048, 32, 8, 128},
-                          {"16x512 d128", 16, 512, 32, 8, 128},
-                          {"1x8192 d64", 1, 8192, 32, 8, 64},
-                          {"1x8192 d256", 1, 8192, 16, 4, 256}};
+  const Shape shapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
+                          {"4x2048 d128", 4, 2048, 32, 8, 128},
+                          {"1x8192 d256", 1, 8192, 16, 4, 256},
+                          {"1x8192 d64", 1, 8192, 32, 8, 64}};
   for (const Shape& shape : shapes) {
     if (kernels::paged_attention_head_size_built(shape.head_size)) compare(shape, false);
   }

@@ -1,15 +1,18 @@
 // The Hopper ("v3") prefill kernel against the float64 oracle through the v2 kernel's harness:
-// random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids; prefill, chunked
-// prefill and single-token rows in one launch; causal and not; GQA groups; block sizes 64-512 by
-// TMA and 16 / 48 by the cp.async gather (on request); NHD and HND; head sizes 64, 128 and 256
-// (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one CTA per work
-// tile, and three CTAs that each walk many tiles. The kernel needs a compute capability 9.0 device
-// and a build with 90a.
+// random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids, block-table entries
+// past each request's pages a huge invalid id; prefill, chunked prefill and single-token rows in
+// one launch; causal and not; GQA groups; block sizes 16-512 by TMA (pages dividing the KV tile
+// one box each); NHD and HND; head sizes 64, 96, 128,
+// 192 and 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one
+// CTA per work tile, and three CTAs that each walk many tiles. The kernel needs a compute
+// capability 9.0 device and a build with 90a.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "backends/gpu/generation.h"
 #include "paged_attention_harness.h"
 #include "test_v3_support.h"
 
@@ -21,7 +24,7 @@ using testing::CaseSpec;
 // The v3 head sizes this build has.
 std::vector<int> built_head_sizes() {
   std::vector<int> sizes;
-  for (int d : {64, 128, 256}) {
+  for (int d : {64, 96, 128, 192, 256}) {
     if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
   }
   return sizes;
@@ -40,6 +43,26 @@ CaseSpec prefill_case(uint64_t seed, int head_size) {
   c.seq_lens = {300, 1, 513, 77, 260, 129};
   c.query_lens = {300, 1, 200, 77, 3, 129};
   return c;
+}
+
+// Runs kLaunch after setting every block-table entry past each request's pages to an id far
+// outside any cache (its address is unmapped): the kernel must never read those entries, which a
+// scheduler may leave holding anything.
+template <PagedAttentionLauncher kLaunch>
+Status with_invalid_table_tails(const kernels::PagedAttentionParams& p, void* stream) {
+  constexpr int32_t kInvalidId = 2147483646;  // inside the K/V map's block range, not in memory
+  const int64_t width = p.block_table_stride;
+  std::vector<int32_t> seq(p.num_reqs), table(static_cast<size_t>(p.num_reqs * width));
+  int32_t* device_table = const_cast<int32_t*>(p.block_table);  // the harness's own buffer
+  cudaMemcpy(seq.data(), p.seqused_k, seq.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(table.data(), device_table, table.size() * 4, cudaMemcpyDeviceToHost);
+  for (int r = 0; r < p.num_reqs; ++r) {
+    for (int64_t k = (seq[r] + p.block_size - 1) / p.block_size; k < width; ++k) {
+      table[r * width + k] = kInvalidId;
+    }
+  }
+  cudaMemcpy(device_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice);
+  return kLaunch(p, stream);
 }
 
 void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLauncher launch,
@@ -83,8 +106,8 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   for (int d : built_head_sizes()) {
     // Every group at D 128; one at the other sizes (the oracle's time).
     for (int group : d == 128 ? std::vector<int>{1, 4, 7} : std::vector<int>{4}) {
-      // Head size 256 has 64-key tiles, so it also serves pages of 64.
-      for (int block : {d == 256 ? 64 : 128, 256, 512}) {
+      // Head sizes 192 and 256 have 64-key tiles, so they also serve pages of 64.
+      for (int block : {d > 128 ? 64 : 128, 256, 512}) {
         CaseSpec c = prefill_case(10 * group + block + d, d);
         c.num_heads = 2 * group;
         c.block_size = block;
@@ -96,24 +119,94 @@ TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   }
 }
 
-// Pages smaller than a KV tile (16; 48, not a power of 2), on request (V3Grid; the dispatch leaves
-// them to v2): K and V gathered row by row through the block table (cp.async), block ids
-// shuffled, so every page of a tile is elsewhere in the cache.
-TEST(PagedAttentionV3, SmallPagesByGather) {
+// Requests of 1 to 17 tokens, ones ending mid-page and ones spanning many pages and KV tiles.
+CaseSpec small_page_case(uint64_t seed, int head_size, int block) {
+  CaseSpec c;
+  c.name = "v3_pages_d" + std::to_string(head_size) + "_block" + std::to_string(block);
+  c.seed = seed;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.head_size = head_size;
+  c.block_size = block;
+  c.seq_lens = {17, 1, 300, 77, 9, 40, 261, 129};
+  c.query_lens = {17, 1, 200, 77, 9, 3, 261, 129};
+  return c;
+}
+
+// Pages dividing the KV tile (16, 32, 64; 16, 32 at D 192 and 256: 64 holds their tile) by one
+// TMA box per page, through the dispatch (which serves them), and at 16 also three CTAs and one
+// CTA per work tile; the table's tail entries invalid; both layouts, causal and not. Block 128
+// with the same requests once, at 128 keys per tile the one-box-per-tile case.
+TEST(PagedAttentionV3, SmallPagesByTma) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : built_head_sizes()) {
-    for (int block : {16, 48}) {
-      CaseSpec c = prefill_case(70 + block + d, d);
-      c.block_size = block;
-      c.name += "_gather_block" + std::to_string(block);
-      const KVCacheLayout layout = block == 16 ? KVCacheLayout::kHND : KVCacheLayout::kNHD;
-      expect_pass_with(c, layout, launch_v3_gather, "gather");
-      expect_pass_with(c, layout, launch_v3_gather_three_ctas, "gather, three CTAs");
+    for (int block : {16, 32, 64, 128}) {
+      CaseSpec c = small_page_case(90 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3>, "dispatch");
+      if (block == 128) continue;
+      if (block == 16) {
+        expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_three_ctas>,
+                         "three CTAs");
+      }
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, block == 16 ? KVCacheLayout::kNHD : KVCacheLayout::kHND, launch_v3_gather,
-                       "gather");
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3>, "dispatch");
+      if (block == 16) {
+        expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_tile_per_cta>,
+                         "one CTA per tile");
+      }
     }
+  }
+}
+
+// Small pages' TMA boxes from one producer warp (the dispatch deals them to four): pages of 16
+// and 32, causal with three CTAs and non-causal, the table's tail entries invalid.
+TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    for (int block : {16, 32}) {
+      CaseSpec c = small_page_case(150 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<launch_v3_grid<true, 3, 1>>,
+                       "one box warp, three CTAs");
+      c.causal = false;
+      c.name += "_noncausal";
+      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_one_box_warp>,
+                       "one box warp");
+    }
+  }
+}
+
+// The backends' per-launch rule (backends/gpu/generation.h) with v3 preferred: it must pick
+// kExpected (v3 for pages of 16, v2 for pages of 48, which v3 does not serve), and the launch it
+// picked must match the oracle.
+template <kernels::KernelGeneration kExpected>
+Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
+  generations.choose(p);
+  if (p.generation != kExpected) {
+    return internal_error("the generation rule chose v" +
+                          std::to_string(static_cast<int>(p.generation)) + " at block_size " +
+                          std::to_string(p.block_size));
+  }
+  return kernels::launch_paged_attention(p, stream);
+}
+
+TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    CaseSpec c = small_page_case(110 + d, d, 16);
+    c.name += "_chosen";
+    expect_pass_with(
+        c, KVCacheLayout::kNHD,
+        &with_invalid_table_tails<launch_as_the_backends_choose<kernels::KernelGeneration::kV3>>,
+        "generation rule");
+    c.block_size = 48;
+    c.name = "v3_pages_d" + std::to_string(d) + "_block48_chosen";
+    expect_pass_with(c, KVCacheLayout::kHND,
+                     &launch_as_the_backends_choose<kernels::KernelGeneration::kV2>,
+                     "generation rule");
   }
 }
 
@@ -176,9 +269,10 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   }
   EXPECT_NE(s.message().find("q_dtype f16"), std::string::npos) << s.message();
   p.q_dtype = p.cache_dtype = DType::kBF16;
-  p.block_size = 16;  // v2's pages: the gather serves them only on request
+  p.block_size = 48;  // neither divides nor holds the tile: v2's
   s = launch_v3(p, nullptr);
-  EXPECT_NE(s.message().find("block_size 16 (allowed: multiples of 128"), std::string::npos)
+  EXPECT_NE(s.message().find("block_size 48 (allowed: 16, 32, 64, or multiples of 128"),
+            std::string::npos)
       << s.message();
   p.block_size = 128;
   p.softcap = 30.0f;
@@ -190,10 +284,10 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   s = launch_v3(p, nullptr);
   EXPECT_NE(s.message().find("sliding window"), std::string::npos) << s.message();
   p.window_left = -1;
-  p.head_size = 96;  // a v2 size with no v3 shape
+  p.head_size = 80;  // a v2 size with no v3 shape
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("head_size 96"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("head_size 80"), std::string::npos) << s.message();
   p.head_size = 128;
   p.num_heads = 16;  // a group of 16, one query each: decode, which v2 serves
   s = launch_v3(p, nullptr);

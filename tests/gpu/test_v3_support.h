@@ -28,23 +28,22 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
   return kernels::launch_paged_attention(p, stream);
 }
 
-// Launches v3 with a chosen grid (launch.h, V3Grid): past the dispatch, so only for parameters
-// the dispatch accepts (but for the block size when gathering).
-template <bool kPersistent, int kMaxCtas, bool kGather>
+// Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
+// parameters the dispatch accepts.
+inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps>
 Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
   return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kGather});
+      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps});
 }
 // One CTA per work tile: the first v3 kernel's grid.
-inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0, false>;
+inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 // Three persistent CTAs: each walks many work tiles across requests and heads.
-inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3, false>;
-// Pages smaller than a KV tile by the cp.async gather (not in the dispatch), persistent grid, and
-// with three CTAs.
-inline constexpr auto launch_v3_gather = &launch_v3_grid<true, 0, true>;
-inline constexpr auto launch_v3_gather_three_ctas = &launch_v3_grid<true, 3, true>;
+inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
+// Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
+inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>

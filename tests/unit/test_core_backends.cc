@@ -307,10 +307,10 @@ TEST(PreferredGeneration, V2OnAmpereV3OnHopperWithoutAlibi) {
 }
 
 // Per launch: the preferred generation where it serves, v2 elsewhere unless forced; the report
-// says what ran. Head size 96 has no v3 kernel, so v3 never serves these launches.
+// says what ran. Head size 80 has no v3 kernel, so v3 never serves these launches.
 TEST(LaunchGenerations, FallBackUnlessForcedAndReportWhatRan) {
   kernels::PagedAttentionParams p;
-  p.head_size = 96;
+  p.head_size = 80;
   gpu::LaunchGenerations v2(kernels::KernelGeneration::kV2, /*forced=*/false);
   EXPECT_EQ(v2.used(), "v2");
   v2.choose(p);

@@ -1,9 +1,9 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
-// Host-only header. Today one prefill kernel: head sizes 64, 128 and 256 (those of them this build
-// instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128 keys; 64 at
-// head size 256; smaller pages only on request, V3Grid), prefill-shaped launches, causal or not, no
-// ALiBi / soft cap / sinks / sliding window / split-KV; anything else is an Unimplemented status
-// naming what is missing, so a caller can fall back to v2.
+// Host-only header. Today one prefill kernel: head sizes 64, 96, 128, 192 and 256 (those of them
+// this build instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128
+// keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it, prefill-shaped launches,
+// causal or not, no ALiBi / soft cap / sinks / sliding window / split-KV; anything else is an
+// Unimplemented status naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"
@@ -12,15 +12,15 @@
 namespace pagedattn::kernels::detail {
 
 // How the prefill kernel's CTAs take the work tiles (request, query head, 128 or 192 query rows),
-// and which pages it takes. The dispatch uses the defaults.
+// and how its producer copies K/V. The dispatch uses the defaults.
 struct V3Grid {
   bool persistent = true;  // one CTA per SM, each walking many tiles; false: one CTA per tile (the
                            // first v3 kernel's grid, kept for comparisons)
   int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
-  // Pages smaller than a KV tile by the producer warpgroup's cp.async gather: correct, but measured
-  // slower than v2 (block 16, 1 x 8192, D 128: 190 against 350 TFLOP/s; the producer's address
-  // arithmetic takes the issue slots), so the dispatch leaves those pages to v2.
-  bool gather_small_pages = false;
+  // Pages smaller than the KV tile: producer warps issuing their TMA boxes (1 to 4; one issuing
+  // thread measured ~100 ns a box, so at block 16 one warp ran 345 TFLOP/s and four 557 at
+  // 1 x 8192 D 128). Pages holding whole tiles: one warp.
+  int box_warps = 4;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

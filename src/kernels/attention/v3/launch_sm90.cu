@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -24,23 +23,41 @@ using attention::v3::prefill_head_size_built;
 using attention::v3::PrefillArgs;
 using attention::v3::PrefillShape;
 
+// f(PrefillShape<d>{}) for d one of the v3 head sizes (kPrefillHeadSizes).
+template <typename F>
+auto with_shape(int d, F f) {
+  switch (d) {
+    case 64: return f(PrefillShape<64>{});
+    case 96: return f(PrefillShape<96>{});
+    case 128: return f(PrefillShape<128>{});
+    case 192: return f(PrefillShape<192>{});
+    default: return f(PrefillShape<256>{});
+  }
+}
+
 // Query rows per work tile and keys per KV tile at head size d (one of the v3 sizes).
 int query_tile_rows(int d) {
-  return d == 64 ? PrefillShape<64>::kBlockM
-                 : (d == 128 ? PrefillShape<128>::kBlockM : PrefillShape<256>::kBlockM);
+  return with_shape(d, [](auto shape) { return decltype(shape)::kBlockM; });
 }
 int kv_tile_keys(int d) {
-  return d == 64 ? PrefillShape<64>::kBlockN
-                 : (d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN);
+  return with_shape(d, [](auto shape) { return decltype(shape)::kBlockN; });
 }
 int num_query_tiles(const PagedAttentionParams& p) {
   const int rows = query_tile_rows(p.head_size);
   return (p.max_query_len + rows - 1) / rows;
 }
 
+// Pages the producer copies by TMA (one box per page and panel): multiples of the KV tile, or
+// multiples of 16 that divide it (launch_paged_attention's rule; boxes of a multiple of 8 rows
+// keep the swizzle's 8-row period).
+bool pages_by_tma(const PagedAttentionParams& p) {
+  const int keys = kv_tile_keys(p.head_size);
+  return p.block_size % keys == 0 || (p.block_size % 16 == 0 && keys % p.block_size == 0);
+}
+
 std::string built_sizes() {
   std::string names;
-  for (int d : {64, 128, 256}) {
+  for (int d : attention::v3::kPrefillHeadSizes) {
     if (prefill_head_size_built(d)) names += (names.empty() ? "" : ", ") + std::to_string(d);
   }
   return names.empty() ? "none" : names;
@@ -58,7 +75,7 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
+Status check_served(const PagedAttentionParams& p) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
@@ -66,10 +83,12 @@ Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
                        std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
   }
-  const int keys = kv_tile_keys(p.head_size);
-  if (p.block_size <= 0 || (p.block_size % keys != 0 && !gather_small_pages)) {
-    return unsupported("block_size " + str(p.block_size) + " (allowed: multiples of " + str(keys) +
-                       " at head_size " + str(p.head_size) + ")");
+  if (p.block_size <= 0 || !pages_by_tma(p)) {
+    const int keys = kv_tile_keys(p.head_size);
+    std::string divisors;
+    for (int b = 16; b < keys; b *= 2) divisors += str(b) + ", ";
+    return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
+                       "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
   if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
       p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
@@ -138,8 +157,9 @@ Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
 }
 
 // The cache [blocks, 2, block_size, kv_heads, D] in any of its layouts: dimensions {column,
-// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens. The
-// number of blocks is not known here; the block table only names allocated ones.
+// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens (one
+// page when pages are smaller). The number of blocks is not known here; the block table only names
+// allocated ones. At D 96 a box's columns past 96 are zeros.
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
   const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
   *token_coord = heads_inner ? 2 : 1;
@@ -152,7 +172,8 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
                                static_cast<uint64_t>(head.second) * 2,
                                static_cast<uint64_t>(p.cache_kv_stride) * 2,
                                static_cast<uint64_t>(p.cache_block_stride) * 2};
-  const uint32_t keys = static_cast<uint32_t>(kv_tile_keys(p.head_size));
+  // One box per page when pages are smaller than the tile.
+  const uint32_t keys = static_cast<uint32_t>(std::min(kv_tile_keys(p.head_size), p.block_size));
   const uint32_t box[5] = {64, heads_inner ? 1u : keys, heads_inner ? keys : 1u, 1, 1};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, dims, strides, box),
                     "K/V");
@@ -161,7 +182,7 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, V3Grid{}.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
   return check_device();
 }
 
@@ -172,7 +193,7 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
                                            void* stream, V3Grid grid) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.gather_small_pages));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
     return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
@@ -183,13 +204,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  // Pages holding whole KV tiles go by TMA; smaller ones (on request) by the producer's gather.
-  a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
-  if (a.gather) {
-    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
-  } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  a.box_warps = p.block_size < kv_tile_keys(p.head_size) ? std::clamp(grid.box_warps, 1, 4) : 1;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;
@@ -224,11 +240,10 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   }
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
-  switch (p.head_size) {
-    case 64: return attention::v3::launch_prefill_kernel<64>(q_map, kv_map, a, ctas, s);
-    case 128: return attention::v3::launch_prefill_kernel<128>(q_map, kv_map, a, ctas, s);
-    default: return attention::v3::launch_prefill_kernel<256>(q_map, kv_map, a, ctas, s);
-  }
+  return with_shape(p.head_size, [&](auto shape) {
+    return attention::v3::launch_prefill_kernel<decltype(shape)::kHeadDim>(q_map, kv_map, a, ctas,
+                                                                           s);
+  });
 }
 
 }  // namespace pagedattn::kernels::detail

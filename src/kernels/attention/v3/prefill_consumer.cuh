@@ -138,8 +138,9 @@ __device__ __forceinline__ void pack_p(const float (&s)[4 * kSteps * 2], uint32_
   }
 }
 
-// Normalises and stores the rows that belong to the request; LSE in natural log.
-template <int kChunks, int kRegs>
+// Normalises and stores the rows that belong to the request, columns below kD (at D 96 the
+// chunk's columns 96..127 are not the output's); LSE in natural log.
+template <int kD, int kChunks, int kRegs>
 __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
                                            const PrefillArgs& a, const PrefillTile& w, int row) {
   const int t = threadIdx.x % 4;
@@ -157,6 +158,7 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j) {
+        if (c * 2 * kRegs + 8 * j >= kD) break;
         *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
             device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv,
                                                o[c][4 * j + 2 * h + 1] * inv);
@@ -187,13 +189,6 @@ struct IssueTurns {
     }
   }
 };
-
-// Waits for a K or V stage; rows the producer gathered with cp.async (generic proxy) then need a
-// proxy fence before wgmma (async proxy) reads them.
-__device__ __forceinline__ void wait_stage(uint64_t* full, uint32_t parity, bool gathered) {
-  device::mbarrier_wait(full, parity);
-  if (gathered) device::fence_proxy_async_shared();
-}
 
 // Where a consumer is in the ring and in its tiles, carried from one work tile to the next.
 struct ConsumerPosition {
@@ -236,7 +231,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
-  wait_stage(&s.k_full[stage_of(0)], parity_of(0), a.gather);
+  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
   turns.begin();
   device::wgmma_fence();
   issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
@@ -248,8 +243,8 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   pack_p(sc, p);  // O is still zero: nothing to rescale
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
-    wait_stage(&s.k_full[stage], parity_of(i), a.gather);
-    wait_stage(&s.v_full[prev], parity_of(i - 1), a.gather);
+    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
+    device::mbarrier_wait(&s.v_full[prev], parity_of(i - 1));
     turns.begin();
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage]));
@@ -268,7 +263,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete
   const int last = stage_of(w.num_kv_tiles - 1);
-  wait_stage(&s.v_full[last], parity_of(w.num_kv_tiles - 1), a.gather);
+  device::mbarrier_wait(&s.v_full[last], parity_of(w.num_kv_tiles - 1));
   turns.begin();
   device::wgmma_fence();
   issue_pv<kD>(o, p, device::smem_addr(s.v[last]));
@@ -277,7 +272,7 @@ __device__ __forceinline__ void consume_tile(const PrefillArgs& a, const Prefill
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   device::mbarrier_arrive(&s.v_empty[last]);
-  store_rows(o, st, a, w, row);
+  store_rows<kD>(o, st, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }

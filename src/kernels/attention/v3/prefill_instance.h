@@ -11,13 +11,15 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
+// The head sizes v3 has a shape for (PrefillShape).
+inline constexpr int kPrefillHeadSizes[] = {64, 96, 128, 192, 256};
+
 // True when the build keeps head size d (PAGEDATTN_HEAD_SIZES) and v3 has a shape for it.
 constexpr bool prefill_head_size_built(int d) {
-  if (d != 64 && d != 128 && d != 256) return false;
-  for (int n : BuiltHeadSizes::kValues) {
-    if (n == d) return true;
-  }
-  return false;
+  bool shaped = false, built = false;
+  for (int n : kPrefillHeadSizes) shaped = shaped || n == d;
+  for (int n : BuiltHeadSizes::kValues) built = built || n == d;
+  return shaped && built;
 }
 
 // Launches `grid` CTAs of the kD kernel on `stream`. A size the build does not keep instantiates

@@ -28,10 +28,9 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   if (threadIdx.x == 0) {
     device::mbarrier_init(&s.q_full, 1);
     device::mbarrier_init(&s.q_empty, S::kConsumers * 128);  // every consumer thread releases
-    const uint32_t fill_arrivals = a.gather ? 128 : 1;       // gather: every producer thread
     for (int i = 0; i < S::kStages; ++i) {
-      device::mbarrier_init(&s.k_full[i], fill_arrivals);
-      device::mbarrier_init(&s.v_full[i], fill_arrivals);
+      device::mbarrier_init(&s.k_full[i], 1);
+      device::mbarrier_init(&s.v_full[i], 1);
       device::mbarrier_init(&s.k_empty[i], S::kConsumers * 128);
       device::mbarrier_init(&s.v_empty[i], S::kConsumers * 128);
     }
@@ -41,7 +40,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    if (a.gather || threadIdx.x / 32 == 0) produce<kD>(&q_map, &kv_map, a, total_tiles, s);
+    if (threadIdx.x / 32 < a.box_warps) produce<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume<kD>(a, total_tiles, s, warpgroup - 1);

@@ -1,15 +1,12 @@
 // The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
-// KV tile into the ring. Q always comes by TMA. K/V:
-// - pages holding whole KV tiles (TMA mode): producer warp 0 alone; one elected lane issues the TMA
-//   copies, and the whole warp copies a request's last, partial V tile with cp.async instead, so
-//   that the rows past its keys are zeros in shared memory (those page slots hold whatever was
-//   written before, NaN included, and 0 * NaN would reach the output);
-// - smaller pages (gather mode, PrefillArgs::gather): the 128 threads of the producer warpgroup
-//   copy every row through the block table with cp.async (zeros past the keys), each thread's
-//   copies completing on the stage's full barrier (one arrival per thread); the block ids of a
-//   tile's pages are read a tile ahead.
-// The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
-// while the consumers finish the previous one.
+// KV tile into the ring. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): pages
+// smaller than the tile have their block ids read a tile ahead by the producer warps' lanes, and
+// elected lanes of four warps issue one TMA box per page and panel (pages holding whole tiles: one
+// warp, one box per panel); warp 0 copies a request's last, partial V tile with cp.async instead,
+// so that the rows past its keys are zeros in shared memory (those page slots hold whatever was
+// written before, NaN included, and 0 * NaN would reach the output). The ring's use count runs on
+// across work tiles, so the next tile's Q and first K/V tiles load while the consumers finish the
+// previous one.
 #pragma once
 
 #include <cuda.h>
@@ -26,22 +23,25 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// Copies V rows [key0, key0 + kBlockN) of one page slot range; rows at or past k_len become zeros.
+// Copies V rows [key0, key0 + kBlockN) through the tile's page ids (tile_page_id; row0: the
+// tile's first slot in its page, 0 when pages are smaller than the tile); rows at or past k_len
+// become zeros.
 template <int kD>
 __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const PrefillTile& w,
-                                                    int block, int row0, int key0, uint8_t* dst) {
+                                                    int page_id, int row0, int key0, uint8_t* dst) {
   using S = PrefillShape<kD>;
   constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
-  const uint16_t* page = a.kv_cache + block * a.cache_block_stride + a.cache_kv_stride +
-                         w.kv_head * a.cache_head_stride;
+  const uint16_t* head = a.kv_cache + a.cache_kv_stride + w.kv_head * a.cache_head_stride;
   const uint32_t base = device::smem_addr(dst);
   const int lane = threadIdx.x % 32;
 #pragma unroll 4
   for (int c = lane; c < S::kBlockN * kChunksPerRow; c += 32) {
-    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow, slot = row0 + row;
+    const int block = __shfl_sync(0xffffffffu, page_id, slot / a.block_size);
     const uint32_t to =
         base + (chunk / 8) * S::kKvPanelBytes + device::swizzle128_offset(row, chunk % 8);
-    const uint16_t* from = page + (row0 + row) * a.cache_token_stride + chunk * 8;
+    const uint16_t* from = head + block * a.cache_block_stride +
+                           (slot % a.block_size) * a.cache_token_stride + chunk * 8;
     device::cp_async_16(to, from, key0 + row < w.k_len ? 16 : 0);
   }
   device::cp_async_commit();
@@ -50,39 +50,43 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   __syncwarp();
 }
 
-// Gather mode. A KV tile spans at most 9 pages (pages of 16 or more tokens): lane l of every
-// producer warp holds the block id of the tile's page l (0 past the request's pages), one
-// independent load per lane, read a tile ahead; rows then take theirs by a shuffle, so no copy
-// waits on a table load.
+// K (plane 0) or V (plane 1) of one KV tile by TMA: one box of min(block_size, kBlockN) rows per
+// page and 64-column panel, landing at the page's row offset in the panel (a multiple of 16 rows,
+// so of the swizzle's 8-row period: the boxes' swizzle agrees with the panel's). Block ids come
+// from the lanes (tile_page_id). The boxes are dealt to the first a.box_warps producer warps (box
+// b to warp b % box_warps; each warp's elected lane issues) because one issuing thread measured
+// about 100 ns per 2 KB box; warp 0 expects the tile's bytes (the barrier's tx-count may go
+// negative meanwhile: the phase still waits for its one arrival).
+template <int kD>
+__device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const PrefillArgs& a,
+                                            const PrefillTile& w, int page_id, int row0, int plane,
+                                            int warp, bool leader, uint8_t* dst, uint64_t* full) {
+  using S = PrefillShape<kD>;
+  const bool token_first = a.kv_token_coord == 1;
+  const int rows = min(a.block_size, S::kBlockN);
+  if (warp == 0 && leader) device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
+  for (int box = warp; box < (S::kBlockN / rows) * S::kPanels; box += a.box_warps) {
+    const int page = box / S::kPanels, panel = box % S::kPanels;
+    const int block = __shfl_sync(0xffffffffu, page_id, page);
+    if (!leader) continue;
+    // Map coordinates: {column, token or head, head or token, plane, block}.
+    const int32_t c[5] = {64 * panel, token_first ? row0 : w.kv_head,
+                          token_first ? w.kv_head : row0, plane, block};
+    device::tma_load<5>(dst + panel * S::kKvPanelBytes + page * rows * 128, kv_map, c, full);
+  }
+}
+
+// The block ids of a KV tile's pages, read a tile ahead so that no copy waits on a table load:
+// lane l holds the id of the tile's page l (at most 8: pages of 16 or more tokens). Lanes past the
+// request's pages hold the tile's first page (a valid block; its K rows are masked, its V rows
+// zero-filled), so the table is never read past the request's pages, whose entries may be anything.
 __device__ __forceinline__ int tile_page_id(const PrefillArgs& a, const PrefillTile& w,
                                             const int32_t* table, int key0) {
   const int page = key0 / a.block_size + static_cast<int>(threadIdx.x % 32);
-  return page * a.block_size < w.k_len ? table[page] : 0;
-}
-
-// Copies rows [key0, key0 + kBlockN) of plane 0 (K) or 1 (V); thread t copies 16-byte chunk
-// t % (D / 8) of every (128 / (D / 8))-th row; rows past the keys become zeros.
-template <int kD>
-__device__ __forceinline__ void gather_kv_tile(const PrefillArgs& a, const PrefillTile& w,
-                                               int page_id, int key0, int plane, uint8_t* dst) {
-  using S = PrefillShape<kD>;
-  constexpr int kChunksPerRow = kD / 8;
-  constexpr int kRowsPerPass = 128 / kChunksPerRow;
-  const int tid = threadIdx.x % 128, chunk = tid % kChunksPerRow;
-  const int first_page = key0 / a.block_size;
-  const uint32_t base = device::smem_addr(dst) + (chunk / 8) * S::kKvPanelBytes;
-  const uint16_t* head =
-      a.kv_cache + plane * a.cache_kv_stride + w.kv_head * a.cache_head_stride + chunk * 8;
-#pragma unroll 2  // unrolled further, the rows' addresses spill the producer's 56 registers
-  for (int pass = 0; pass < S::kBlockN / kRowsPerPass; ++pass) {
-    const int row = tid / kChunksPerRow + pass * kRowsPerPass, key = key0 + row;
-    const int block = __shfl_sync(0xffffffffu, page_id, key / a.block_size - first_page);
-    const bool live = key < w.k_len;
-    const uint16_t* from =
-        head +
-        (live ? block * a.cache_block_stride + (key % a.block_size) * a.cache_token_stride : 0);
-    device::cp_async_16(base + device::swizzle128_offset(row, chunk % 8), from, live ? 16 : 0);
-  }
+  const bool in_request = page * a.block_size < w.k_len;  // true in lane 0: key0 < k_len
+  const int id = in_request ? table[page] : 0;
+  const int first = __shfl_sync(0xffffffffu, id, 0);
+  return in_request ? id : first;
 }
 
 // Q of one work tile: its panels, once the consumers are done with the previous tile's Q.
@@ -98,60 +102,38 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTi
   }
 }
 
-// Run by warp 0 of the producer warpgroup (TMA mode) or by all of it (gather mode).
+// Run by the first a.box_warps warps of the producer warpgroup.
 template <int kD>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillShape<kD>;
-  const bool leader = a.gather ? threadIdx.x == 0 : device::elect_one();
-  const bool token_first = a.kv_token_coord == 1;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const bool leader = device::elect_one();
   TileWalk walk{total_tiles};
   PrefillTile w;
   int use = 0;  // of the ring, across work tiles
   for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
-    if (leader) load_q<kD>(q_map, w, s, tile_count);
+    if (warp == 0 && leader) load_q<kD>(q_map, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
-    int next_page_id = a.gather ? tile_page_id(a, w, table, 0) : 0;
+    const bool small_pages = a.block_size < S::kBlockN;
+    int next_page_id = small_pages ? tile_page_id(a, w, table, 0) : 0;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
       const int key0 = i * S::kBlockN;                       // is done
-      if (a.gather) {
-        const int page_id = next_page_id;
-        if (i + 1 < w.num_kv_tiles) next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
-        device::mbarrier_wait(&s.k_empty[stage], parity);
-        gather_kv_tile<kD>(a, w, page_id, key0, 0, s.k[stage]);
-        device::mbarrier_arrive_on_cp_async(&s.k_full[stage]);
-        device::mbarrier_wait(&s.v_empty[stage], parity);
-        gather_kv_tile<kD>(a, w, page_id, key0, 1, s.v[stage]);
-        device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
-        continue;
+      // Pages holding whole tiles: one entry, read by every lane (the same value in each).
+      int page_id = small_pages ? next_page_id : table[key0 / a.block_size];
+      if (small_pages && i + 1 < w.num_kv_tiles) {
+        next_page_id = tile_page_id(a, w, table, key0 + S::kBlockN);
       }
-      const int block = table[key0 / a.block_size];
-      const int row0 = key0 % a.block_size;
-      // Map coordinates: {column, token or head, head or token, plane, block}.
-      int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
-
+      const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       device::mbarrier_wait(&s.k_empty[stage], parity);
-      if (leader) {
-        device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
-        for (int panel = 0; panel < S::kPanels; ++panel) {
-          c[0] = 64 * panel;
-          device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
-        }
-      }
+      tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
       device::mbarrier_wait(&s.v_empty[stage], parity);
       if (key0 + S::kBlockN <= w.k_len) {
-        if (leader) {
-          device::mbarrier_arrive_expect_tx(&s.v_full[stage], S::kKvTileBytes);
-          c[3] = 1;
-          for (int panel = 0; panel < S::kPanels; ++panel) {
-            c[0] = 64 * panel;
-            device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.v_full[stage]);
-          }
-        }
-      } else {
-        copy_partial_v_tile<kD>(a, w, block, row0, key0, s.v[stage]);
+        tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 1, warp, leader, s.v[stage], &s.v_full[stage]);
+      } else if (warp == 0) {
+        copy_partial_v_tile<kD>(a, w, page_id, row0, key0, s.v[stage]);
         if (leader) device::mbarrier_arrive(&s.v_full[stage]);
       }
     }

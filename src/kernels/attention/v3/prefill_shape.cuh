@@ -1,12 +1,13 @@
 // Geometry, shared memory and arguments of the Hopper ("v3") prefill kernel, per head size (64,
-// 128, 256): 16-bit Q and K/V, any page size (pages of a multiple of the KV tile: one KV tile never
-// crosses a page, so TMA copies whole tiles; smaller pages: a cp.async gather).
+// 96, 128, 192, 256): 16-bit Q and K/V, pages that hold whole KV tiles or divide them (TMA copies
+// whole tiles or one box per page).
 //
 // A CTA has three or four warpgroups: warpgroup 0 is the producer (Q once per work tile by TMA, K
 // and V tiles into a ring: prefill_producer.cuh), the others are consumers, each owning 64 of the
 // tile's query rows (128 with two consumers, 192 with three). Tiles in shared memory are panels of
 // 64 16-bit columns with 128-byte rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64,
-// two at 128, four at 256.
+// two at 96 and 128, three at 192, four at 256. At D 96 the second panel's columns 96..127 are
+// the zeros TMA writes outside the tensor (the maps' column dimension is the head size).
 #pragma once
 
 #include <cstddef>
@@ -17,32 +18,37 @@
 namespace pagedattn::kernels::attention::v3 {
 
 // Per head size, chosen by the register and shared-memory budgets:
-// - D 64 and 128: 128-key tiles. A consumer thread holds S (64 floats), P (32 registers) and O
-//   (D / 2 floats). D 64 does half the matrix work per tile for the same softmax, so it has three
-//   consumers (below) and a third stage (24 + 3 * 32 KB) to cover TMA latency; D 128 keeps two
-//   stages (3 measured slower).
-// - D 256: 64-key tiles. 128-key tiles would need 64 KB (Q) + 2 stages x 2 x 64 KB = 320 KB of the
-//   227 KB, and S + P + O = 64 + 32 + 128 registers of the 224; at 64 keys Q 64 KB + 2 x 2 x 32 KB
-//   = 192 KB and S + P + O = 32 + 16 + 128.
+// - D 64, 96 and 128: 128-key tiles. A consumer thread holds S (64 floats), P (32 registers) and O
+//   (D / 2 floats; 64 at D 96, below). D 64 does half the matrix work per tile for the same
+//   softmax, so it has three consumers (below) and a third stage (24 + 3 * 32 KB) to cover TMA
+//   latency; D 128 keeps two stages (3 measured slower), and so does D 96.
+// - D 192 and 256: 64-key tiles. 128-key tiles would need 64 KB (Q) + 2 stages x 2 x 64 KB = 320 KB
+//   of the 227 KB at D 256 (240 KB at D 192), and S + P + O = 64 + 32 + 128 registers of the 224;
+//   at 64 keys Q 64 KB + 2 x 2 x 32 KB = 192 KB and S + P + O = 32 + 16 + 128 (D 192: 144 KB, 144).
+// - O in chunks of one P·V wgmma each (N 64 or 128, what device/wgmma.cuh has): one of 64 columns
+//   at D 64, 128 at D 96 (columns 96..127 are P times TMA's zero columns, computed and not stored:
+//   a quarter of that product wasted, an N 96 wgmma would save it), two of 128 at D 128 and 256,
+//   three of 64 at D 192.
 template <int kD>
 struct PrefillShape {
-  static_assert(kD == 64 || kD == 128 || kD == 256, "v3 prefill head sizes: 64, 128, 256");
+  static_assert(kD == 64 || kD == 96 || kD == 128 || kD == 192 || kD == 256,
+                "v3 prefill head sizes: 64, 96, 128, 192, 256");
   static constexpr int kHeadDim = kD;
   // D 64 does half the matrix work of D 128 per tile for the same softmax, so two consumers cannot
   // hide one's softmax behind the other's products: three take turns (192 query rows).
   static constexpr int kConsumers = kD == 64 ? 3 : 2;  // warpgroups of 64 query rows
   static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
-  static constexpr int kStages = kD < 128 ? 3 : 2;
-  static constexpr int kPanels = kD / 64;
+  static constexpr int kStages = kD == 64 ? 3 : 2;
+  static constexpr int kPanels = (kD + 63) / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
   static constexpr int kKvPanelBytes = kBlockN * 128;
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;  // S of 64 rows x kBlockN keys per thread
   static constexpr int kKeySteps = kBlockN / 16;  // k16 steps of P·V (P fragments per thread)
-  static constexpr int kOChunkCols = kD < 128 ? kD : 128;  // O columns per P·V wgmma (N <= 128)
-  static constexpr int kOChunks = kD / kOChunkCols;
+  static constexpr int kOChunkCols = kD == 64 || kD == 192 ? 64 : 128;  // O columns per P·V wgmma
+  static constexpr int kOChunks = (kD + kOChunkCols - 1) / kOChunkCols;
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
   static constexpr int kThreads = (1 + kConsumers) * 128;
@@ -84,7 +90,7 @@ struct PrefillArgs {
       kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
   int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
   int block_size;
-  bool gather;         // K/V by cp.async through the block table (pages smaller than a KV tile)
+  int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
