@@ -13,6 +13,7 @@
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
 #include "kernels/attention/v3/launch.h"
+#include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "kernels/attention/v3/prefill_instance.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "runtime/check.h"
@@ -62,9 +63,12 @@ Status check_served(const PagedAttentionParams& p, bool gather_small_pages) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
-  if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
+  if (p.cache_dtype == DType::kFP8E4M3) {
+    PAGEDATTN_RETURN_IF_ERROR(attention::v3::check_fp8_served(p));
+  } else if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
-                       std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
+                       std::string(dtype_name(p.cache_dtype)) +
+                       " (built: bf16 with bf16 or fp8_e4m3)");
   }
   const int keys = kv_tile_keys(p.head_size);
   if (p.block_size <= 0 || (p.block_size % keys != 0 && !gather_small_pages)) {
@@ -185,7 +189,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
   // Pages holding whole KV tiles go by TMA; smaller ones (on request) by the producer's gather.
   a.gather = p.block_size % kv_tile_keys(p.head_size) != 0;
-  if (a.gather) {
+  const bool fp8 = p.cache_dtype == DType::kFP8E4M3;  // its own K/V map (launch_prefill_fp8)
+  if (a.gather || fp8) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
   } else {
     PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
@@ -224,6 +229,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   }
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
+  if (fp8) return attention::v3::launch_prefill_fp8(p, a, ctas, s);
   switch (p.head_size) {
     case 64: return attention::v3::launch_prefill_kernel<64>(q_map, kv_map, a, ctas, s);
     case 128: return attention::v3::launch_prefill_kernel<128>(q_map, kv_map, a, ctas, s);

@@ -1,0 +1,215 @@
+// A consumer warpgroup of the v3 FP8 prefill kernel: the bf16 consumer's schedule
+// (prefill_consumer. cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
+// between the warpgroups) with both products on the FP8 tensor cores and three scales:
+// - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
+//   its softmax scale (softmax_tile_fp8), exactly;
+// - P = exp2(score - max + 8) lies in [0, 256] (FlashAttention-3's offset): e4m3's finer steps near
+//   its top, not its subnormals, carry the row's largest probabilities; the sum is kept in f32
+//   from the same values, so the factor 2^8 cancels in O / l, and the LSE subtracts it;
+// - O is v_scale times Σ P·V8 (applied once, before the store).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "device/convert.cuh"
+#include "device/mbarrier.cuh"
+#include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_consumer.cuh"
+#include "kernels/attention/v3/prefill_fp8_operands.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+inline constexpr float kFp8MaxOffset = 8.0f;  // log2 of P's largest value
+
+// S = Q_rows · K_tileᵀ, k32 steps over the head columns (four per 128-column panel), one group.
+template <int kD>
+__device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD>::kScoreRegs],
+                                                 uint32_t q_base, uint32_t k_base) {
+  using S = PrefillFp8Shape<kD>;
+#pragma unroll
+  for (int kk = 0; kk < kD / 32; ++kk) {
+    device::wgmma_k32_e4m3_ss(
+        s, device::wgmma_desc_sw128(q_base + (kk / 4) * S::kQPanelBytes + (kk % 4) * 32, 16, 1024),
+        device::wgmma_desc_sw128(k_base + (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32, 16, 1024),
+        kk > 0);
+  }
+  device::wgmma_commit_group();
+}
+
+// O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127, k32 steps of 32 keys.
+template <int kD>
+__device__ __forceinline__ void issue_pv_fp8(
+    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs],
+    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base) {
+  using S = PrefillFp8Shape<kD>;
+#pragma unroll
+  for (int c = 0; c < S::kOChunks; ++c) {
+#pragma unroll
+    for (int kk = 0; kk < S::kKeySteps; ++kk) {
+      device::wgmma_k32_e4m3_rs(
+          o[c], p[kk],
+          device::wgmma_desc_sw128(vt_base + c * S::kOChunkCols * 128 + kk * 32, 16, 1024), true);
+    }
+  }
+  device::wgmma_commit_group();
+}
+
+// The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
+// and P offset by 2^8. st.m keeps the raw maxima.
+template <int kRegs>
+__device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st,
+                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = st.m[h];
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
+    alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
+    st.m[h] = mx;
+    const float offset = kFp8MaxOffset - base;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * j + 2 * h + e];
+        x = device::fast_exp2(fmaf(x, scale_log2[h], offset));
+        sum += x;
+      }
+    }
+    st.l[h] = st.l[h] * alpha[h] + sum;
+  }
+}
+
+// The bf16 store (store_rows) after the FP8 factors: O times v_scale, and a row state whose max
+// times a.scale is the natural-log offset of l (store_rows writes LSE = m * scale + log(l); the
+// launcher only serves scale > 0).
+template <int kChunks, int kRegs>
+__device__ __forceinline__ void store_rows_fp8(float (&o)[kChunks][kRegs], const RowState& st,
+                                               const float (&scale_log2)[2], float v_scale,
+                                               const PrefillArgs& a, const PrefillTile& w,
+                                               int row) {
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) o[c][i] *= v_scale;
+  }
+  RowState natural = st;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    natural.m[h] = st.m[h] == -INFINITY
+                       ? -INFINITY
+                       : (st.m[h] * scale_log2[h] - kFp8MaxOffset) * 0.6931471805599453f / a.scale;
+  }
+  store_rows(o, natural, a, w, row);
+}
+
+// One work tile for consumer warpgroup `turns.consumer` (consume_tile's steps, FP8 operands).
+template <int kD>
+__device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
+                                                 PrefillFp8Smem<kD>& s, const IssueTurns& turns,
+                                                 bool last_tile, ConsumerPosition& pos) {
+  using S = PrefillFp8Shape<kD>;
+  const PrefillArgs& a = fa.base;
+  const int tid = threadIdx.x % 128;
+  const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
+  const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;
+  const int row = w.q0 + local_row;
+  const uint32_t q_base = device::smem_addr(s.q) + turns.consumer * S::kRowsPerConsumer * 128;
+  const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
+  const int scale_index = fa.per_head_scales ? w.kv_head : 0;
+  const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
+  float o[S::kOChunks][S::kOChunkRegs];
+#pragma unroll
+  for (int c = 0; c < S::kOChunks; ++c) {
+#pragma unroll
+    for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
+  }
+  RowState st;
+  float sc[S::kScoreRegs], alpha[2], scale_log2[2];
+  uint32_t p[S::kKeySteps][4];
+  auto scores_to_p = [&](int i) {
+    const int key0 = i * S::kBlockN;
+    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
+    softmax_tile_fp8(sc, st, scale_log2, alpha);
+  };
+  auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
+  auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
+  device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
+  }
+  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
+  turns.begin();
+  device::wgmma_fence();
+  issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
+  turns.end(false);
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(sc);
+  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
+  scores_to_p(0);
+  pack_p_fp8(sc, p);
+  for (int i = 1; i < w.num_kv_tiles; ++i) {
+    const int stage = stage_of(i), prev = stage_of(i - 1);
+    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
+    device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
+    issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[prev]));
+    turns.end(false);
+    device::wgmma_wait_group<1>();
+    device::wgmma_fence_operands(sc);
+    device::mbarrier_arrive(&s.k_empty[stage]);
+    scores_to_p(i);
+    device::wgmma_wait_group<0>();
+#pragma unroll
+    for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+    device::mbarrier_arrive(&s.vt_empty[prev]);
+    rescale(o, alpha);
+    pack_p_fp8(sc, p);
+  }
+  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
+  const int last = stage_of(w.num_kv_tiles - 1);
+  device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
+  turns.begin();
+  device::wgmma_fence();
+  issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[last]));
+  turns.end(last_tile);
+  device::wgmma_wait_group<0>();
+#pragma unroll
+  for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+  device::mbarrier_arrive(&s.vt_empty[last]);
+  store_rows_fp8(o, st, scale_log2, v_scale, a, w, row);
+  pos.use += w.num_kv_tiles;
+  ++pos.tile_count;
+}
+
+// Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
+template <int kD>
+__device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
+                                            PrefillFp8Smem<kD>& s, int consumer) {
+  const IssueTurns turns{consumer, PrefillFp8Shape<kD>::kConsumers};
+  TileWalk walk{total_tiles};
+  PrefillTile w, next;
+  if (!walk.find<kD>(a.base, w)) return;
+  turns.start();
+  ConsumerPosition pos;
+  for (;;) {
+    walk.advance();
+    const bool more = walk.find<kD>(a.base, next);
+    consume_tile_fp8<kD>(a, w, s, turns, !more, pos);
+    if (!more) return;
+    w = next;
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3
