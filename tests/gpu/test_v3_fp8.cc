@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "paged_attention_harness.h"
 #include "test_v3_support.h"
 
@@ -124,6 +125,21 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
     c.causal = false;
     c.name += "_noncausal";
     expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_three_ctas, "v3 FP8 3 CTAs", false);
+  }
+}
+
+// The variants kept for timing (kFp8Tune*): a share of the exponentials on the FMA pipe.
+TEST(PagedAttentionV3Fp8, TuningVariants) {
+  PAGEDATTN_REQUIRE_V3();
+  using namespace kernels::attention::v3;
+  for (int d : fp8_head_sizes()) {
+    for (int bits : {kFp8TuneExp2FmaQuarter, kFp8TuneExp2FmaHalf}) {
+      set_fp8_tuning(bits);
+      CaseSpec c = fp8_case(20 + bits, d, bits == kFp8TuneExp2FmaHalf);
+      c.name += "_tuning" + std::to_string(bits);
+      expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3, "v3 FP8 variant", false);
+    }
+    set_fp8_tuning(kFp8DefaultTuning);
   }
 }
 

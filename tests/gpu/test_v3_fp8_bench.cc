@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "common/numeric.h"
+#include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -142,6 +144,12 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
   return worst;
 }
 
+const std::pair<const char*, int> kFp8Variants[] = {
+    {"v3 FP8 t0 ex2", 0},
+    {"v3 FP8 t1 fma/4", kernels::attention::v3::kFp8TuneExp2FmaQuarter},
+    {"v3 FP8 t2 fma/2", kernels::attention::v3::kFp8TuneExp2FmaHalf},
+};
+
 void run_shape(const char* name, int heads, int kv_heads, int d) {
   const Fp8Bench b{8192, heads, kv_heads, d};
   const Launcher v2 = kernels::launch_paged_attention;
@@ -153,10 +161,17 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       std::printf("BENCH %-12s %-16s %-10s %8.3f ms %8.1f TFLOP/s\n", name, kernel, mask, ms,
                   flops / ms / 1e9);
     };
-    // Twice, alternating: the first timings of a run can come out high (the clock settling).
+    // Twice, alternating: the first timings of a run can come out high (the clock settling). The
+    // FP8 kernel's variants (kFp8Tune*): the dispatch's, and a quarter or half of the softmax's
+    // exponentials on the FMA pipe.
     for (int round = 0; round < 2; ++round) {
       report("v3 FP8", launch_v3, true, 128);
       report("v3 bf16", launch_v3, false, 128);
+      for (const auto& [variant, bits] : kFp8Variants) {
+        kernels::attention::v3::set_fp8_tuning(bits);
+        report(variant, launch_v3, true, 128);
+      }
+      kernels::attention::v3::set_fp8_tuning(kernels::attention::v3::kFp8DefaultTuning);
     }
     report("v2 FP8 block 16", v2, true, 16);
     report("v2 FP8 block 128", v2, true, 128);

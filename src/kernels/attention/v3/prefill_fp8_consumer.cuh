@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "device/convert.cuh"
+#include "device/exp2_fma.cuh"
 #include "device/mbarrier.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
@@ -57,10 +58,12 @@ __device__ __forceinline__ void issue_pv_fp8(
 }
 
 // The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima.
+// and P offset by 2^8. st.m keeps the raw maxima. fma_every > 0: the exponentials of every
+// fma_every-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
 template <int kRegs>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st,
-                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
+                                                 const float (&scale_log2)[2], int fma_every,
+                                                 float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = st.m[h];
@@ -80,7 +83,9 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
-        x = device::fast_exp2(fmaf(x, scale_log2[h], offset));
+        const float arg = fmaf(x, scale_log2[h], offset);
+        x = fma_every > 0 && j % fma_every == fma_every - 1 ? device::exp2_fma(arg)
+                                                            : device::fast_exp2(arg);
         sum += x;
       }
     }
@@ -111,11 +116,17 @@ __device__ __forceinline__ void store_rows_fp8(float (&o)[kChunks][kRegs], const
   store_rows(o, natural, a, w, row);
 }
 
-// One work tile for consumer warpgroup `turns.consumer` (consume_tile's steps, FP8 operands).
+// Where a consumer is in the rings and in its tiles, carried from one work tile to the next.
+struct Fp8ConsumerPosition {
+  int use = 0;         // of the K and Vᵀ rings
+  int tile_count = 0;  // work tiles done (the phase of q_full)
+};
+
+// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
 template <int kD>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
-                                                 bool last_tile, ConsumerPosition& pos) {
+                                                 bool last_tile, Fp8ConsumerPosition& pos) {
   using S = PrefillFp8Shape<kD>;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
@@ -126,6 +137,9 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   const int scale_index = fa.per_head_scales ? w.kv_head : 0;
   const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
+  const int fma_every = fa.tuning & kFp8TuneExp2FmaHalf      ? 2
+                        : fa.tuning & kFp8TuneExp2FmaQuarter ? 4
+                                                             : 0;
   float o[S::kOChunks][S::kOChunkRegs];
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -138,7 +152,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    softmax_tile_fp8(sc, st, scale_log2, alpha);
+    softmax_tile_fp8(sc, st, scale_log2, fma_every, alpha);
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
@@ -202,7 +216,7 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
   turns.start();
-  ConsumerPosition pos;
+  Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
     const bool more = walk.find<kD>(a.base, next);

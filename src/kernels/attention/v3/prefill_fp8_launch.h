@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention/paged_attention.h"
-#include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "pagedattn/status.h"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -19,5 +19,9 @@ Status check_fp8_served(const PagedAttentionParams& p);
 // mask, output) and grid.
 Status launch_prefill_fp8(const PagedAttentionParams& p, const PrefillArgs& base, int grid,
                           cudaStream_t stream);
+
+// The kFp8Tune* bits the next launches use (kFp8DefaultTuning until set): for benches comparing
+// the variants in one run. Process-wide; not synchronised with launches on other threads.
+void set_fp8_tuning(int tuning);
 
 }  // namespace pagedattn::kernels::attention::v3

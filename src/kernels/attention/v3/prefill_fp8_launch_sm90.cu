@@ -47,11 +47,17 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
                         std::to_string(static_cast<int>(r)) + ")");
 }
 
+int tuning_in_use = kFp8DefaultTuning;
+
 int kv_tile_keys(int d) {
   return d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN;
 }
 
 }  // namespace
+
+void set_fp8_tuning(int tuning) {
+  tuning_in_use = tuning;
+}
 
 Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.cache_dtype != DType::kFP8E4M3 || p.q_dtype != DType::kBF16) {
@@ -95,6 +101,7 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const PrefillArgs& base
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
+  a.tuning = tuning_in_use;
   return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(kv_map, a, grid, stream)
                             : launch_prefill_fp8_kernel<256>(kv_map, a, grid, stream);
 }

@@ -63,6 +63,12 @@ constexpr size_t prefill_fp8_smem_bytes() {
   return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
 }
 
+// Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
+// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh).
+inline constexpr int kFp8TuneExp2FmaQuarter = 1;
+inline constexpr int kFp8TuneExp2FmaHalf = 2;
+inline constexpr int kFp8DefaultTuning = 0;
+
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
   PrefillArgs base;
@@ -71,6 +77,7 @@ struct PrefillFp8Args {
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
+  int tuning;  // kFp8Tune* bits
 };
 
 }  // namespace pagedattn::kernels::attention::v3
