@@ -229,7 +229,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   }
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
-  if (fp8) return attention::v3::launch_prefill_fp8(p, a, ctas, s);
+  if (fp8) return attention::v3::launch_prefill_fp8(p, q_map, a, ctas, s);
   switch (p.head_size) {
     case 64: return attention::v3::launch_prefill_kernel<64>(q_map, kv_map, a, ctas, s);
     case 128: return attention::v3::launch_prefill_kernel<128>(q_map, kv_map, a, ctas, s);

@@ -4,6 +4,6 @@
 #include "kernels/attention/v3/prefill_fp8_instance.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
-template Status launch_prefill_fp8_kernel<256>(const CUtensorMap&, const PrefillFp8Args&, int,
-                                               cudaStream_t);
+template Status launch_prefill_fp8_kernel<256>(const CUtensorMap&, const CUtensorMap&,
+                                               const PrefillFp8Args&, int, cudaStream_t);
 }  // namespace pagedattn::kernels::attention::v3

@@ -12,8 +12,8 @@
 namespace pagedattn::kernels::attention::v3 {
 
 template <int kD>
-Status launch_prefill_fp8_kernel(const CUtensorMap& kv_map, const PrefillFp8Args& args, int grid,
-                                 cudaStream_t stream) {
+Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                                 const PrefillFp8Args& args, int grid, cudaStream_t stream) {
   if constexpr (!prefill_head_size_built(kD)) {
     return unimplemented("paged attention v3 FP8: head size " + std::to_string(kD) +
                          " is not built");
@@ -23,7 +23,7 @@ Status launch_prefill_fp8_kernel(const CUtensorMap& kv_map, const PrefillFp8Args
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
         "v3 FP8 shared memory limit");
-    kernel<<<grid, PrefillFp8Shape<kD>::kThreads, kSmem, stream>>>(kv_map, args);
+    kernel<<<grid, PrefillFp8Shape<kD>::kThreads, kSmem, stream>>>(q_map, kv_map, args);
     return runtime::check_launch("paged_prefill_v3_fp8_kernel");
   }
 }

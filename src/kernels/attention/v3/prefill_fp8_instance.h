@@ -13,7 +13,7 @@ namespace pagedattn::kernels::attention::v3 {
 // Launches `grid` CTAs of the kD FP8 kernel on `stream`; Unimplemented for a size the build does
 // not keep.
 template <int kD>
-Status launch_prefill_fp8_kernel(const CUtensorMap& kv_map, const PrefillFp8Args& args, int grid,
-                                 cudaStream_t stream);
+Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                                 const PrefillFp8Args& args, int grid, cudaStream_t stream);
 
 }  // namespace pagedattn::kernels::attention::v3

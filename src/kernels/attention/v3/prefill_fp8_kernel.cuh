@@ -18,7 +18,8 @@ namespace pagedattn::kernels::attention::v3 {
 
 template <int kD>
 __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
-    paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap kv_map,
+    paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
+                                const __grid_constant__ CUtensorMap kv_map,
                                 const PrefillFp8Args a) {
   using S = PrefillFp8Shape<kD>;
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
@@ -29,6 +30,8 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     constexpr uint32_t kConsumerThreads = S::kConsumers * 128;
     device::mbarrier_init(&s.q_full, 128);  // every producer thread converts a row
     device::mbarrier_init(&s.q_empty, kConsumerThreads);
+    device::mbarrier_init(&s.q_stage_full, 1);
+    device::mbarrier_init(&s.q_stage_empty, 128);
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], 1);
       device::mbarrier_init(&s.v_full[i], 1);
@@ -43,7 +46,7 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    produce_fp8<kD>(&kv_map, a, total_tiles, s);
+    produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume_fp8<kD>(a, total_tiles, s, warpgroup - 1);

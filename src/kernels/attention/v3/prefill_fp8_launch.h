@@ -2,6 +2,7 @@
 // Host-only header.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include "kernels/attention/paged_attention.h"
@@ -12,13 +13,13 @@ namespace pagedattn::kernels::attention::v3 {
 
 // What the FP8 kernel serves beyond the bf16 kernel's checks: bf16 queries with an e4m3 cache
 // (e5m2 stays on v2: no e5m2 products here), head sizes 128 and 256, pages of whole KV tiles,
-// scales given, strides of 16 bytes. OK or Unimplemented naming the parameter.
+// scales given, scale > 0, cache strides of 16 bytes. OK or Unimplemented naming the parameter.
 Status check_fp8_served(const PagedAttentionParams& p);
 
-// Launches the FP8 kernel for p (checked), with the bf16 kernel's filled arguments `base` (tiles,
-// mask, output) and grid.
-Status launch_prefill_fp8(const PagedAttentionParams& p, const PrefillArgs& base, int grid,
-                          cudaStream_t stream);
+// Launches the FP8 kernel for p (checked), with the bf16 kernel's Q map (bf16 boxes of 64 columns x
+// a query tile), filled arguments `base` (tiles, mask, output) and grid.
+Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_map,
+                          const PrefillArgs& base, int grid, cudaStream_t stream);
 
 // The kFp8Tune* bits the next launches use (kFp8DefaultTuning until set): for benches comparing
 // the variants in one run. Process-wide; not synchronised with launches on other threads.

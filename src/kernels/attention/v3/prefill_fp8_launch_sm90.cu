@@ -78,32 +78,28 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.k_scale == nullptr || p.v_scale == nullptr) {
     return invalid_argument("paged attention v3 FP8: k_scale and v_scale must be given");
   }
-  const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
-                             p.cache_kv_stride, p.cache_token_stride, p.cache_head_stride};
-  bool ok = reinterpret_cast<uintptr_t>(p.q) % 16 == 0;
-  for (int64_t s : strides) ok = ok && s % 16 == 0;  // Q: 8 bf16 (16 bytes) would do; one rule
-  if (!ok) {
-    return unsupported("q 16-byte aligned, and q and kv_cache strides multiples of 16 elements");
-  }
+  // TMA: 16-byte strides (the bf16 kernel's checks cover Q's and the alignments).
+  const int64_t strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
+                             p.cache_head_stride};
+  bool ok = true;
+  for (int64_t s : strides) ok = ok && s % 16 == 0;
+  if (!ok) return unsupported("kv_cache strides must be multiples of 16 elements");
   return ok_status();
 }
 
-Status launch_prefill_fp8(const PagedAttentionParams& p, const PrefillArgs& base, int grid,
-                          cudaStream_t stream) {
+Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_map,
+                          const PrefillArgs& base, int grid, cudaStream_t stream) {
   alignas(64) CUtensorMap kv_map;
   PrefillFp8Args a{};
   a.base = base;
   PAGEDATTN_RETURN_IF_ERROR(
       encode_fp8_kv_map(p, kv_tile_keys(p.head_size), &kv_map, &a.base.kv_token_coord));
-  a.q = static_cast<const uint16_t*>(p.q);
-  a.q_token_stride = p.q_token_stride;
-  a.q_head_stride = p.q_head_stride;
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
   a.tuning = tuning_in_use;
-  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(kv_map, a, grid, stream)
-                            : launch_prefill_fp8_kernel<256>(kv_map, a, grid, stream);
+  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
+                            : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

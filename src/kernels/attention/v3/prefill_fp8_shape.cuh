@@ -26,18 +26,23 @@ struct PrefillFp8Shape {
   static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
-  static constexpr int kProducerRegisters = Base::kProducerRegisters;
-  static constexpr int kConsumerRegisters = Base::kConsumerRegisters;
+  // The producer transposes and converts (it spills at the bf16 kernel's 56); the consumers hold
+  // fewer P registers than bf16's. 128 * 72 + 256 * 216 = 64,512, what the launch allocates.
+  static constexpr int kProducerRegisters = 72;
+  static constexpr int kConsumerRegisters = 216;
+  static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
-  // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q: 160 KB), 64 KB at D 256
-  // (two + Q 32 KB: 160 KB).
+  // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227).
   static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKvPanelBytes = kBlockN * 128;
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
-  static constexpr int kVtTileBytes = kD * 128;  // D rows of 128 bytes
+  static constexpr int kVtTileBytes = kD * 128;            // D rows of 128 bytes
+  static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
+  static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;
   static constexpr int kKeySteps = kBlockN / 32;  // k32 steps of P·V
   static constexpr int kOChunkCols = 128;         // O columns (Vᵀ rows) per P·V wgmma
@@ -52,8 +57,10 @@ struct PrefillFp8Smem {
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
   uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
+  uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
   float q_descale[S::kBlockM];              // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
+  uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
   uint64_t k_full[S::kStages], k_empty[S::kStages];
   uint64_t v_full[S::kStages], v_empty[S::kStages];  // v_empty: the producer has read V
   uint64_t vt_full[S::kStages], vt_empty[S::kStages];
@@ -72,8 +79,6 @@ inline constexpr int kFp8DefaultTuning = 0;
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
   PrefillArgs base;
-  const uint16_t* q;  // bf16 [num_tokens, num_heads, D], strides in elements
-  int64_t q_token_stride, q_head_stride;
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
