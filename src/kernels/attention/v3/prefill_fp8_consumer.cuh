@@ -58,12 +58,11 @@ __device__ __forceinline__ void issue_pv_fp8(
 }
 
 // The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima. fma_every > 0: the exponentials of every
-// fma_every-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
-template <int kRegs>
+// and P offset by 2^8. st.m keeps the raw maxima. kFmaEvery > 0: the exponentials of every
+// kFmaEvery-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
+template <int kFmaEvery, int kRegs>
 __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st,
-                                                 const float (&scale_log2)[2], int fma_every,
-                                                 float (&alpha)[2]) {
+                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = st.m[h];
@@ -84,8 +83,11 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
         const float arg = fmaf(x, scale_log2[h], offset);
-        x = fma_every > 0 && j % fma_every == fma_every - 1 ? device::exp2_fma(arg)
-                                                            : device::fast_exp2(arg);
+        if constexpr (kFmaEvery > 0) {
+          x = j % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
+        } else {
+          x = device::fast_exp2(arg);
+        }
         sum += x;
       }
     }
@@ -152,7 +154,14 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    softmax_tile_fp8(sc, st, scale_log2, fma_every, alpha);
+    // One branch per tile, the same for the whole CTA.
+    if (fma_every == 2) {
+      softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
+    } else if (fma_every == 4) {
+      softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
+    } else {
+      softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
+    }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
