@@ -148,6 +148,11 @@ const std::pair<const char*, int> kFp8Variants[] = {
     {"v3 FP8 t0 ex2", 0},
     {"v3 FP8 t1 fma/4", kernels::attention::v3::kFp8TuneExp2FmaQuarter},
     {"v3 FP8 t2 fma/2", kernels::attention::v3::kFp8TuneExp2FmaHalf},
+    {"v3 FP8 t4 skip", kernels::attention::v3::kFp8TuneSkipRescale},
+    {"v3 FP8 t5 skip+f/4",
+     kernels::attention::v3::kFp8TuneSkipRescale | kernels::attention::v3::kFp8TuneExp2FmaQuarter},
+    {"v3 FP8 t6 skip+f/2",
+     kernels::attention::v3::kFp8TuneSkipRescale | kernels::attention::v3::kFp8TuneExp2FmaHalf},
 };
 
 void run_shape(const char* name, int heads, int kv_heads, int d) {
@@ -162,8 +167,8 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
                   flops / ms / 1e9);
     };
     // Twice, alternating: the first timings of a run can come out high (the clock settling). The
-    // FP8 kernel's variants (kFp8Tune*): the dispatch's, and a quarter or half of the softmax's
-    // exponentials on the FMA pipe.
+    // FP8 kernel's variants (kFp8Tune*): a quarter or half of the softmax's exponentials on the
+    // FMA pipe, the rescale skipped where no maximum grew, and both.
     for (int round = 0; round < 2; ++round) {
       report("v3 FP8", launch_v3, true, 128);
       report("v3 bf16", launch_v3, false, 128);

@@ -60,9 +60,11 @@ __device__ __forceinline__ void issue_pv_fp8(
 // The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
 // and P offset by 2^8. st.m keeps the raw maxima. kFmaEvery > 0: the exponentials of every
 // kFmaEvery-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
+// Returns whether a row maximum of the thread grew (else alpha is exactly 1).
 template <int kFmaEvery, int kRegs>
-__device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st,
+__device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st,
                                                  const float (&scale_log2)[2], float (&alpha)[2]) {
+  bool grew = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float mx = st.m[h];
@@ -74,6 +76,7 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
     alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
+    grew = grew || mx > st.m[h];
     st.m[h] = mx;
     const float offset = kFp8MaxOffset - base;
     float sum = 0.0f;
@@ -93,6 +96,7 @@ __device__ __forceinline__ void softmax_tile_fp8(float (&s)[kRegs], RowState& st
     }
     st.l[h] = st.l[h] * alpha[h] + sum;
   }
+  return grew;
 }
 
 // The bf16 store (store_rows) after the FP8 factors: O times v_scale, and a row state whose max
@@ -142,6 +146,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   const int fma_every = fa.tuning & kFp8TuneExp2FmaHalf      ? 2
                         : fa.tuning & kFp8TuneExp2FmaQuarter ? 4
                                                              : 0;
+  const bool skip_rescale = fa.tuning & kFp8TuneSkipRescale;
   float o[S::kOChunks][S::kOChunkRegs];
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -155,13 +160,9 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
     // One branch per tile, the same for the whole CTA.
-    if (fma_every == 2) {
-      softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
-    } else if (fma_every == 4) {
-      softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
-    } else {
-      softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
-    }
+    if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
+    if (fma_every == 4) return softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
+    return softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
@@ -178,7 +179,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
   device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
-  scores_to_p(0);
+  scores_to_p(0);  // O is still zero: nothing to rescale
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
@@ -192,12 +193,13 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
-    scores_to_p(i);
+    const bool grew = scores_to_p(i);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     device::mbarrier_arrive(&s.vt_empty[prev]);
-    rescale(o, alpha);
+    // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
+    if (!skip_rescale || __any_sync(0xffffffffu, grew)) rescale(o, alpha);
     pack_p_fp8(sc, p);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read

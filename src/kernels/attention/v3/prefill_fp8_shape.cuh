@@ -71,9 +71,11 @@ constexpr size_t prefill_fp8_smem_bytes() {
 }
 
 // Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
-// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh).
+// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
+// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly).
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
 inline constexpr int kFp8TuneExp2FmaHalf = 2;
+inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8DefaultTuning = 0;
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
