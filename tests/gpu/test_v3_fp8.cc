@@ -53,7 +53,9 @@ void print_errors(const char* what, const std::string& name, const RunResult& r)
 // data (32 queries x 512 keys, D 128) gave rel_frob 0.030 from Q alone, 0.024 from P alone, 0.039
 // from both, max |error| 0.014; rows with few keys have larger errors (P's rounding is not
 // averaged). The bf16 kernels' tolerance (rel_frob 0.01) does not hold for FP8 products.
-constexpr double kMaxAbs = 0.2, kRelFrobenius = 0.06, kMaxLse = 0.1;
+// Measured on the H200 (this test, 38 runs): rel_frob 0.027-0.036, max |error| up to 0.158, LSE
+// up to 0.092 (v2's FP8 path and the bf16 kernel: rel_frob 0.002, LSE 1e-6).
+constexpr double kMaxAbs = 0.25, kRelFrobenius = 0.045, kMaxLse = 0.15;
 
 // FP8 v3 through `launch`, bounded; with `compare`, v2's FP8 path and the bf16 v3 kernel on the
 // same inputs too (v2 must pass the harness's bf16 tolerance, bf16 v3 as well).
