@@ -129,7 +129,9 @@ struct Fp8ConsumerPosition {
 };
 
 // One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
-template <int kD>
+// kEarlyScores: kFp8TuneEarlyScores (a template parameter: a runtime choice between the two
+// groups made ptxas fence the accumulators).
+template <int kD, bool kEarlyScores>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
@@ -184,10 +186,11 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
-    device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
+    if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
+    if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[prev]));
     turns.end(false);
     device::wgmma_wait_group<1>();
@@ -231,7 +234,11 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   for (;;) {
     walk.advance();
     const bool more = walk.find<kD>(a.base, next);
-    consume_tile_fp8<kD>(a, w, s, turns, !more, pos);
+    if (a.tuning & kFp8TuneEarlyScores) {
+      consume_tile_fp8<kD, true>(a, w, s, turns, !more, pos);
+    } else {
+      consume_tile_fp8<kD, false>(a, w, s, turns, !more, pos);
+    }
     if (!more) return;
     w = next;
   }

@@ -72,10 +72,12 @@ constexpr size_t prefill_fp8_smem_bytes() {
 
 // Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
 // kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
-// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly).
+// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
+// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after.
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
 inline constexpr int kFp8TuneExp2FmaHalf = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
+inline constexpr int kFp8TuneEarlyScores = 8;
 inline constexpr int kFp8DefaultTuning = 0;
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
