@@ -133,15 +133,16 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
   }
 }
 
-// The variants kept for timing (kFp8Tune*): a share of the exponentials on the FMA pipe, the
-// rescale skipped where no maximum grew, S issued before waiting for Vᵀ.
+// The variants kept for timing (kFp8Tune*; the other tests run the dispatch's, kFp8DefaultTuning):
+// none, a share of the exponentials on the FMA pipe, the rescale skipped where no maximum grew, S
+// issued before waiting for Vᵀ.
 TEST(PagedAttentionV3Fp8, TuningVariants) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
   for (int d : fp8_head_sizes()) {
     for (int bits :
-         {kFp8TuneExp2FmaQuarter, kFp8TuneExp2FmaHalf, kFp8TuneSkipRescale | kFp8TuneExp2FmaHalf,
-          kFp8TuneEarlyScores | kFp8TuneSkipRescale}) {
+         {0, kFp8TuneExp2FmaQuarter, kFp8TuneExp2FmaHalf, kFp8TuneSkipRescale | kFp8TuneExp2FmaHalf,
+          kFp8TuneEarlyScores, kFp8TuneEarlyScores | kFp8TuneSkipRescale}) {
       set_fp8_tuning(bits);
       CaseSpec c = fp8_case(20 + bits, d, bits == kFp8TuneExp2FmaHalf);
       c.name += "_tuning" + std::to_string(bits);
