@@ -99,27 +99,41 @@ __device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st
   return grew;
 }
 
-// The bf16 store (store_rows) after the FP8 factors: O times v_scale, and a row state whose max
-// times a.scale is the natural-log offset of l (store_rows writes LSE = m * scale + log(l); the
-// launcher only serves scale > 0).
+// Normalises and stores the rows that belong to the request, as the bf16 kernel's store_rows with
+// the FP8 factors: O times v_scale / l, LSE = the row's scaled max less the offset 8 (log 2) plus
+// log(l). Its own function (not store_rows with adjusted inputs): the bf16 store's signature moves
+// with the bf16 kernel's epilogue.
 template <int kChunks, int kRegs>
-__device__ __forceinline__ void store_rows_fp8(float (&o)[kChunks][kRegs], const RowState& st,
+__device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs], const RowState& st,
                                                const float (&scale_log2)[2], float v_scale,
                                                const PrefillArgs& a, const PrefillTile& w,
                                                int row) {
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) o[c][i] *= v_scale;
-  }
-  RowState natural = st;
+  const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    natural.m[h] = st.m[h] == -INFINITY
-                       ? -INFINITY
-                       : (st.m[h] * scale_log2[h] - kFp8MaxOffset) * 0.6931471805599453f / a.scale;
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row + 8 * h;
+    if (r >= w.q_len) continue;
+    const int64_t token = w.q_start + r;
+    const float factor = l > 0.0f ? v_scale / l : 0.0f;
+    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j) {
+        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
+            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * factor,
+                                               o[c][4 * j + 2 * h + 1] * factor);
+      }
+    }
+    if (a.lse != nullptr && t == 0) {
+      a.lse[w.head * a.lse_head_stride + token] =
+          l > 0.0f ? (st.m[h] * scale_log2[h] - kFp8MaxOffset) * 0.6931471805599453f + logf(l)
+                   : -INFINITY;
+    }
   }
-  store_rows(o, natural, a, w, row);
 }
 
 // Where a consumer is in the rings and in its tiles, carried from one work tile to the next.
