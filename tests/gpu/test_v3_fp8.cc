@@ -135,14 +135,15 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
 
 // The variants kept for timing (kFp8Tune*; the other tests run the dispatch's, kFp8DefaultTuning):
 // none, a share of the exponentials on the FMA pipe, the rescale skipped where no maximum grew, S
-// issued before waiting for Vᵀ.
+// issued before waiting for Vᵀ, no turns between the consumers.
 TEST(PagedAttentionV3Fp8, TuningVariants) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
   for (int d : fp8_head_sizes()) {
     for (int bits :
          {0, kFp8TuneExp2FmaQuarter, kFp8TuneExp2FmaHalf, kFp8TuneSkipRescale | kFp8TuneExp2FmaHalf,
-          kFp8TuneEarlyScores, kFp8TuneEarlyScores | kFp8TuneSkipRescale}) {
+          kFp8TuneEarlyScores, kFp8TuneEarlyScores | kFp8TuneSkipRescale, kFp8TuneNoTurns,
+          kFp8TuneNoTurns | kFp8TuneEarlyScores | kFp8TuneSkipRescale}) {
       set_fp8_tuning(bits);
       CaseSpec c = fp8_case(20 + bits, d, bits == kFp8TuneExp2FmaHalf);
       c.name += "_tuning" + std::to_string(bits);

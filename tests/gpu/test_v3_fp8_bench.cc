@@ -149,7 +149,8 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
 
 // The FP8 kernel's variants (kFp8Tune*) beside the dispatch's (kFp8DefaultTuning: the rescale
 // skipped where no maximum grew): none of them, a quarter or half of the softmax's exponentials on
-// the FMA pipe (with the skip), S issued before waiting for Vᵀ (alone and with the skip).
+// the FMA pipe (with the skip), S issued before waiting for Vᵀ (alone and with the skip), no
+// ping-pong turns between the consumers (with the skip, and with early S).
 namespace tune = kernels::attention::v3;
 const std::pair<const char*, int> kFp8Variants[] = {
     {"v3 FP8 t0 none", 0},
@@ -158,6 +159,9 @@ const std::pair<const char*, int> kFp8Variants[] = {
     {"v3 FP8 t6 skip+f/2", tune::kFp8TuneSkipRescale | tune::kFp8TuneExp2FmaHalf},
     {"v3 FP8 t8 early S", tune::kFp8TuneEarlyScores},
     {"v3 FP8 t12 early+skip", tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
+    {"v3 FP8 t20 no turns", tune::kFp8TuneNoTurns | tune::kFp8TuneSkipRescale},
+    {"v3 FP8 t28 nt+early",
+     tune::kFp8TuneNoTurns | tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
 };
 
 void run_shape(const char* name, int heads, int kv_heads, int d) {

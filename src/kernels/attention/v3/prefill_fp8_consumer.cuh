@@ -163,6 +163,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
                         : fa.tuning & kFp8TuneExp2FmaQuarter ? 4
                                                              : 0;
   const bool skip_rescale = fa.tuning & kFp8TuneSkipRescale;
+  const bool take_turns = !(fa.tuning & kFp8TuneNoTurns);
   float o[S::kOChunks][S::kOChunkRegs];
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -188,10 +189,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  turns.begin();
+  if (take_turns) turns.begin();
   device::wgmma_fence();
   issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  turns.end(false);
+  if (take_turns) turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
   device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
@@ -201,12 +202,12 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    turns.begin();
+    if (take_turns) turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[prev]));
-    turns.end(false);
+    if (take_turns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
@@ -222,10 +223,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  turns.begin();
+  if (take_turns) turns.begin();
   device::wgmma_fence();
   issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[last]));
-  turns.end(last_tile);
+  if (take_turns) turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
@@ -243,7 +244,7 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
-  turns.start();
+  if (!(a.tuning & kFp8TuneNoTurns)) turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();

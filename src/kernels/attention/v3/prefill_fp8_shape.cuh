@@ -73,11 +73,12 @@ constexpr size_t prefill_fp8_smem_bytes() {
 // Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
 // kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
 // O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
-// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after.
+// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after; the consumers' turns left out.
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
 inline constexpr int kFp8TuneExp2FmaHalf = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
+inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
 // The skip: + 5 % at D 256 non-causal, within 1 % elsewhere (H200, V3Fp8Bench, same run); the FMA
 // exponentials: 3-17 % slower (the kernel is not bound by ex2's unit); early S: not timed yet.
 inline constexpr int kFp8DefaultTuning = kFp8TuneSkipRescale;
