@@ -79,9 +79,10 @@ inline constexpr int kFp8TuneExp2FmaHalf = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
 inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
-// The skip: + 5 % at D 256 non-causal, within 1 % elsewhere (H200, V3Fp8Bench, same run); the FMA
-// exponentials: 3-17 % slower (the kernel is not bound by ex2's unit); early S: not timed yet.
-inline constexpr int kFp8DefaultTuning = kFp8TuneSkipRescale;
+// H200, V3Fp8Bench (calls B and C): the skip + 5 % at D 256 non-causal, within 1 % elsewhere; early
+// S with the skip + 2.5-3 % at D 128 over the skip alone, within 1 % at D 256; the FMA exponentials
+// 3-5 % slower (the kernel is not bound by ex2's unit).
+inline constexpr int kFp8DefaultTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
