@@ -1,7 +1,7 @@
 // Hopper warpgroup tensor-core PTX wrappers (sm_90a only): wgmma.mma_async m64n64k16 and m64n128k16
-// with f16/bf16 inputs and f32 accumulators, A from shared memory (SS) or registers (RS), B from
-// shared memory; the fence / commit_group / wait_group that order them; and the shared-memory
-// matrix descriptor for 128-byte-swizzled tiles.
+// with f16/bf16 inputs (m64n64k32 / m64n128k32 with e4m3 inputs) and f32 accumulators, A from
+// shared memory (SS) or registers (RS), B from shared memory; the fence / commit_group / wait_group
+// that order them; and the shared-memory matrix descriptor for 128-byte-swizzled tiles.
 //
 // Layouts (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). A warpgroup is 4
 // consecutive warps; warp w of it owns rows 16w..16w+15 of the 64-row tile, and inside a warp the
@@ -148,6 +148,56 @@ __device__ __forceinline__ void wgmma_k16_rs(float (&d)[kRegs], const uint32_t (
 #endif
 }
 
+// m64n<N>k32 with e4m3 inputs (FP8 wgmma has no transpose: A and B K-major), f32 accumulators.
+#define PAGEDATTN_WGMMA_E4M3(N, DLIST, DOPS, PRED, REST, ...)                              \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRED                                    \
+               ", 0;\n"                                                                    \
+               "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 " DLIST ", " REST \
+               ";\n}\n"                                                                    \
+               : DOPS(d)                                                                   \
+               : __VA_ARGS__)
+#define PAGEDATTN_WGMMA_E4M3_SS_INPUTS "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate))
+#define PAGEDATTN_WGMMA_E4M3_RS_INPUTS \
+  "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate))
+
+// FP8 (e4m3) forms, K = 32 per instruction. Register A fragment (the 8-bit one, four e4m3 per
+// register, the lowest k in bits 0-7): a[0] = row g, k 4t..4t+3; a[1] = row g + 8, same k; a[2] =
+// row g, k 16 + 4t..; a[3] = row g + 8, k 16 + 4t... The accumulator layout is the 16-bit forms'.
+// Shared operands: K-major 128-byte-swizzled panels of 128 FP8 columns (the same byte layout as a
+// panel of 64 16-bit columns), a k32 step = 32 bytes.
+template <int kRegs>
+__device__ __forceinline__ void wgmma_k32_e4m3_ss(float (&d)[kRegs], uint64_t desc_a,
+                                                  uint64_t desc_b, bool accumulate) {
+  static_assert(kRegs == 32 || kRegs == 64, "FP8 wgmma wrappers take N = 64 or 128");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kRegs == 64) {
+    PAGEDATTN_WGMMA_E4M3(128, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%66",
+                         "%64, %65, p, 1, 1", PAGEDATTN_WGMMA_E4M3_SS_INPUTS);
+  } else {
+    PAGEDATTN_WGMMA_E4M3(64, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%34",
+                         "%32, %33, p, 1, 1", PAGEDATTN_WGMMA_E4M3_SS_INPUTS);
+  }
+#endif
+}
+
+template <int kRegs>
+__device__ __forceinline__ void wgmma_k32_e4m3_rs(float (&d)[kRegs], const uint32_t (&a)[4],
+                                                  uint64_t desc_b, bool accumulate) {
+  static_assert(kRegs == 32 || kRegs == 64, "FP8 wgmma wrappers take N = 64 or 128");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kRegs == 64) {
+    PAGEDATTN_WGMMA_E4M3(128, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%69",
+                         "{%64, %65, %66, %67}, %68, p, 1, 1", PAGEDATTN_WGMMA_E4M3_RS_INPUTS);
+  } else {
+    PAGEDATTN_WGMMA_E4M3(64, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%37",
+                         "{%32, %33, %34, %35}, %36, p, 1, 1", PAGEDATTN_WGMMA_E4M3_RS_INPUTS);
+  }
+#endif
+}
+
+#undef PAGEDATTN_WGMMA_E4M3
+#undef PAGEDATTN_WGMMA_E4M3_SS_INPUTS
+#undef PAGEDATTN_WGMMA_E4M3_RS_INPUTS
 #undef PAGEDATTN_WGMMA
 #undef PAGEDATTN_WGMMA_SS_INPUTS
 #undef PAGEDATTN_WGMMA_RS_INPUTS

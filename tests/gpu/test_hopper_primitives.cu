@@ -1,25 +1,32 @@
 // The Hopper primitives (src/device/wgmma.cuh, tma.cuh, mbarrier.cuh, warp_specialize.cuh) on an
 // sm_90 device: wgmma (N 64 and 128) in its SS and RS forms, K-major and MN-major B, bf16 and f16,
-// against mma.sync on the same inputs and a float64 product; TMA boxes of a paged-cache-shaped
-// tensor (swizzle, a size-1 box dimension, zeros outside) across mbarrier phases; and a
-// warp-specialised producer/consumer ring with register reallocation. Built for sm_90a only
-// (tests/hopper.cmake).
+// against mma.sync on the same inputs and a float64 product; the e4m3 forms (k32) against float64,
+// with the FP8 kernel's P·V operands (P packed from accumulators, V transposed in shared memory),
+// e4m3 packing against the host encoder and exp2 on the FMA pipe against float64;
+// TMA boxes of a paged-cache-shaped tensor (swizzle, a size-1 box dimension, zeros outside) across
+// mbarrier phases; and a warp-specialised producer/consumer ring with register reallocation. Built
+// for sm_90a only (tests/hopper.cmake).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <vector>
 
 #include "common/numeric.h"
 #include "cuda_test_support.h"
+#include "device/exp2_fma.cuh"
+#include "device/fp8_wgmma_operands.cuh"
 #include "device/mbarrier.cuh"
 #include "device/mma.cuh"
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -202,6 +209,292 @@ TEST(HopperPrimitives, WgmmaN64MatchesMmaSync) {
   check_wgmma<__nv_bfloat16, false, false, true>(7);
   check_wgmma<__nv_bfloat16, true, true, true>(8);
   check_wgmma<__half, true, false, true>(9);
+}
+
+// --- FP8 (e4m3) wgmma ---------------------------------------------------------------------------
+
+std::vector<uint8_t> random_e4m3(size_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<uint8_t> v(n);
+  for (uint8_t& x : v) x = float_to_fp8_e4m3(dist(rng));
+  return v;
+}
+
+// Writes an m64nN accumulator (N = 2 * kRegs) of warp `warp` into out [64][ld] at column col0.
+template <int kRegs>
+__device__ void store_accumulator_n(const float (&d)[kRegs], int warp, int lane, float* out, int ld,
+                                    int col0) {
+  const int r = 16 * warp + lane / 4;
+  for (int j = 0; j < kRegs / 4; ++j) {
+    const int c = col0 + 8 * j + 2 * (lane % 4);
+    out[r * ld + c] = d[4 * j];
+    out[r * ld + c + 1] = d[4 * j + 1];
+    out[(r + 8) * ld + c] = d[4 * j + 2];
+    out[(r + 8) * ld + c + 1] = d[4 * j + 3];
+  }
+}
+
+// A [64][128] e4m3 times B [128 n][128 k] (K-major) with four k32 steps: from shared memory (SS)
+// or with A's 8-bit register fragment (RS); one m64n128 product or two m64n64 halves.
+template <bool kARegisters, bool kHalves>
+__global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* out) {
+  __shared__ __align__(1024) uint8_t smem[64 * 128 + 128 * 128];
+  uint8_t* a_s = smem;             // one panel of 64 rows
+  uint8_t* b_s = smem + 64 * 128;  // one panel of 128 rows
+  for (int c = threadIdx.x; c < 192 * 8; c += blockDim.x) {
+    const int row = c / 8, chunk = c % 8;
+    const uint8_t* from = row < 64 ? a + row * 128 : b + (row - 64) * 128;
+    uint8_t* to = row < 64 ? a_s + device::swizzle128_offset(row, chunk)
+                           : b_s + device::swizzle128_offset(row - 64, chunk);
+    *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from + chunk * 16);
+  }
+  device::fence_proxy_async_shared();
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  uint32_t frags[4][4];
+  for (int kk = 0; kk < 4; ++kk) {
+    for (int r = 0; r < 4; ++r) {
+      const int row = 16 * warp + g + 8 * (r % 2), k = 32 * kk + 16 * (r / 2) + 4 * t;
+      frags[kk][r] = *reinterpret_cast<const uint32_t*>(a + row * 128 + k);
+    }
+  }
+  float d[64], halves[2][32];
+  for (float& x : d) x = 1e30f;
+  for (float& x : halves[0]) x = 1e30f;
+  for (float& x : halves[1]) x = 1e30f;
+  const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
+  device::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    const uint64_t da = device::wgmma_desc_sw128(a_base + 32 * kk, 16, 1024);
+    const uint64_t db = device::wgmma_desc_sw128(b_base + 32 * kk, 16, 1024);
+    const uint64_t db_hi = device::wgmma_desc_sw128(b_base + 64 * 128 + 32 * kk, 16, 1024);
+    if constexpr (kARegisters && kHalves) {
+      device::wgmma_k32_e4m3_rs(halves[0], frags[kk], db, kk > 0);
+      device::wgmma_k32_e4m3_rs(halves[1], frags[kk], db_hi, kk > 0);
+    } else if constexpr (kARegisters) {
+      device::wgmma_k32_e4m3_rs(d, frags[kk], db, kk > 0);
+    } else if constexpr (kHalves) {
+      device::wgmma_k32_e4m3_ss(halves[0], da, db, kk > 0);
+      device::wgmma_k32_e4m3_ss(halves[1], da, db_hi, kk > 0);
+    } else {
+      device::wgmma_k32_e4m3_ss(d, da, db, kk > 0);
+    }
+  }
+  device::wgmma_commit_group();
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(d);
+  device::wgmma_fence_operands(halves[0]);
+  device::wgmma_fence_operands(halves[1]);
+  if constexpr (kHalves) {
+    store_accumulator_n(halves[0], warp, lane, out, 128, 0);
+    store_accumulator_n(halves[1], warp, lane, out, 128, 64);
+  } else {
+    store_accumulator_n(d, warp, lane, out, 128, 0);
+  }
+}
+
+// |got - exact| within `rel` of the sum of |products| at every element of [m][n]; prints the
+// largest ratio seen.
+int count_product_errors(const std::vector<float>& got, const std::vector<double>& exact,
+                         const std::vector<double>& magnitude, double rel, const char* what) {
+  int bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::fabs(got[i] - exact[i]) / (magnitude[i] + 1e-30));
+    if (!(std::fabs(got[i] - exact[i]) <= rel * magnitude[i] + 1e-30) && ++bad <= 5) {
+      ADD_FAILURE() << what << " element " << i << ": got " << got[i] << ", exact " << exact[i];
+    }
+  }
+  std::printf("%s: largest |error| / sum |products| %.3g\n", what, worst);
+  return bad;
+}
+
+// The tensor cores' FP8 products are exact; their sums are said to keep fewer bits than f32 (about
+// 14), so the bound is 1e-3 of the magnitude: a wrong layout or descriptor is off by O(1).
+template <bool kARegisters, bool kHalves>
+void check_wgmma_e4m3(uint32_t seed) {
+  const std::vector<uint8_t> a = random_e4m3(64 * 128, seed, -3.0f, 3.0f);
+  const std::vector<uint8_t> b = random_e4m3(128 * 128, seed + 100, -3.0f, 3.0f);
+  DeviceArray<uint8_t> a_d(a), b_d(b);
+  DeviceArray<float> out(64 * 128);
+  wgmma_e4m3_product<kARegisters, kHalves><<<1, 128>>>(a_d.get(), b_d.get(), out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<double> exact(64 * 128, 0.0), magnitude(64 * 128, 0.0);
+  for (int m = 0; m < 64; ++m) {
+    for (int n = 0; n < 128; ++n) {
+      for (int k = 0; k < 128; ++k) {
+        const double p =
+            double{fp8_e4m3_to_float(a[m * 128 + k])} * fp8_e4m3_to_float(b[n * 128 + k]);
+        exact[m * 128 + n] += p;
+        magnitude[m * 128 + n] += std::fabs(p);
+      }
+    }
+  }
+  EXPECT_EQ(count_product_errors(out.to_host(), exact, magnitude, 1e-3, "e4m3 wgmma"), 0)
+      << "registers " << kARegisters << " halves " << kHalves;
+}
+
+TEST(HopperPrimitives, WgmmaE4m3MatchesFloat64) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  check_wgmma_e4m3<false, false>(11);  // S = Q·Kᵀ's form (D 128)
+  check_wgmma_e4m3<false, true>(12);   // N 64: S at D 256
+  check_wgmma_e4m3<true, false>(13);   // P·V's form
+  check_wgmma_e4m3<true, true>(14);
+}
+
+// The FP8 kernel's P·V for head size kD: V [kBlockN][kD] e4m3 in shared memory as TMA writes it
+// (kD / 128 panels), transposed by transpose_v_tile with the keys from valid_keys on zeroed (their
+// bytes are NaN here), P [64][kBlockN] floats packed from the accumulator layout by pack_p_fp8,
+// then O [64][kD] by the RS wgmma, 128 columns per product.
+template <int kD>
+__global__ void fp8_pv_product(const float* p, const uint8_t* v, int valid_keys, float* out) {
+  using S = kernels::attention::v3::PrefillFp8Shape<kD>;
+  __shared__ __align__(1024) uint8_t v_s[S::kKvTileBytes];
+  __shared__ __align__(1024) uint8_t vt_s[S::kVtTileBytes];
+  for (int c = threadIdx.x; c < S::kBlockN * kD / 16; c += blockDim.x) {
+    const int row = c / (kD / 16), chunk = c % (kD / 16);
+    *reinterpret_cast<uint4*>(v_s + (chunk / 8) * S::kKvPanelBytes +
+                              device::swizzle128_offset(row, chunk % 8)) =
+        *reinterpret_cast<const uint4*>(v + row * kD + chunk * 16);
+  }
+  __syncthreads();
+  kernels::attention::v3::transpose_v_tile<kD>(v_s, vt_s, valid_keys, threadIdx.x);
+  device::fence_proxy_async_shared();
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float s[S::kScoreRegs];  // P's rows in the accumulator layout
+  const int r = 16 * warp + lane / 4;
+  for (int j = 0; j < S::kScoreRegs / 4; ++j) {
+    const int c = 8 * j + 2 * (lane % 4);
+    s[4 * j] = p[r * S::kBlockN + c];
+    s[4 * j + 1] = p[r * S::kBlockN + c + 1];
+    s[4 * j + 2] = p[(r + 8) * S::kBlockN + c];
+    s[4 * j + 3] = p[(r + 8) * S::kBlockN + c + 1];
+  }
+  uint32_t frags[S::kKeySteps][4];
+  kernels::attention::v3::pack_p_fp8(s, frags);
+  float o[S::kOChunks][64];
+  const uint32_t vt_base = device::smem_addr(vt_s);
+  device::wgmma_fence();
+#pragma unroll
+  for (int c = 0; c < S::kOChunks; ++c) {
+#pragma unroll
+    for (int kk = 0; kk < S::kKeySteps; ++kk) {
+      device::wgmma_k32_e4m3_rs(
+          o[c], frags[kk], device::wgmma_desc_sw128(vt_base + c * 128 * 128 + 32 * kk, 16, 1024),
+          kk > 0);
+    }
+  }
+  device::wgmma_commit_group();
+  device::wgmma_wait_group<0>();
+  for (int c = 0; c < S::kOChunks; ++c) {
+    device::wgmma_fence_operands(o[c]);
+    store_accumulator_n(o[c], warp, lane, out, kD, 128 * c);
+  }
+}
+
+template <int kD>
+void check_fp8_pv(int valid_keys, uint32_t seed) {
+  using S = kernels::attention::v3::PrefillFp8Shape<kD>;
+  constexpr int kN = S::kBlockN;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(0.0f, 300.0f);  // P's range (max offset 8)
+  std::vector<float> p(64 * kN);
+  for (float& x : p) x = dist(rng);
+  std::vector<uint8_t> v = random_e4m3(size_t{kN} * kD, seed + 1, -2.0f, 2.0f);
+  for (int k = valid_keys; k < kN; ++k) {
+    for (int d = 0; d < kD; ++d) v[k * kD + d] = 0x7F;  // NaN: must not reach O
+  }
+  DeviceArray<float> p_d(p), out(64 * kD);
+  DeviceArray<uint8_t> v_d(v);
+  fp8_pv_product<kD><<<1, 128>>>(p_d.get(), v_d.get(), valid_keys, out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  std::vector<double> exact(64 * kD, 0.0), magnitude(64 * kD, 0.0);
+  for (int m = 0; m < 64; ++m) {
+    for (int d = 0; d < kD; ++d) {
+      for (int k = 0; k < valid_keys; ++k) {
+        const double x = double{fp8_e4m3_to_float(float_to_fp8_e4m3(p[m * kN + k]))} *
+                         fp8_e4m3_to_float(v[k * kD + d]);
+        exact[m * kD + d] += x;
+        magnitude[m * kD + d] += std::fabs(x);
+      }
+    }
+  }
+  EXPECT_EQ(count_product_errors(out.to_host(), exact, magnitude, 1e-3, "FP8 P·V"), 0)
+      << "D " << kD << " valid keys " << valid_keys;
+}
+
+TEST(HopperPrimitives, Fp8PvOperandsTransposeAndPack) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  check_fp8_pv<128>(128, 21);
+  check_fp8_pv<128>(77, 22);  // a request's last, partial tile
+  check_fp8_pv<256>(64, 23);
+  check_fp8_pv<256>(1, 24);
+}
+
+__global__ void pack_e4m3(const float* x, int n, uint32_t* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (4 * i < n) out[i] = device::pack_e4m3x4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+}
+
+// The hardware conversion against the library's host encoder (RNE, saturating), NaN aside.
+TEST(HopperPrimitives, PackE4m3MatchesHostEncoder) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  std::mt19937 rng(31);
+  std::vector<float> x(1 << 16);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float mag = std::ldexp(std::uniform_real_distribution<float>(1.0f, 2.0f)(rng),
+                                 static_cast<int>(i % 34) - 22);  // subnormals to past 448
+    x[i] = (i & 1) ? -mag : mag;
+  }
+  x[0] = 0.0f, x[1] = -0.0f, x[2] = 448.0f, x[3] = 464.0f, x[4] = 1e30f, x[5] = -INFINITY;
+  DeviceArray<float> x_d(x);
+  DeviceArray<uint32_t> out(x.size() / 4);
+  pack_e4m3<<<static_cast<int>(x.size() / 4 + 255) / 256, 256>>>(
+      x_d.get(), static_cast<int>(x.size()), out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<uint32_t> got = out.to_host();
+  int bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint8_t g = static_cast<uint8_t>(got[i / 4] >> (8 * (i % 4)));
+    if (g != float_to_fp8_e4m3(x[i]) && ++bad <= 5) {
+      ADD_FAILURE() << x[i] << ": device " << int{g} << ", host " << int{float_to_fp8_e4m3(x[i])};
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+__global__ void exp2_on_fma(const float* x, int n, float* out) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = device::exp2_fma(x[i]);
+}
+
+// Relative error below 2.8e-3 against float64 over the FP8 softmax's range (P <= 2^8, down to
+// where e4m3 rounds to 0 and below), and -inf -> (almost) 0.
+TEST(HopperPrimitives, Exp2FmaMatchesFloat64) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  std::vector<float> x;
+  for (float v = -40.0f; v <= 9.0f; v += 0.001953125f) x.push_back(v);
+  x.push_back(-INFINITY);
+  x.push_back(-1e30f);
+  DeviceArray<float> x_d(x), out(x.size());
+  const int n = static_cast<int>(x.size());
+  exp2_on_fma<<<(n + 255) / 256, 256>>>(x_d.get(), n, out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<float> got = out.to_host();
+  double worst = 0;
+  for (int i = 0; i < n - 2; ++i) {
+    const double want = std::exp2(static_cast<double>(x[i]));
+    worst = std::max(worst, std::fabs(got[i] - want) / want);
+  }
+  std::printf("exp2_fma: largest relative error %.3g\n", worst);
+  EXPECT_LT(worst, 2.8e-3);
+  EXPECT_GE(got[n - 2], 0.0f);
+  EXPECT_LT(got[n - 2], 1e-37f);
+  EXPECT_GE(got[n - 1], 0.0f);
+  EXPECT_LT(got[n - 1], 1e-37f);
 }
 
 // --- TMA and mbarrier -------------------------------------------------------------------------

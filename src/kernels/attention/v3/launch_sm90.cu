@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
 #include "kernels/attention/v3/launch.h"
+#include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "kernels/attention/v3/prefill_instance.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "runtime/check.h"
@@ -79,9 +81,12 @@ Status check_served(const PagedAttentionParams& p) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
-  if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
+  if (p.cache_dtype == DType::kFP8E4M3) {
+    PAGEDATTN_RETURN_IF_ERROR(attention::v3::check_fp8_served(p));
+  } else if (p.q_dtype != DType::kBF16 || p.cache_dtype != DType::kBF16) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
-                       std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with bf16)");
+                       std::string(dtype_name(p.cache_dtype)) +
+                       " (built: bf16 with bf16 or fp8_e4m3)");
   }
   if (p.block_size <= 0 || !pages_by_tma(p)) {
     const int keys = kv_tile_keys(p.head_size);
@@ -204,7 +209,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
-  PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  const bool fp8 = p.cache_dtype == DType::kFP8E4M3;  // its own K/V map (launch_prefill_fp8)
+  if (fp8) {
+    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+  }
   a.box_warps = p.block_size < kv_tile_keys(p.head_size) ? std::clamp(grid.box_warps, 1, 4) : 1;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
@@ -240,6 +250,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   }
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
+  if (fp8) return attention::v3::launch_prefill_fp8(p, q_map, a, ctas, s);
   return with_shape(p.head_size, [&](auto shape) {
     return attention::v3::launch_prefill_kernel<decltype(shape)::kHeadDim>(q_map, kv_map, a, ctas,
                                                                            s);

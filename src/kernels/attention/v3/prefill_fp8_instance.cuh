@@ -1,0 +1,31 @@
+// The body of launch_prefill_fp8_kernel<kD> (prefill_fp8_instance.h), included by the per-size
+// files.
+#pragma once
+
+#include <string>
+
+#include "kernels/attention/v3/prefill_fp8_instance.h"
+#include "kernels/attention/v3/prefill_fp8_kernel.cuh"
+#include "kernels/attention/v3/prefill_instance.h"
+#include "runtime/check.h"
+
+namespace pagedattn::kernels::attention::v3 {
+
+template <int kD>
+Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                                 const PrefillFp8Args& args, int grid, cudaStream_t stream) {
+  if constexpr (!prefill_head_size_built(kD)) {
+    return unimplemented("paged attention v3 FP8: head size " + std::to_string(kD) +
+                         " is not built");
+  } else {
+    const auto kernel = paged_prefill_v3_fp8_kernel<kD>;
+    constexpr int kSmem = static_cast<int>(prefill_fp8_smem_bytes<kD>());
+    PAGEDATTN_CUDA_RETURN_IF_ERROR(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+        "v3 FP8 shared memory limit");
+    kernel<<<grid, PrefillFp8Shape<kD>::kThreads, kSmem, stream>>>(q_map, kv_map, args);
+    return runtime::check_launch("paged_prefill_v3_fp8_kernel");
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3

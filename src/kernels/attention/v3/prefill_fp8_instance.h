@@ -1,0 +1,19 @@
+// One head size's v3 FP8 prefill launch, instantiated in its own sm_90a file
+// (prefill_fp8_d<D>_sm90.cu). Host-only header.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "pagedattn/status.h"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// Launches `grid` CTAs of the kD FP8 kernel on `stream`; Unimplemented for a size the build does
+// not keep.
+template <int kD>
+Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+                                 const PrefillFp8Args& args, int grid, cudaStream_t stream);
+
+}  // namespace pagedattn::kernels::attention::v3

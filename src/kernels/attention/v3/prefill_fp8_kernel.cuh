@@ -1,0 +1,56 @@
+// The v3 FP8 prefill kernel for head size kD (prefill_fp8_shape.cuh): warpgroup 0 produces (Q
+// converted to e4m3, K/V by TMA, V transposed), the others consume (both products on the FP8
+// tensor cores). Persistent like the bf16 kernel: the CTAs walk the same work tiles. Compiled for
+// sm_90a alone (prefill_fp8_d<D>_sm90.cu).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "device/mbarrier.cuh"
+#include "device/warp_specialize.cuh"
+#include "kernels/attention/v3/prefill_fp8_consumer.cuh"
+#include "kernels/attention/v3/prefill_fp8_producer.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+template <int kD>
+__global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
+    paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
+                                const __grid_constant__ CUtensorMap kv_map,
+                                const PrefillFp8Args a) {
+  using S = PrefillFp8Shape<kD>;
+  const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
+  extern __shared__ uint8_t smem_raw[];
+  PrefillFp8Smem<kD>& s = *reinterpret_cast<PrefillFp8Smem<kD>*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  if (threadIdx.x == 0) {
+    constexpr uint32_t kConsumerThreads = S::kConsumers * 128;
+    device::mbarrier_init(&s.q_full, 128);  // every producer thread converts a row
+    device::mbarrier_init(&s.q_empty, kConsumerThreads);
+    device::mbarrier_init(&s.q_stage_full, 1);
+    device::mbarrier_init(&s.q_stage_empty, 128);
+    for (int i = 0; i < S::kStages; ++i) {
+      device::mbarrier_init(&s.k_full[i], 1);
+      device::mbarrier_init(&s.v_full[i], 1);
+      device::mbarrier_init(&s.k_empty[i], kConsumerThreads);
+      device::mbarrier_init(&s.v_empty[i], 128);  // the producer's transpose has read V
+      device::mbarrier_init(&s.vt_full[i], 128);
+      device::mbarrier_init(&s.vt_empty[i], kConsumerThreads);
+    }
+    device::mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    device::setmaxnreg_dec<S::kProducerRegisters>();
+    produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
+  } else {
+    device::setmaxnreg_inc<S::kConsumerRegisters>();
+    consume_fp8<kD>(a, total_tiles, s, warpgroup - 1);
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3

@@ -1,0 +1,108 @@
+// The v3 FP8 prefill launch: what it serves, the e4m3 K/V tensor map, the FP8 arguments, the head
+// size's kernel (prefill_fp8_d<D>_sm90.cu). Built for sm_90a alone.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "device/tma.cuh"
+#include "kernels/attention/v3/prefill_fp8_instance.h"
+#include "kernels/attention/v3/prefill_fp8_launch.h"
+
+namespace pagedattn::kernels::attention::v3 {
+namespace {
+
+Status unsupported(const std::string& what) {
+  return unimplemented("paged attention v3 FP8: " + what + " (use kernel generation v2)");
+}
+
+// The cache [blocks, 2, block_size, kv_heads, D] of bytes: dimensions {column, token and head in
+// stride order, plane, block}, boxes of 128 columns (one swizzle span) x one KV tile of tokens.
+Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
+                         int* token_coord) {
+  const auto encode = device::tensor_map_encoder();
+  if (encode == nullptr) return internal_error("paged attention v3 FP8: no tensor map encoder");
+  const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
+  *token_coord = heads_inner ? 2 : 1;
+  std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
+  std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
+  if (heads_inner) std::swap(token, head);
+  const cuuint64_t dims[5] = {static_cast<uint64_t>(p.head_size), token.first, head.first, 2,
+                              (uint64_t{1} << 31) - 1};
+  const cuuint64_t strides[4] = {
+      static_cast<uint64_t>(token.second), static_cast<uint64_t>(head.second),
+      static_cast<uint64_t>(p.cache_kv_stride), static_cast<uint64_t>(p.cache_block_stride)};
+  const uint32_t k = static_cast<uint32_t>(keys);
+  const cuuint32_t box[5] = {128, heads_inner ? 1u : k, heads_inner ? k : 1u, 1, 1};
+  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r =
+      encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, const_cast<void*>(p.kv_cache), dims, strides,
+             box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r == CUDA_SUCCESS) return ok_status();
+  return internal_error("paged attention v3 FP8: encoding the K/V tensor map failed (CUresult " +
+                        std::to_string(static_cast<int>(r)) + ")");
+}
+
+int tuning_in_use = kFp8DefaultTuning;
+
+int kv_tile_keys(int d) {
+  return d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN;
+}
+
+}  // namespace
+
+void set_fp8_tuning(int tuning) {
+  tuning_in_use = tuning;
+}
+
+Status check_fp8_served(const PagedAttentionParams& p) {
+  if (p.cache_dtype != DType::kFP8E4M3 || p.q_dtype != DType::kBF16) {
+    return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
+                       std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with fp8_e4m3)");
+  }
+  if (!p.fp8_tensor_cores) {
+    return unsupported("fp8_e4m3 cache without fp8_tensor_cores (opt-in: Q and P rounded to e4m3)");
+  }
+  if (p.head_size != 128 && p.head_size != 256) {
+    return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
+  }
+  const int keys = kv_tile_keys(p.head_size);
+  if (p.block_size <= 0 || p.block_size % keys != 0) {
+    return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
+                       std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
+  }
+  if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax's maxima are of raw scores
+    return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
+  }
+  if (p.k_scale == nullptr || p.v_scale == nullptr) {
+    return invalid_argument("paged attention v3 FP8: k_scale and v_scale must be given");
+  }
+  // TMA: 16-byte strides (the bf16 kernel's checks cover Q's and the alignments).
+  const int64_t strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
+                             p.cache_head_stride};
+  bool ok = true;
+  for (int64_t s : strides) ok = ok && s % 16 == 0;
+  if (!ok) return unsupported("kv_cache strides must be multiples of 16 elements");
+  return ok_status();
+}
+
+Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_map,
+                          const PrefillArgs& base, int grid, cudaStream_t stream) {
+  alignas(64) CUtensorMap kv_map;
+  PrefillFp8Args a{};
+  a.base = base;
+  PAGEDATTN_RETURN_IF_ERROR(
+      encode_fp8_kv_map(p, kv_tile_keys(p.head_size), &kv_map, &a.base.kv_token_coord));
+  a.k_scale = p.k_scale;
+  a.v_scale = p.v_scale;
+  a.per_head_scales = p.per_head_scales;
+  a.tuning = tuning_in_use;
+  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
+                            : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
+}
+
+}  // namespace pagedattn::kernels::attention::v3

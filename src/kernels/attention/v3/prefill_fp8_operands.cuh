@@ -1,0 +1,91 @@
+// The second product's operands in the v3 FP8 prefill kernel, and why they need no register
+// shuffles.
+//
+// P·V takes P from registers as the 8-bit A fragment: a thread's register r of k32 step kk holds
+// row g (r even) or g + 8 (r odd) at the k positions 4t..4t+3 (r < 2) or 16 + 4t.. (r >= 2). The
+// scores arrive in the f32 accumulator layout: the same rows, keys 8j + 2t and 8j + 2t + 1 of each
+// n8 block j. So pack_p_fp8 packs, for each 16 keys, the thread's keys 2t, 2t + 1, 8 + 2t, 9 + 2t
+// into the register at positions 4t..4t+3: position q of every 16 holds key
+// perm(q) = 8 * ((q % 4) / 2) + 2 * (q / 4) + q % 2. Vᵀ is written with the same permutation of its
+// keys (transpose_v_tile), so the positions pair up and the product is P·V.
+#pragma once
+
+#include <cstdint>
+
+#include "device/fp8_wgmma_operands.cuh"
+#include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// P (kBlockN keys of the thread's two rows, accumulator layout) as e4m3 A fragments.
+template <int kSteps>
+__device__ __forceinline__ void pack_p_fp8(const float (&s)[16 * kSteps],
+                                           uint32_t (&p)[kSteps][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const float* x = s + 16 * kk;  // n8 blocks 4kk .. 4kk + 3
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int h = r % 2, block = 2 * (r / 2);  // row g + 8h; keys 16 * (r / 2) ..
+      p[kk][r] = device::pack_e4m3x4(x[4 * block + 2 * h], x[4 * block + 2 * h + 1],
+                                     x[4 * (block + 1) + 2 * h], x[4 * (block + 1) + 2 * h + 1]);
+    }
+  }
+}
+
+// Copies the V tile `v` (kBlockN key rows of D bytes, panels of 128 columns, as TMA writes them)
+// into `vt` as Vᵀ: row n (head column n) at n * 128, 16-byte chunk c holding keys 16c..16c+15 in
+// the order perm (above), 128-byte swizzled. Keys at or past valid_keys become zeros (their page
+// slots may hold NaN, and 0 * NaN would reach the output). Run by the 128 threads of a warpgroup
+// (tid 0..127); the caller fences for the async proxy.
+//
+// Unit (group, quad): keys 16 * group .. + 15 of head columns 4 * quad .. + 3, in two halves of 8
+// keys (8 bytes of each Vᵀ chunk), so that few registers are live (the producer has 56). A warp's
+// lanes take 32 consecutive quads of one group. Stores: the rotation (quad / 2) % 4 of the columns
+// gives 8 neighbouring lanes 8 different swizzled chunks, and lanes 8-15 of each 16 do the other
+// half first, so a half-warp's 8-byte stores cover 128 bytes. Loads: the lanes' 32-bit reads of a
+// key row (or of rows 4 apart, the two halves) hit 32 different banks.
+template <int kD>
+__device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, int valid_keys,
+                                                 int tid) {
+  using S = PrefillFp8Shape<kD>;
+  constexpr int kQuads = kD / 4;
+  constexpr int kUnits = S::kBlockN / 16 * kQuads;
+  static_assert(kUnits % 128 == 0, "whole passes of the warpgroup");
+#pragma unroll 1
+  for (int unit = tid; unit < kUnits; unit += 128) {
+    const int quad = unit % kQuads, group = unit / kQuads;
+    const uint32_t rot = (quad / 2) % 4;
+    const device::ByteTransposeSelectors sel = device::byte_transpose_selectors(rot);
+    const uint8_t* column = v + (quad / 32) * S::kKvPanelBytes + (quad % 4) * 4;
+    const uint32_t chunk = (quad % 32) / 4;
+    const int first_half = (quad / 8) & 1;
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+      const int half = step ^ first_half;
+      uint32_t cols[2][4];  // [tt][i]: keys 2t, 2t + 1, 2t + 8, 2t + 9 (t = 2 half + tt) of
+                            // head column 4 quad + (i + rot) % 4
+#pragma unroll
+      for (int tt = 0; tt < 2; ++tt) {
+        uint32_t rows[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = 16 * group + 4 * half + 2 * tt + (e % 2) + 8 * (e / 2);
+          rows[e] = key < valid_keys ? *reinterpret_cast<const uint32_t*>(
+                                           column + device::swizzle128_offset(key, chunk))
+                                     : 0u;
+        }
+        device::transpose_bytes_4x4(rows, sel, cols[tt]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t n = 4 * quad + ((i + rot) & 3);
+        *reinterpret_cast<uint2*>(vt + device::swizzle128_offset(n, group) + 8 * half) =
+            make_uint2(cols[0][i], cols[1][i]);
+      }
+    }
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3

@@ -1,0 +1,193 @@
+// The producer warpgroup of the v3 FP8 prefill kernel. For each work tile of the CTA:
+// - Q: the bf16 tile comes by TMA into a staging buffer a work tile ahead; thread r converts query
+//   row r to e4m3 with its own power-of-two scale 2^e, the largest with amax(row) * 2^e <= 448:
+//   the scaling is exact, e4m3's rounding is the only error, and the row's 2^-e goes to the
+//   consumers (q_descale), which fold it into the row's score scale. A per-row scale follows each
+//   row's range, with no pre-pass over Q and no global buffer.
+// - K and V by TMA into their rings (warp 0; one elected lane issues), whole tiles even at a
+//   request's end (the page holds them: pages are multiples of the KV tile);
+// - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
+//   the keys past the request's, one tile behind the loads so the TMA copies stay ahead.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "device/fp8_wgmma_operands.cuh"
+#include "device/mbarrier.cuh"
+#include "device/tma.cuh"
+#include "device/warp_specialize.cuh"
+#include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_fp8_operands.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_tiles.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
+  return __uint_as_float(bits << 16);
+}
+
+// The bf16 Q of work tile w into s.q_stage (the leader; rows past the tokens read as zeros).
+template <int kD>
+__device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const PrefillTile& w,
+                                             PrefillFp8Smem<kD>& s) {
+  using S = PrefillFp8Shape<kD>;
+  device::mbarrier_arrive_expect_tx(&s.q_stage_full, S::kQStageBytes);
+  for (int panel = 0; panel < kD / 64; ++panel) {
+    const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
+    device::tma_load<3>(s.q_stage + panel * S::kQStagePanelBytes, q_map, c, &s.q_stage_full);
+  }
+}
+
+// 16-byte chunk c (8 bf16 columns) of query row `row` in the staged Q.
+template <int kD>
+__device__ __forceinline__ uint4 staged_q_chunk(const PrefillFp8Smem<kD>& s, int row, int c) {
+  return *reinterpret_cast<const uint4*>(s.q_stage +
+                                         (c / 8) * PrefillFp8Shape<kD>::kQStagePanelBytes +
+                                         device::swizzle128_offset(row, c % 8));
+}
+
+// Query row tid of the staged Q into s.q as e4m3, and its descale. Rows past the request hold
+// other tokens or zeros: converted alike, never stored.
+template <int kD>
+__device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD>& s, int tid) {
+  using S = PrefillFp8Shape<kD>;
+  float amax = 0.0f;
+#pragma unroll 4
+  for (int c = 0; c < kD / 8; ++c) {
+    const uint4 x = staged_q_chunk(s, tid, c);
+    const uint32_t words[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (uint32_t word : words) {
+      amax = fmaxf(amax, fmaxf(fabsf(bf16_bits_to_float(word & 0xFFFFu)),
+                               fabsf(bf16_bits_to_float(word >> 16))));
+    }
+  }
+  // 2^e with amax * 2^e <= 448 (e capped so that 2^e stays finite for tiny rows).
+  const float exponent = amax > 0.0f ? fminf(floorf(log2f(448.0f / amax)), 126.0f) : 0.0f;
+  const float q_scale = exp2f(exponent);
+  s.q_descale[tid] = exp2f(-exponent);
+#pragma unroll 2
+  for (int c = 0; c < kD / 16; ++c) {  // 16 columns: one 16-byte chunk of e4m3
+    const uint4 x0 = staged_q_chunk(s, tid, 2 * c), x1 = staged_q_chunk(s, tid, 2 * c + 1);
+    const uint32_t words[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    uint32_t packed[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      packed[i] = device::pack_e4m3x4(bf16_bits_to_float(words[2 * i] & 0xFFFFu) * q_scale,
+                                      bf16_bits_to_float(words[2 * i] >> 16) * q_scale,
+                                      bf16_bits_to_float(words[2 * i + 1] & 0xFFFFu) * q_scale,
+                                      bf16_bits_to_float(words[2 * i + 1] >> 16) * q_scale);
+    }
+    *reinterpret_cast<uint4*>(s.q + (c / 8) * S::kQPanelBytes +
+                              device::swizzle128_offset(tid, c % 8)) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
+// Issues the TMA copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer).
+template <int kD>
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
+                                             const PrefillTile& w, int i, int stage,
+                                             uint32_t parity, bool leader, PrefillFp8Smem<kD>& s) {
+  using S = PrefillFp8Shape<kD>;
+  const int key0 = i * S::kBlockN;
+  const int block =
+      a.base.block_table[w.req * a.base.block_table_stride + key0 / a.base.block_size];
+  const int row0 = key0 % a.base.block_size;
+  const bool token_first = a.base.kv_token_coord == 1;
+  // Map coordinates: {column byte, token or head, head or token, plane, block}.
+  int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
+  device::mbarrier_wait(&s.k_empty[stage], parity);
+  if (leader) {
+    device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
+    for (int panel = 0; panel < S::kPanels; ++panel) {
+      c[0] = 128 * panel;
+      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
+    }
+  }
+  device::mbarrier_wait(&s.v_empty[stage], parity);
+  if (leader) {
+    device::mbarrier_arrive_expect_tx(&s.v_full[stage], S::kKvTileBytes);
+    c[3] = 1;
+    for (int panel = 0; panel < S::kPanels; ++panel) {
+      c[0] = 128 * panel;
+      device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.v_full[stage]);
+    }
+  }
+}
+
+// Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
+// landed and its Vᵀ slot is free.
+template <int kD>
+__device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
+                                                  int tid) {
+  using S = PrefillFp8Shape<kD>;
+  const int stage = use % S::kStages;
+  const uint32_t parity = (use / S::kStages) & 1;
+  device::mbarrier_wait(&s.v_full[stage], parity);
+  device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
+  transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
+  device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
+  device::mbarrier_arrive(&s.v_empty[stage]);
+  device::mbarrier_arrive(&s.vt_full[stage]);
+}
+
+// Work tile t's Q (staged), once the consumers are done with the previous tile's; then the next
+// tile's bf16 Q into the freed staging buffer.
+template <int kD>
+__device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
+                                               bool more, int tile_count, bool loader, bool leader,
+                                               PrefillFp8Smem<kD>& s, int tid) {
+  const uint32_t parity = tile_count & 1;
+  device::mbarrier_wait(&s.q_stage_full, parity);
+  device::mbarrier_wait(&s.q_empty, parity ^ 1);
+  convert_q_row<kD>(s, tid);
+  device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
+  device::mbarrier_arrive(&s.q_full);
+  device::mbarrier_arrive(&s.q_stage_empty);
+  if (more && loader) {
+    device::mbarrier_wait(&s.q_stage_empty, parity);
+    if (leader) load_q_stage<kD>(q_map, next, s);
+  }
+}
+
+// Run by the 128 threads of the producer warpgroup, over the CTA's work tiles and their KV tiles
+// as one sequence: item u loads K/V tile u, transposes V tile u - 1 and, first in a work tile,
+// converts its Q (after the previous tile's last transpose, which the consumers need first).
+template <int kD>
+__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+                                            const PrefillFp8Args& a, int total_tiles,
+                                            PrefillFp8Smem<kD>& s) {
+  using S = PrefillFp8Shape<kD>;
+  const int tid = threadIdx.x % 128;
+  const bool loader = tid / 32 == 0;
+  const bool leader = device::elect_one() && loader;
+  TileWalk walk{total_tiles};
+  PrefillTile w, next;
+  if (!walk.find<kD>(a.base, w)) return;
+  if (leader) load_q_stage<kD>(q_map, w, s);
+  int use = 0, pending_valid = 0;  // the V tile of ring use `use - 1` is still to transpose
+  for (int tile_count = 0;; ++tile_count) {
+    TileWalk ahead = walk;
+    ahead.advance();
+    const bool more = ahead.find<kD>(a.base, next);
+    for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+      if (loader) {
+        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+                         s);
+      }
+      if (use > 0) transpose_kv_tile<kD>(use - 1, pending_valid, s, tid);
+      pending_valid = w.k_len - i * S::kBlockN;
+      if (i == 0) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
+    }
+    if (!more) break;
+    walk = ahead;
+    w = next;
+  }
+  transpose_kv_tile<kD>(use - 1, pending_valid, s, tid);
+}
+
+}  // namespace pagedattn::kernels::attention::v3

@@ -1,0 +1,96 @@
+// Geometry, shared memory and arguments of the v3 FP8 prefill kernel: e4m3 K/V from the paged
+// cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
+// Head sizes 128 and 256, pages holding whole KV tiles (TMA).
+//
+// The work tiles, query rows per consumer and keys per KV tile are the bf16 kernel's
+// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles. FP8 wgmma reads both
+// operands K-major, so V is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup
+// into a ring of its own. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per
+// 128 head columns for Q and K/V; Vᵀ rows are 128 bytes whatever the KV tile, 64 keys at D 256
+// filling half of each).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention/v3/prefill_shape.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+template <int kD>
+struct PrefillFp8Shape {
+  static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
+  using Base = PrefillShape<kD>;
+  static constexpr int kConsumers = Base::kConsumers;
+  static constexpr int kBlockM = Base::kBlockM;  // 128: one producer thread per query row
+  static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
+  static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
+  static constexpr int kThreads = Base::kThreads;
+  // The producer transposes and converts (it spills at the bf16 kernel's 56); the consumers hold
+  // fewer P registers than bf16's. 128 * 72 + 256 * 216 = 64,512, what the launch allocates.
+  static constexpr int kProducerRegisters = 72;
+  static constexpr int kConsumerRegisters = 216;
+  static_assert(kConsumers == 2, "the register split is for two consumers");
+  static_assert(kBlockM == 128, "the producer converts one query row per thread");
+  // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227).
+  static constexpr int kStages = kD == 128 ? 3 : 2;
+  static constexpr int kPanels = kD / 128;
+  static constexpr int kQPanelBytes = kBlockM * 128;
+  static constexpr int kKvPanelBytes = kBlockN * 128;
+  static constexpr int kQTileBytes = kPanels * kQPanelBytes;
+  static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
+  static constexpr int kVtTileBytes = kD * 128;            // D rows of 128 bytes
+  static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
+  static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
+  static constexpr int kScoreRegs = kBlockN / 2;
+  static constexpr int kKeySteps = kBlockN / 32;  // k32 steps of P·V
+  static constexpr int kOChunkCols = 128;         // O columns (Vᵀ rows) per P·V wgmma
+  static constexpr int kOChunks = kD / kOChunkCols;
+  static constexpr int kOChunkRegs = kOChunkCols / 2;
+};
+
+template <int kD>
+struct PrefillFp8Smem {
+  using S = PrefillFp8Shape<kD>;
+  uint8_t q[S::kQTileBytes];
+  uint8_t k[S::kStages][S::kKvTileBytes];
+  uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
+  uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
+  uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
+  float q_descale[S::kBlockM];              // per query row: 1 / the row's Q scale
+  uint64_t q_full, q_empty;
+  uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
+  uint64_t k_full[S::kStages], k_empty[S::kStages];
+  uint64_t v_full[S::kStages], v_empty[S::kStages];  // v_empty: the producer has read V
+  uint64_t vt_full[S::kStages], vt_empty[S::kStages];
+};
+template <int kD>
+constexpr size_t prefill_fp8_smem_bytes() {
+  return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
+}
+
+// Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
+// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
+// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
+// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after; the consumers' turns left out.
+inline constexpr int kFp8TuneExp2FmaQuarter = 1;
+inline constexpr int kFp8TuneExp2FmaHalf = 2;
+inline constexpr int kFp8TuneSkipRescale = 4;
+inline constexpr int kFp8TuneEarlyScores = 8;
+inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
+// H200, V3Fp8Bench (calls B and C): the skip + 5 % at D 256 non-causal, within 1 % elsewhere; early
+// S with the skip + 2.5-3 % at D 128 over the skip alone, within 1 % at D 256; the FMA exponentials
+// 3-5 % slower (the kernel is not bound by ex2's unit).
+inline constexpr int kFp8DefaultTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
+
+// The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
+struct PrefillFp8Args {
+  PrefillArgs base;
+  const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
+  const float* v_scale;
+  bool per_head_scales;
+  int tuning;  // kFp8Tune* bits
+};
+
+}  // namespace pagedattn::kernels::attention::v3
