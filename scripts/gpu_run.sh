@@ -5,7 +5,7 @@
 #      (CHECK_BACKENDS, default flash_attn flashinfer), and check_case.py on each dump;
 #   3. bench: `pagedattn bench --backend flash_attn --suite all` (JSON + table);
 #   4. peer:  peer_sdpa.py (PyTorch SDPA flash / cuDNN / FlexAttention) in the same run.
-# Everything lands in $OUT as at most 8 files: summary.txt, gpu_tests.log, gpu_tests.xml,
+# Everything lands in $OUT as at most 8 files: summary.txt, gpu_tests.log, gpu_tests.<shard>.xml,
 # check.log, bench.log, bench.json, peer.log, peer.json.
 #
 #   STAGES="tests check" scripts/gpu_run.sh     run only some stages (default: all four)
@@ -42,11 +42,21 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 "$CLI" info >>"$SUMMARY" 2>&1 || note "pagedattn info failed (rc $?)"
 
 if has_stage tests; then
-  start=$SECONDS
-  timeout "$(limit 300)" "$STAGE/bin/pagedattn_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" \
-    >"$OUT/gpu_tests.log" 2>&1
-  rc=$?
-  note "gpu tests: rc $rc in $((SECONDS - start)) s; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" | tr '\n' ' ')"
+  # GPU_TEST_SHARDS processes side by side (the float64 oracle on the host bounds most tests, and
+  # the GPU machine has many cores); their logs are joined into gpu_tests.log.
+  start=$SECONDS shards=${GPU_TEST_SHARDS:-3} rc=0
+  pids=()
+  for ((i = 0; i < shards; ++i)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$(limit 300)" \
+      "$STAGE/bin/pagedattn_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.$i.xml" \
+      >"$OUT/gpu_tests.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  cat "$OUT"/gpu_tests.[0-9]*.log >"$OUT/gpu_tests.log" && rm -f "$OUT"/gpu_tests.[0-9]*.log
+  counts=$(grep -hE '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUT/gpu_tests.log" |
+    awk '{n[$2] += $4} END {for (k in n) printf "%s %d; ", k, n[k]}')
+  note "gpu tests ($shards shards): rc $rc in $((SECONDS - start)) s; ${counts:-no summary (timed out?)}"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
   timeout "$(limit 60)" "$STAGE/bin/pagedattn_unit_tests" >>"$OUT/gpu_tests.log" 2>&1
   note "host unit tests: rc $?"

@@ -105,7 +105,7 @@ if has_part tests; then
     >/dev/null 2>&1 &
   STAGES=tests DEADLINE=${TEST_DEADLINE:-170} bash scripts/gpu_run.sh >/dev/null 2>&1
   wait
-  rm -f "$OUT/gpu_tests.xml"
+  rm -f "$OUT"/gpu_tests*.xml
   cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
   rm -f "$OUT/summary.txt"
 fi
