@@ -184,7 +184,7 @@ template <kernels::KernelGeneration kExpected>
 Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
-  generations.choose(p);
+  generations.choose(p, false);
   if (p.generation != kExpected) {
     return internal_error("the generation rule chose v" +
                           std::to_string(static_cast<int>(p.generation)) + " at block_size " +

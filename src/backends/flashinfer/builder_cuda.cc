@@ -15,6 +15,7 @@
 #include "backends/flashinfer/metadata.h"
 #include "backends/flashinfer/step_workspace.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/step_buffers.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/decode/decode_attention.h"
@@ -132,6 +133,10 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
                            region<int32_t>(host, l.prefill_cu_offset, n + 1),
                            region<int32_t>(host, l.prefill_splits_offset, n)));
     prefill.max_splits_used = prefill_plan.max_splits_used;
+    // The decodes (the first nd requests) run in the decode kernel: not this pass's work.
+    prefill.prefer_v2 = gpu::decodes_favour_v2(qsl.subspan(nd), pass_seqs.subspan(nd),
+                                               params_.num_heads, params_.num_kv_heads,
+                                               meta.causal);
 
     DecodePass& decode = md->decode;
     decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "kernels/attention/paged_attention.h"
@@ -16,6 +18,14 @@ namespace pagedattn::gpu {
 
 // 2 or 3; 0 when no generation of this build serves the head size on that device.
 int preferred_generation(ComputeCapability cc, int head_size, bool requires_alibi);
+
+// Whether a pass that v3 serves should still run v2: v3 has no GQA packing, so it reads the K/V
+// of a decode-shaped request (query_len x group <= 16) once per query head where v2's decode tile
+// reads it once per KV head, and that costs more than v3's faster prefill saves when decodes hold
+// most of the pass's keys (H200: 64 decodes of 4096 keys beside one 2048-token chunk ran 1.24 ms
+// on v3, 0.66 ms on v2). Host arrays of the pass's requests: query_start_loc [n + 1], seq_lens [n].
+bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+                       int num_heads, int num_kv_heads, bool causal);
 
 class LaunchGenerations {
  public:
@@ -27,11 +37,11 @@ class LaunchGenerations {
   LaunchGenerations(kernels::KernelGeneration preferred, bool forced)
       : preferred_(preferred), forced_(forced) {}
 
-  // Sets p.generation for this launch and records it.
-  void choose(kernels::PagedAttentionParams& p) {
+  // Sets p.generation for this launch and records it; prefer_v2: decodes_favour_v2 for its pass.
+  void choose(kernels::PagedAttentionParams& p, bool prefer_v2) {
     p.generation = preferred_;
     if (!forced_ && preferred_ != kernels::KernelGeneration::kV2 &&
-        !kernels::paged_attention_serves(p).ok()) {
+        (prefer_v2 || !kernels::paged_attention_serves(p).ok())) {
       p.generation = kernels::KernelGeneration::kV2;
     }
     used_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,

@@ -7,6 +7,7 @@
 
 #include <cuda.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "device/mbarrier.cuh"
@@ -35,6 +36,11 @@ CUresult encode_decode_kv_map(DecodeArgs& a) {
                                static_cast<uint64_t>(p.cache_block_stride) * kBytes};
   const uint32_t box[5] = {128 / Cfg::kElemBytes, heads_inner ? 1u : 16u, heads_inner ? 16u : 1u, 1,
                            1};
+  // What the driver would refuse (a 16-byte aligned base, strides in multiples of 16 bytes) is
+  // answered here, without a failing driver call (compute-sanitizer reports those as errors).
+  bool describable = reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0;
+  for (const uint64_t stride : strides) describable = describable && stride % 16 == 0;
+  if (!describable) return CUDA_ERROR_INVALID_VALUE;
   return device::encode_tensor_map_sw128(
       &a.kv_map, Cfg::kFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
       p.kv_cache, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
