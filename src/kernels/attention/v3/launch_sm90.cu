@@ -251,9 +251,14 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
   if (fp8) return attention::v3::launch_prefill_fp8(p, q_map, a, ctas, s);
-  return with_shape(p.head_size, [&](auto shape) {
-    return attention::v3::launch_prefill_kernel<decltype(shape)::kHeadDim>(q_map, kv_map, a, ctas,
-                                                                           s);
+  return with_shape(p.head_size, [&](auto shape) -> Status {
+    constexpr int kD = decltype(shape)::kHeadDim;
+    // A size the build leaves out (PAGEDATTN_HEAD_SIZES) has no instantiation file to link.
+    if constexpr (prefill_head_size_built(kD)) {
+      return attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s);
+    } else {
+      return unsupported("head_size " + str(kD) + " (built: " + built_sizes() + ")");
+    }
   });
 }
 

@@ -22,8 +22,8 @@ constexpr bool prefill_head_size_built(int d) {
   return shaped && built;
 }
 
-// Launches `grid` CTAs of the kD kernel on `stream`. A size the build does not keep instantiates
-// no kernel and returns Unimplemented.
+// Launches `grid` CTAs of the kD kernel on `stream`. Defined in prefill_hd<kD>_sm90.cu, which the
+// build compiles only for the head sizes it keeps: call it for prefill_head_size_built sizes.
 template <int kD>
 Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
                              const PrefillArgs& args, int grid, cudaStream_t stream);
