@@ -13,6 +13,14 @@ using kernels::DecodeWorkUnit;
 using kernels::kDecodeRowsPerTile;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// ceil_div for a >= 0, b > 0 where the planner's hot loop needs it: a 32-bit division when both
+// fit (far cheaper than a 64-bit one on x86, and the plan makes several per CTA).
+int64_t ceil_div_small(int64_t a, int64_t b) {
+  if (((a + b) >> 32) == 0) {
+    return (static_cast<uint32_t>(a) + static_cast<uint32_t>(b) - 1) / static_cast<uint32_t>(b);
+  }
+  return ceil_div(a, b);
+}
 int64_t align16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
 
 int64_t units_offset(int num_ctas) {
@@ -25,8 +33,11 @@ struct KeyRange {
   int hi;
 };
 KeyRange visible_keys(int q_len, int kv_len, int group, int row0, int rows, int window_left) {
-  const int first_pos = kv_len - q_len + row0 / group;
-  const int last_pos = kv_len - q_len + (row0 + rows - 1) / group;
+  // A request in one tile (q_len * group <= 16: every decode of the usual models) spans all its
+  // tokens: no divisions.
+  const bool whole = row0 == 0 && rows == q_len * group;
+  const int first_pos = kv_len - q_len + (whole ? 0 : row0 / group);
+  const int last_pos = kv_len - q_len + (whole ? q_len - 1 : (row0 + rows - 1) / group);
   return {window_left >= 0 ? std::max(0, first_pos - window_left) : 0, last_pos + 1};
 }
 
@@ -69,6 +80,38 @@ class CtaStream {
     return true;
   }
 
+  // Whole segments of one row tile (keys [lo, hi) of request `req`), heads h, h + 1, ... of
+  // num_kv_heads, while each fits the current CTA (or that is the last): what stream_balanced
+  // does for each of them, with the stream's state in locals (stores to the units cannot alias
+  // it), closing CTAs that fill up. Returns the first head not emitted.
+  int emit_whole(int req, int q_start, int q_len, int kv_len, int row0, int lo, int hi, int h,
+                 int num_kv_heads) {
+    const int64_t cost = hi - lo + c0_;
+    int n = num_units_;
+    int64_t fill = fill_, remaining = remaining_;
+    const int64_t max_units = max_units_;
+    DecodeWorkUnit* const units = units_;
+    while (h < num_kv_heads && n < max_units) {
+      const bool last = last_cta();
+      if (!last && cost > budget_ - fill) break;
+      units[n++] = {req, q_start, q_len, kv_len, kernels::decode_head_row(h, row0), lo, hi, -1};
+      fill += cost;
+      remaining -= cost;
+      ++h;
+      if (!last && budget_ - fill <= 0) {
+        num_units_ = n;
+        fill_ = fill;
+        remaining_ = remaining;
+        close_cta();
+        fill = 0;
+      }
+    }
+    num_units_ = n;
+    fill_ = fill;
+    remaining_ = remaining;
+    return h;
+  }
+
   void close_cta() {
     if (last_cta()) return;
     max_cost_ = std::max(max_cost_, fill_);
@@ -86,7 +129,7 @@ class CtaStream {
   // boundary may add: without it the budgets run behind and the last CTA takes the excess.
   int64_t next_budget() const {
     const int left = num_ctas_ - cta_;
-    return std::max<int64_t>(1, ceil_div(remaining_ + c0_ * (left - 1), left));
+    return std::max<int64_t>(1, ceil_div_small(remaining_ + c0_ * (left - 1), left));
   }
 
   int64_t c0_;
@@ -116,8 +159,8 @@ bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, 
     // fits in its room.
     int64_t cut = s + st.room() - c0;
     if (st.fill() == 0) {
-      const int64_t pieces = std::max<int64_t>(2, ceil_div(len + c0, st.room()));
-      cut = s + std::max<int64_t>(kMinChunkTokens, ceil_div(len, pieces));
+      const int64_t pieces = std::max<int64_t>(2, ceil_div_small(len + c0, st.room()));
+      cut = s + std::max<int64_t>(kMinChunkTokens, ceil_div_small(len, pieces));
     }
     const bool piece_ok = cut - s >= kMinChunkTokens;
     if (piece_ok && hi - cut >= kMinChunkTokens) {
@@ -247,11 +290,16 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   for (const int64_t key : order) {
     const int r = static_cast<int>(key & 0xFFFFFFFF);
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
-    // A row tile's keys are the same for every KV head: computed once (two divisions).
+    // A row tile's keys are the same for every KV head: computed once.
     for (int row0 = 0; row0 < q_len * group; row0 += kDecodeRowsPerTile) {
       const int rows = std::min(kDecodeRowsPerTile, q_len * group - row0);
       const KeyRange k = visible_keys(q_len, seq_lens[r], group, row0, rows, config.window_left);
       for (int h = 0; h < config.num_kv_heads; ++h) {
+        if (config.fixed_chunk_tokens == 0) {
+          h = st.emit_whole(r, query_start_loc[r], q_len, seq_lens[r], row0, k.lo, k.hi, h,
+                            config.num_kv_heads);
+          if (h == config.num_kv_heads) break;
+        }
         const DecodeWorkUnit seg{r, query_start_loc[r], q_len, seq_lens[r],
                                  kernels::decode_head_row(h, row0), 0, 0, -1};
         const int first = st.num_units();
