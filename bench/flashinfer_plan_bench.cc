@@ -82,7 +82,8 @@ struct Planner {
   plan::SplitKVConfig split;
   plan::DecodePlanScratch scratch;
   explicit Planner(const Step& step)
-      : limits(workspace_limits(step)), layout(plan::workspace_layout(limits)),
+      : limits(workspace_limits(step)),
+        layout(plan::workspace_layout(limits)),
         mirror(static_cast<size_t>(layout.int_bytes + 15) / 16) {
     split.num_heads = kHq;
     split.num_kv_heads = kHkv;
@@ -100,10 +101,9 @@ struct Planner {
     auto prefill = plan::plan_prefill(step.qsl, step.seqs, nd, split, true,
                                       ints(layout.prefill_cu_offset, n + 1),
                                       ints(layout.prefill_splits_offset, n));
-    auto decode = plan::plan_decode(std::span(step.qsl).first(nd + 1),
-                                    std::span(step.seqs).first(nd), limits.decode, layout.decode,
-                                    scratch, reinterpret_cast<char*>(mirror.data()) +
-                                                 layout.decode_plan_offset);
+    auto decode = plan::plan_decode(
+        std::span(step.qsl).first(nd + 1), std::span(step.seqs).first(nd), limits.decode,
+        layout.decode, scratch, reinterpret_cast<char*>(mirror.data()) + layout.decode_plan_offset);
     benchmark::DoNotOptimize(prefill);
     return layout.decode_plan_offset + (decode.ok() ? decode->bytes_used : 0);
   }
@@ -250,8 +250,8 @@ void BM_PieceUpload(benchmark::State& state) {
   for (auto _ : state) {
     current ^= 1;
     if (what == 3) {
-      benchmark::DoNotOptimize(cudaMemcpyAsync(device->data(), pageable.data(), bytes,
-                                               cudaMemcpyHostToDevice, nullptr));
+      benchmark::DoNotOptimize(
+          cudaMemcpyAsync(device->data(), pageable.data(), bytes, cudaMemcpyHostToDevice, nullptr));
     }
     if (what == 0) benchmark::DoNotOptimize(cudaEventSynchronize(copied[current]));
     if (what <= 1) {

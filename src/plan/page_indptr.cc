@@ -30,11 +30,13 @@ void paged_kv_indptr(std::span<const int32_t> seq_lens, int page_size, std::span
   // Page sizes are powers of two in practice: a shift instead of a division per request.
   if (page_size > 0 && (page_size & (page_size - 1)) == 0) {
     const int shift = std::countr_zero(static_cast<unsigned>(page_size));
-    fill_indptr(seq_lens, page_size, [&](int32_t seq) { return (seq + page_size - 1) >> shift; },
-                indptr, last_page_len);
+    fill_indptr(
+        seq_lens, page_size, [&](int32_t seq) { return (seq + page_size - 1) >> shift; }, indptr,
+        last_page_len);
   } else {
-    fill_indptr(seq_lens, page_size, [&](int32_t seq) { return (seq + page_size - 1) / page_size; },
-                indptr, last_page_len);
+    fill_indptr(
+        seq_lens, page_size, [&](int32_t seq) { return (seq + page_size - 1) / page_size; }, indptr,
+        last_page_len);
   }
 }
 

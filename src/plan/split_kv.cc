@@ -94,8 +94,8 @@ StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
                              ? std::min<int64_t>(seq_lens[r], int64_t{config.window_left} + q_len)
                              : seq_lens[r];
     // keys <= seq_len < 2^31: a 32-bit division (ceil(keys / block_size)).
-    const int blocks = static_cast<int>(
-        keys == 0 ? 0 : (static_cast<uint32_t>(keys) - 1) / block_size + 1);
+    const int blocks =
+        static_cast<int>(keys == 0 ? 0 : (static_cast<uint32_t>(keys) - 1) / block_size + 1);
     if (q_len != last_q_len) {
       last_q_len = q_len;
       last_ctas = request_ctas(q_len, config.num_heads, config.num_kv_heads, config.head_size);
