@@ -55,7 +55,7 @@ class CtaStream {
   bool last_cta() const { return cta_ == num_ctas_ - 1; }
   int64_t room() const { return budget_ - fill_; }
   int64_t fill() const { return fill_; }
-  int num_units() const { return num_units_; }
+  int num_units() const { return static_cast<int>(num_units_); }
   int64_t max_cost() const { return std::max(max_cost_, fill_); }
   DecodeWorkUnit& unit(int i) { return units_[i]; }
 
@@ -87,7 +87,7 @@ class CtaStream {
   int emit_whole(int req, int q_start, int q_len, int kv_len, int row0, int lo, int hi, int h,
                  int num_kv_heads) {
     const int64_t cost = hi - lo + c0_;
-    int n = num_units_;
+    int64_t n = num_units_;
     int64_t fill = fill_, remaining = remaining_;
     const int64_t max_units = max_units_;
     DecodeWorkUnit* const units = units_;
@@ -115,34 +115,38 @@ class CtaStream {
   void close_cta() {
     if (last_cta()) return;
     max_cost_ = std::max(max_cost_, fill_);
-    cta_begin_[++cta_] = num_units_;
+    cta_begin_[++cta_] = static_cast<int32_t>(num_units_);
     budget_ = next_budget();
     fill_ = 0;
   }
 
   void finish() {
-    for (int c = cta_ + 1; c <= num_ctas_; ++c) cta_begin_[c] = num_units_;
+    for (int64_t c = cta_ + 1; c <= num_ctas_; ++c) {
+      cta_begin_[c] = static_cast<int32_t>(num_units_);
+    }
   }
 
  private:
   // The unassigned cost over the CTAs left, counting the overhead of the cut that each CTA
   // boundary may add: without it the budgets run behind and the last CTA takes the excess.
   int64_t next_budget() const {
-    const int left = num_ctas_ - cta_;
+    const int64_t left = num_ctas_ - cta_;
     return std::max<int64_t>(1, ceil_div_small(remaining_ + c0_ * (left - 1), left));
   }
 
+  // All 64-bit: the int32 stores into the plan cannot alias them, so the compiler keeps them in
+  // registers across the stores instead of reloading them after each one.
   int64_t c0_;
-  int num_ctas_;
+  int64_t num_ctas_;
   int64_t remaining_;
   int32_t* cta_begin_;
   DecodeWorkUnit* units_;
   int64_t max_units_;
-  int cta_ = 0;
+  int64_t cta_ = 0;
   int64_t budget_ = 1;
   int64_t fill_ = 0;
   int64_t max_cost_ = 0;
-  int num_units_ = 0;
+  int64_t num_units_ = 0;
 };
 
 // Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys.
@@ -287,31 +291,35 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   scratch.merges.clear();
   scratch.merge_units.clear();
   int64_t partial_rows = 0;
+  // The loop's inputs in locals: the plan's int32 stores could alias the config, the limits
+  // and the input spans, which the loop would otherwise reload after every unit.
+  const int num_kv_heads = config.num_kv_heads, window_left = config.window_left;
+  const int fixed_chunk = config.fixed_chunk_tokens;
+  const int64_t max_partial_rows = limits.max_partial_rows;
   for (const int64_t key : order) {
     const int r = static_cast<int>(key & 0xFFFFFFFF);
-    const int q_len = query_start_loc[r + 1] - query_start_loc[r];
+    const int q_start = query_start_loc[r], kv_len = seq_lens[r];
+    const int q_len = query_start_loc[r + 1] - q_start;
     // A row tile's keys are the same for every KV head: computed once.
     for (int row0 = 0; row0 < q_len * group; row0 += kDecodeRowsPerTile) {
       const int rows = std::min(kDecodeRowsPerTile, q_len * group - row0);
-      const KeyRange k = visible_keys(q_len, seq_lens[r], group, row0, rows, config.window_left);
-      for (int h = 0; h < config.num_kv_heads; ++h) {
-        if (config.fixed_chunk_tokens == 0) {
-          h = st.emit_whole(r, query_start_loc[r], q_len, seq_lens[r], row0, k.lo, k.hi, h,
-                            config.num_kv_heads);
-          if (h == config.num_kv_heads) break;
+      const KeyRange k = visible_keys(q_len, kv_len, group, row0, rows, window_left);
+      for (int h = 0; h < num_kv_heads; ++h) {
+        if (fixed_chunk == 0) {
+          h = st.emit_whole(r, q_start, q_len, kv_len, row0, k.lo, k.hi, h, num_kv_heads);
+          if (h == num_kv_heads) break;
         }
-        const DecodeWorkUnit seg{r, query_start_loc[r], q_len, seq_lens[r],
-                                 kernels::decode_head_row(h, row0), 0, 0, -1};
+        const DecodeWorkUnit seg{r, q_start, q_len, kv_len, kernels::decode_head_row(h, row0),
+                                 0, 0, -1};
         const int first = st.num_units();
-        const bool ok = config.fixed_chunk_tokens > 0
-                            ? stream_fixed(st, seg, k.lo, k.hi, c0, config.fixed_chunk_tokens)
-                            : stream_balanced(st, seg, k.lo, k.hi, c0);
+        const bool ok = fixed_chunk > 0 ? stream_fixed(st, seg, k.lo, k.hi, c0, fixed_chunk)
+                                        : stream_balanced(st, seg, k.lo, k.hi, c0);
         if (!ok) return capacity_error("work units", st.num_units() + 1, limits.max_units);
         const int pieces = st.num_units() - first;
         if (pieces < 2) continue;
-        if (partial_rows + int64_t{pieces} * rows > limits.max_partial_rows) {
+        if (partial_rows + int64_t{pieces} * rows > max_partial_rows) {
           return capacity_error("partial rows", partial_rows + int64_t{pieces} * rows,
-                                limits.max_partial_rows);
+                                max_partial_rows);
         }
         for (int p = 0; p < pieces; ++p) {
           st.unit(first + p).partial = static_cast<int32_t>(partial_rows + int64_t{p} * rows);
