@@ -82,8 +82,8 @@ class CtaStream {
 
   // Whole segments of one row tile (keys [lo, hi) of request `req`), heads h, h + 1, ... of
   // num_kv_heads, while each fits the current CTA (or that is the last): what stream_balanced
-  // does for each of them, with the stream's state in locals (stores to the units cannot alias
-  // it), closing CTAs that fill up. Returns the first head not emitted.
+  // does for each of them, in one loop over locals, closing CTAs that fill up. Returns the first
+  // head not emitted.
   int emit_whole(int req, int q_start, int q_len, int kv_len, int row0, int lo, int hi, int h,
                  int num_kv_heads) {
     const int64_t cost = hi - lo + c0_;
