@@ -185,6 +185,57 @@ void compare(const Shape& shape, bool hnd) {
   }
 }
 
+// v3 at block 128, persistent grid, with schedule variant `kTuning` (launch.h, V3Grid::tuning).
+template <unsigned kTuning>
+Status launch_v3_tuned(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  p.generation = kernels::KernelGeneration::kV3;
+  return kernels::detail::launch_paged_attention_v3_scheduled(
+      p, p.head_size, stream, kernels::detail::V3Grid{true, 0, false, kTuning});
+}
+
+// The schedule variants at block 128 on the standard suite's prefill shapes, twice each,
+// alternating; each variant's output against variant 0's on the same inputs.
+TEST(V3Bench, DISABLED_Variants) {
+  PAGEDATTN_REQUIRE_V3();
+  struct Variant {
+    const char* name;
+    Launcher launch;
+  };
+  const Variant variants[] = {{"v3 tune 0", launch_v3_tuned<0>},
+                              {"v3 tune 1", launch_v3_tuned<1>},
+                              {"v3 tune 2", launch_v3_tuned<2>},
+                              {"v3 tune 4", launch_v3_tuned<4>},
+                              {"v3 tune 6", launch_v3_tuned<6>},
+                              {"v3 tune 7", launch_v3_tuned<7>}};
+  const Shape shapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128}, {"4x2048 d128", 4, 2048, 32, 8, 128},
+                          {"16x512 d128", 16, 512, 32, 8, 128}, {"1x8192 d64", 1, 8192, 32, 8, 64},
+                          {"1x8192 d256", 1, 8192, 16, 4, 256}};
+  for (const Shape& shape : shapes) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      for (int round = 0; round < 2; ++round) {
+        for (const Variant& v : variants) {
+          report(shape.name, v.name, causal, median_ms(v.launch, b.params(causal)), b.flops(causal));
+        }
+      }
+      const std::vector<uint16_t> base = output_of(variants[0].launch, b, causal);
+      for (const Variant& v : variants) {
+        const std::vector<uint16_t> out = output_of(v.launch, b, causal);
+        double worst = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double d = std::fabs(bf16_bits_to_float(base[i]) - bf16_bits_to_float(out[i]));
+          worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+        }
+        std::printf("BENCH %-16s %s vs tune 0, %s: max |difference| %.3g\n", shape.name, v.name,
+                    causal ? "causal" : "noncausal", worst);
+        EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
+      }
+    }
+  }
+}
+
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);

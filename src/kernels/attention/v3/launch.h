@@ -21,6 +21,10 @@ struct V3Grid {
   // slower than v2 (block 16, 1 x 8192, D 128: 190 against 350 TFLOP/s; the producer's address
   // arithmetic takes the issue slots), so the dispatch leaves those pages to v2.
   bool gather_small_pages = false;
+  // Schedule variants, for same-run comparisons in V3Bench (the dispatch uses all): bit 0 skips
+  // O's rescale when no row maximum grew, bit 1 issues the next tile's S_0 with a tile's last
+  // P·V, bit 2 double-buffers Q (head sizes up to 128).
+  unsigned tuning = 7;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

@@ -33,6 +33,10 @@ int kv_tile_keys(int d) {
   return d == 64 ? PrefillShape<64>::kBlockN
                  : (d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN);
 }
+int q_buffers(int d) {
+  return d == 64 ? PrefillShape<64>::kQStages
+                 : (d == 128 ? PrefillShape<128>::kQStages : PrefillShape<256>::kQStages);
+}
 int num_query_tiles(const PagedAttentionParams& p) {
   const int rows = query_tile_rows(p.head_size);
   return (p.max_query_len + rows - 1) / rows;
@@ -204,6 +208,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
+  a.tuning = grid.tuning & 3u;
+  a.q_stages = (grid.tuning & 4u) != 0 ? q_buffers(p.head_size) : 1;
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};

@@ -34,6 +34,8 @@ struct PrefillShape {
   static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = kD < 128 ? 3 : 2;
+  // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 256: 64 KB each).
+  static constexpr int kQStages = kD > 128 ? 1 : 2;
   static constexpr int kPanels = kD / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
   static constexpr int kKvPanelBytes = kBlockN * 128;
@@ -57,11 +59,11 @@ struct PrefillShape {
 template <int kD>
 struct PrefillSmem {
   using S = PrefillShape<kD>;
-  uint8_t q[S::kQTileBytes];
+  uint8_t q[S::kQStages][S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];
-  uint64_t q_full;
-  uint64_t q_empty;  // both consumers are done with Q's last product of a work tile
+  uint64_t q_full[S::kQStages];
+  uint64_t q_empty[S::kQStages];  // every consumer is done with Q's last product of a work tile
   uint64_t k_full[S::kStages];
   uint64_t k_empty[S::kStages];
   uint64_t v_full[S::kStages];
@@ -72,6 +74,10 @@ template <int kD>
 constexpr size_t prefill_smem_bytes() {
   return sizeof(PrefillSmem<kD>) + 1024;
 }
+
+// Variants of the kernel's schedule, for same-run comparisons (PrefillArgs::tuning).
+inline constexpr uint32_t kTuneSkipRescale = 1;  // no rescale of O when no row maximum grew
+inline constexpr uint32_t kTuneCrossTile = 2;    // next tile's S_0 issued with the last P·V
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
@@ -94,6 +100,8 @@ struct PrefillArgs {
   int num_heads;
   int num_reqs;
   int num_q_tiles;  // of the longest request
+  int q_stages;     // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
+  uint32_t tuning;  // kTune* bits
   float scale;
   float scale_log2;  // scale * log2(e)
   MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
