@@ -194,31 +194,63 @@ Status launch_v3_tuned(const kernels::PagedAttentionParams& params, void* stream
       p, p.head_size, stream, kernels::detail::V3Grid{true, 0, false, kTuning});
 }
 
-// The schedule variants at block 128 on the standard suite's prefill shapes, twice each,
-// alternating; each variant's output against variant 0's on the same inputs.
+struct Variant {
+  const char* name;
+  Launcher launch;
+};
+
+// Median times of the variants on the same parameters, their launches interleaved one by one (21
+// each after 3 warm-ups), so that clock drift over the run reaches every variant alike.
+std::vector<double> interleaved_ms(const std::vector<Variant>& variants,
+                                   const kernels::PagedAttentionParams& p) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<std::vector<float>> times(variants.size());
+  for (int i = 0; i < 24; ++i) {
+    for (size_t v = 0; v < variants.size(); ++v) {
+      cudaEventRecord(start);
+      const Status st = variants[v].launch(p, nullptr);
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (i >= 3) times[v].push_back(ms);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::vector<double> medians;
+  for (std::vector<float>& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  return medians;
+}
+
+// The schedule variants at block 128 on the standard suite's prefill shapes; each variant's output
+// against variant 0's on the same inputs.
 TEST(V3Bench, DISABLED_Variants) {
   PAGEDATTN_REQUIRE_V3();
-  struct Variant {
-    const char* name;
-    Launcher launch;
-  };
-  const Variant variants[] = {{"v3 tune 0", launch_v3_tuned<0>},
-                              {"v3 tune 1", launch_v3_tuned<1>},
-                              {"v3 tune 2", launch_v3_tuned<2>},
-                              {"v3 tune 4", launch_v3_tuned<4>},
-                              {"v3 tune 6", launch_v3_tuned<6>},
-                              {"v3 tune 7", launch_v3_tuned<7>}};
-  const Shape shapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128}, {"4x2048 d128", 4, 2048, 32, 8, 128},
-                          {"16x512 d128", 16, 512, 32, 8, 128}, {"1x8192 d64", 1, 8192, 32, 8, 64},
+  const std::vector<Variant> variants = {
+      {"v3 tune 0", launch_v3_tuned<0>}, {"v3 tune 1", launch_v3_tuned<1>},
+      {"v3 tune 2", launch_v3_tuned<2>}, {"v3 tune 4", launch_v3_tuned<4>},
+      {"v3 tune 6", launch_v3_tuned<6>}, {"v3 tune 7", launch_v3_tuned<7>},
+      {"v3 dispatch", launch_v3}};
+  const Shape shapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128},
+                          {"4x2048 d128", 4, 2048, 32, 8, 128},
+                          {"16x512 d128", 16, 512, 32, 8, 128},
+                          {"1x8192 d64", 1, 8192, 32, 8, 64},
                           {"1x8192 d256", 1, 8192, 16, 4, 256}};
   for (const Shape& shape : shapes) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     const PrefillBench b(128, shape, false);
     for (bool causal : {false, true}) {
-      for (int round = 0; round < 2; ++round) {
-        for (const Variant& v : variants) {
-          report(shape.name, v.name, causal, median_ms(v.launch, b.params(causal)), b.flops(causal));
-        }
+      const std::vector<double> ms = interleaved_ms(variants, b.params(causal));
+      for (size_t v = 0; v < variants.size(); ++v) {
+        report(shape.name, variants[v].name, causal, ms[v], b.flops(causal));
       }
       const std::vector<uint16_t> base = output_of(variants[0].launch, b, causal);
       for (const Variant& v : variants) {
@@ -233,6 +265,17 @@ TEST(V3Bench, DISABLED_Variants) {
         EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
       }
     }
+  }
+}
+
+// One launch each of 16 x 512 and 1 x 8192 (D 128, non-causal, the dispatch's v3), for a profiler.
+TEST(V3Bench, DISABLED_ProfileLaunches) {
+  PAGEDATTN_REQUIRE_V3();
+  for (const Shape& shape :
+       {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+    const PrefillBench b(128, shape, false);
+    EXPECT_TRUE(launch_v3(b.params(false), nullptr).ok());
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 }
 

@@ -85,7 +85,6 @@ __device__ __forceinline__ void wait_stage(uint64_t* full, uint32_t parity, bool
   if (gathered) device::fence_proxy_async_shared();
 }
 
-
 // A consumer's rows of one work tile.
 struct TileRows {
   int row;          // this thread's row g within the request
@@ -104,8 +103,9 @@ struct Consumer {
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
-  int use = 0;         // of the K/V ring, across work tiles
-  int tile_count = 0;  // work tiles begun before the current one (its Q slot and phase)
+  int use = 0;          // of the K/V ring, across work tiles
+  int tile_count = 0;   // work tiles begun before the current one (its Q slot and phase)
+  uint32_t q_addr = 0;  // the current tile's Q rows of this warpgroup
   float o[S::kOChunks][S::kOChunkRegs];
   float sc[S::kScoreRegs];
   float alpha[2];
@@ -129,9 +129,15 @@ struct Consumer {
   __device__ __forceinline__ void wait_q(int t) {
     device::mbarrier_wait(&s.q_full[t % a.q_stages], static_cast<uint32_t>((t / a.q_stages) & 1));
   }
-  __device__ __forceinline__ void release_q(int t) { device::mbarrier_arrive(&s.q_empty[t % a.q_stages]); }
-  __device__ __forceinline__ void wait_k(int u) { wait_stage(&s.k_full[stage(u)], parity(u), a.gather); }
-  __device__ __forceinline__ void wait_v(int u) { wait_stage(&s.v_full[stage(u)], parity(u), a.gather); }
+  __device__ __forceinline__ void release_q(int t) {
+    device::mbarrier_arrive(&s.q_empty[t % a.q_stages]);
+  }
+  __device__ __forceinline__ void wait_k(int u) {
+    wait_stage(&s.k_full[stage(u)], parity(u), a.gather);
+  }
+  __device__ __forceinline__ void wait_v(int u) {
+    wait_stage(&s.v_full[stage(u)], parity(u), a.gather);
+  }
   __device__ __forceinline__ uint32_t k_at(int u) const { return device::smem_addr(s.k[stage(u)]); }
   __device__ __forceinline__ uint32_t v_at(int u) const { return device::smem_addr(s.v[stage(u)]); }
   __device__ __forceinline__ void wait_scores() {
@@ -161,11 +167,12 @@ struct Consumer {
   // A tile's S_0 with nothing to overlap (the CTA's first tile, or without kTuneCrossTile).
   __device__ __forceinline__ void first_step(const PrefillTile& w, const TileRows& r) {
     zero_o();
+    q_addr = q_base(tile_count);
     wait_q(tile_count);
     wait_k(use);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
+    issue_scores<kD>(sc, q_addr, k_at(use));
     turns.end(false);
     wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(use)]);
@@ -182,7 +189,7 @@ struct Consumer {
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count), k_at(k));
+    issue_scores<kD>(sc, q_addr, k_at(k));
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
     wait_scores();
@@ -217,12 +224,13 @@ struct Consumer {
   __device__ __forceinline__ void bridge_step(const PrefillTile& w, const TileRows& r,
                                               const PrefillTile& nw, const TileRows& nr) {
     const int v = use + w.num_kv_tiles - 1, k = use + w.num_kv_tiles;
+    q_addr = q_base(tile_count + 1);
     wait_q(tile_count + 1);
     wait_k(k);
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count + 1), k_at(k));
+    issue_scores<kD>(sc, q_addr, k_at(k));
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
     wait_scores();

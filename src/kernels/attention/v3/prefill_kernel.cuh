@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
       device::mbarrier_init(&s.q_full[i], 1);
       device::mbarrier_init(&s.q_empty[i], S::kConsumers * 128);  // every consumer thread releases
     }
-    const uint32_t fill_arrivals = a.gather ? 128 : 1;       // gather: every producer thread
+    const uint32_t fill_arrivals = a.gather ? 128 : 1;  // gather: every producer thread
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], fill_arrivals);
       device::mbarrier_init(&s.v_full[i], fill_arrivals);

@@ -34,7 +34,8 @@ struct PrefillShape {
   static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = kD < 128 ? 3 : 2;
-  // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 256: 64 KB each).
+  // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 256: 64 KB
+  // each).
   static constexpr int kQStages = kD > 128 ? 1 : 2;
   static constexpr int kPanels = kD / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
