@@ -238,6 +238,7 @@ TEST(V3Bench, DISABLED_Variants) {
       {"v3 tune 0", launch_v3_tuned<0>}, {"v3 tune 1", launch_v3_tuned<1>},
       {"v3 tune 2", launch_v3_tuned<2>}, {"v3 tune 4", launch_v3_tuned<4>},
       {"v3 tune 6", launch_v3_tuned<6>}, {"v3 tune 7", launch_v3_tuned<7>},
+      {"v3 tune 8", launch_v3_tuned<8>}, {"v3 tune 15", launch_v3_tuned<15>},
       {"v3 dispatch", launch_v3}};
   const Shape shapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128},
                           {"4x2048 d128", 4, 2048, 32, 8, 128},

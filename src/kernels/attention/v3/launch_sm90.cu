@@ -208,7 +208,10 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
-  a.tuning = grid.tuning & 3u;
+  // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
+  const bool staged_o = (p.head_size <= 128 && aligned(p.out, 16) && p.out_token_stride % 8 == 0 &&
+                         p.out_head_stride % 8 == 0);
+  a.tuning = grid.tuning & (staged_o ? 11u : 3u);
   a.q_stages = (grid.tuning & 4u) != 0 ? q_buffers(p.head_size) : 1;
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;

@@ -103,9 +103,8 @@ struct Consumer {
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
-  int use = 0;          // of the K/V ring, across work tiles
-  int tile_count = 0;   // work tiles begun before the current one (its Q slot and phase)
-  uint32_t q_addr = 0;  // the current tile's Q rows of this warpgroup
+  int use = 0;         // of the K/V ring, across work tiles
+  int tile_count = 0;  // work tiles begun before the current one (its Q slot and phase)
   float o[S::kOChunks][S::kOChunkRegs];
   float sc[S::kScoreRegs];
   float alpha[2];
@@ -123,14 +122,21 @@ struct Consumer {
   __device__ __forceinline__ uint32_t parity(int u) const {
     return static_cast<uint32_t>((u / S::kStages) & 1);
   }
+  // Tile t's Q buffer and phase (q_stages is 1 or 2).
+  __device__ __forceinline__ int q_slot(int t) const {
+    return S::kQStages == 1 ? 0 : t & (a.q_stages - 1);
+  }
+  __device__ __forceinline__ uint32_t q_phase(int t) const {
+    return static_cast<uint32_t>((S::kQStages == 1 ? t : t >> (a.q_stages - 1)) & 1);
+  }
   __device__ __forceinline__ uint32_t q_base(int t) const {
-    return device::smem_addr(s.q[t % a.q_stages]) + turns.consumer * S::kRowsPerConsumer * 128;
+    return device::smem_addr(s.q[q_slot(t)]) + turns.consumer * S::kRowsPerConsumer * 128;
   }
   __device__ __forceinline__ void wait_q(int t) {
-    device::mbarrier_wait(&s.q_full[t % a.q_stages], static_cast<uint32_t>((t / a.q_stages) & 1));
+    device::mbarrier_wait(&s.q_full[q_slot(t)], q_phase(t));
   }
   __device__ __forceinline__ void release_q(int t) {
-    device::mbarrier_arrive(&s.q_empty[t % a.q_stages]);
+    device::mbarrier_arrive(&s.q_empty[q_slot(t)]);
   }
   __device__ __forceinline__ void wait_k(int u) {
     wait_stage(&s.k_full[stage(u)], parity(u), a.gather);
@@ -157,6 +163,17 @@ struct Consumer {
       for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
     }
   }
+  __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
+                                        const RowState& rows) {
+    if constexpr (S::kStagedO) {
+      if (a.tuning & kTuneStagedO) {
+        store_rows_staged<kD>(o, rows, a, w, r.row, w.q0 + turns.consumer * S::kRowsPerConsumer,
+                              s.o[turns.consumer], 1 + S::kConsumers + turns.consumer);
+        return;
+      }
+    }
+    store_rows(o, rows, a, w, r.row);
+  }
   // S of KV tile i of w to P (mask on boundary tiles, softmax); true when O needs the rescale.
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
     const int key0 = i * S::kBlockN;
@@ -167,12 +184,11 @@ struct Consumer {
   // A tile's S_0 with nothing to overlap (the CTA's first tile, or without kTuneCrossTile).
   __device__ __forceinline__ void first_step(const PrefillTile& w, const TileRows& r) {
     zero_o();
-    q_addr = q_base(tile_count);
     wait_q(tile_count);
     wait_k(use);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_addr, k_at(use));
+    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
     turns.end(false);
     wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(use)]);
@@ -189,7 +205,7 @@ struct Consumer {
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_addr, k_at(k));
+    issue_scores<kD>(sc, q_base(tile_count), k_at(k));
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
     wait_scores();
@@ -214,7 +230,7 @@ struct Consumer {
     turns.end(last_tile);
     wait_all();
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    store_rows(o, st, a, w, r.row);
+    store(w, r, st);
     use += w.num_kv_tiles;
     ++tile_count;
   }
@@ -224,13 +240,12 @@ struct Consumer {
   __device__ __forceinline__ void bridge_step(const PrefillTile& w, const TileRows& r,
                                               const PrefillTile& nw, const TileRows& nr) {
     const int v = use + w.num_kv_tiles - 1, k = use + w.num_kv_tiles;
-    q_addr = q_base(tile_count + 1);
     wait_q(tile_count + 1);
     wait_k(k);
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_addr, k_at(k));
+    issue_scores<kD>(sc, q_base(tile_count + 1), k_at(k));
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
     wait_scores();
@@ -241,7 +256,7 @@ struct Consumer {
     scores_to_p(nw, nr, 0);
     wait_all();
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    store_rows(o, done, a, w, r.row);
+    store(w, r, done);
     zero_o();
     pack_p(sc, p);
     use = k;

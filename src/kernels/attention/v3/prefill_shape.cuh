@@ -37,6 +37,10 @@ struct PrefillShape {
   // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 256: 64 KB
   // each).
   static constexpr int kQStages = kD > 128 ? 1 : 2;
+  // O staged through shared memory for 16-byte global stores: one 64-row tile per consumer where
+  // it fits (D 128: 192 + 32 KB of the 227), not at D 256.
+  static constexpr bool kStagedO = kD <= 128;
+  static constexpr int kOStageBytes = kStagedO ? 64 * kD * 2 : 16;
   static constexpr int kPanels = kD / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
   static constexpr int kKvPanelBytes = kBlockN * 128;
@@ -63,6 +67,7 @@ struct PrefillSmem {
   uint8_t q[S::kQStages][S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];
+  uint8_t o[S::kConsumers][S::kOStageBytes];
   uint64_t q_full[S::kQStages];
   uint64_t q_empty[S::kQStages];  // every consumer is done with Q's last product of a work tile
   uint64_t k_full[S::kStages];
@@ -79,6 +84,7 @@ constexpr size_t prefill_smem_bytes() {
 // Variants of the kernel's schedule, for same-run comparisons (PrefillArgs::tuning).
 inline constexpr uint32_t kTuneSkipRescale = 1;  // no rescale of O when no row maximum grew
 inline constexpr uint32_t kTuneCrossTile = 2;    // next tile's S_0 issued with the last P·V
+inline constexpr uint32_t kTuneStagedO = 8;      // O through shared memory (kStagedO sizes)
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
