@@ -62,7 +62,8 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kRegs], RowState& st, fl
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float offset = mx == -INFINITY ? 0.0f : mx * scale_log2;  // no visible key yet: no NaN
-    alpha[h] = device::fast_exp2(st.m[h] * scale_log2 - offset);
+    // Exactly 1 when the maximum stands, so that skipping the rescale leaves O and l consistent.
+    alpha[h] = mx != st.m[h] ? device::fast_exp2(st.m[h] * scale_log2 - offset) : 1.0f;
     grew = grew || mx != st.m[h];
     st.m[h] = mx;
     float sum = 0.0f;
