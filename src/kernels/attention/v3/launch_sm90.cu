@@ -212,6 +212,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   const bool staged_o = (p.head_size <= 128 && aligned(p.out, 16) && p.out_token_stride % 8 == 0 &&
                          p.out_head_stride % 8 == 0);
   a.tuning = grid.tuning & (staged_o ? 11u : 3u);
+  // Bit 4: row maxima move only by more than 8 (P up to 256), so the rescale is rare.
+  a.rescale_threshold = (grid.tuning & 16u) != 0 ? 8.0f : 0.0f;
   a.q_stages = (grid.tuning & 4u) != 0 ? q_buffers(p.head_size) : 1;
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;

@@ -178,7 +178,7 @@ struct Consumer {
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > r.unmasked_hi) mask_tile(sc, a, w, r.row, key0);
-    return softmax_tile(sc, st, a.scale_log2, alpha);
+    return softmax_tile(sc, st, a.scale_log2, a.rescale_threshold, alpha);
   }
 
   // A tile's S_0 with nothing to overlap (the CTA's first tile, or without kTuneCrossTile).

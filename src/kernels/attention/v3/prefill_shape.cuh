@@ -106,9 +106,10 @@ struct PrefillArgs {
   // gridDim.x, ... (one each when the grid has a CTA per tile).
   int num_heads;
   int num_reqs;
-  int num_q_tiles;  // of the longest request
-  int q_stages;     // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
-  uint32_t tuning;  // kTune* bits
+  int num_q_tiles;          // of the longest request
+  int q_stages;             // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
+  uint32_t tuning;          // kTune* bits
+  float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
   float scale;
   float scale_log2;  // scale * log2(e)
   MaskRule mask;     // causal or not; no window yet (the launcher rejects one)

@@ -46,11 +46,13 @@ __device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& 
 }
 
 // Online softmax over the tile, in place: S becomes P, the sums and maxima advance, and alpha is
-// the factor O must be rescaled by (done by the caller once no P·V group is running). Returns
-// whether a maximum of this thread's rows changed (else alpha is 1 and O needs no rescale).
+// the factor O must be rescaled by (done by the caller once no P·V group is running). A row's
+// maximum moves only when the tile's exceeds it by more than `threshold` (log2 units): below that
+// the old one stays, P is at most 2^threshold (exact in f32, as precise in bf16) and alpha is 1.
+// Returns whether a maximum of this thread's rows moved (else O needs no rescale).
 template <int kRegs>
 __device__ __forceinline__ bool softmax_tile(float (&s)[kRegs], RowState& st, float scale_log2,
-                                             float (&alpha)[2]) {
+                                             float threshold, float (&alpha)[2]) {
   bool grew = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -61,11 +63,14 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kRegs], RowState& st, fl
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float offset = mx == -INFINITY ? 0.0f : mx * scale_log2;  // no visible key yet: no NaN
+    // -inf - -inf is NaN: no visible key yet, nothing moves.
+    const bool moves = (mx - st.m[h]) * scale_log2 > threshold;
+    const float m = moves ? mx : st.m[h];
+    const float offset = m == -INFINITY ? 0.0f : m * scale_log2;  // no visible key yet: no NaN
     // Exactly 1 when the maximum stands, so that skipping the rescale leaves O and l consistent.
-    alpha[h] = mx != st.m[h] ? device::fast_exp2(st.m[h] * scale_log2 - offset) : 1.0f;
-    grew = grew || mx != st.m[h];
-    st.m[h] = mx;
+    alpha[h] = moves ? device::fast_exp2(st.m[h] * scale_log2 - offset) : 1.0f;
+    grew = grew || moves;
+    st.m[h] = m;
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
