@@ -194,6 +194,13 @@ Status launch_v3_tuned(const kernels::PagedAttentionParams& params, void* stream
       p, p.head_size, stream, kernels::detail::V3Grid{true, 0, false, kTuning});
 }
 
+// The standard suite's prefill shapes.
+const Shape kStandardShapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128},
+                                 {"4x2048 d128", 4, 2048, 32, 8, 128},
+                                 {"16x512 d128", 16, 512, 32, 8, 128},
+                                 {"1x8192 d64", 1, 8192, 32, 8, 64},
+                                 {"1x8192 d256", 1, 8192, 16, 4, 256}};
+
 struct Variant {
   const char* name;
   Launcher launch;
@@ -241,12 +248,7 @@ TEST(V3Bench, DISABLED_Variants) {
       {"v3 tune 8", launch_v3_tuned<8>},   {"v3 tune 15", launch_v3_tuned<15>},
       {"v3 tune 17", launch_v3_tuned<17>}, {"v3 tune 31", launch_v3_tuned<31>},
       {"v3 dispatch", launch_v3}};
-  const Shape shapes[] = {{"1x8192 d128", 1, 8192, 32, 8, 128},
-                          {"4x2048 d128", 4, 2048, 32, 8, 128},
-                          {"16x512 d128", 16, 512, 32, 8, 128},
-                          {"1x8192 d64", 1, 8192, 32, 8, 64},
-                          {"1x8192 d256", 1, 8192, 16, 4, 256}};
-  for (const Shape& shape : shapes) {
+  for (const Shape& shape : kStandardShapes) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     const PrefillBench b(128, shape, false);
     for (bool causal : {false, true}) {
@@ -267,6 +269,21 @@ TEST(V3Bench, DISABLED_Variants) {
                     causal ? "causal" : "noncausal", worst);
         EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
       }
+    }
+  }
+}
+
+// The dispatch's v3 alone on the standard shapes at block 128 (for comparing two builds of the
+// library with one test binary).
+TEST(V3Bench, DISABLED_Dispatch) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Variant> dispatch = {{"v3 dispatch", launch_v3}};
+  for (const Shape& shape : kStandardShapes) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      report(shape.name, "v3 dispatch", causal, interleaved_ms(dispatch, b.params(causal))[0],
+             b.flops(causal));
     }
   }
 }
