@@ -242,12 +242,11 @@ std::vector<double> interleaved_ms(const std::vector<Variant>& variants,
 TEST(V3Bench, DISABLED_Variants) {
   PAGEDATTN_REQUIRE_V3();
   const std::vector<Variant> variants = {
-      {"v3 tune 0", launch_v3_tuned<0>},   {"v3 tune 1", launch_v3_tuned<1>},
-      {"v3 tune 2", launch_v3_tuned<2>},   {"v3 tune 4", launch_v3_tuned<4>},
-      {"v3 tune 6", launch_v3_tuned<6>},   {"v3 tune 7", launch_v3_tuned<7>},
-      {"v3 tune 8", launch_v3_tuned<8>},   {"v3 tune 15", launch_v3_tuned<15>},
-      {"v3 tune 17", launch_v3_tuned<17>}, {"v3 tune 31", launch_v3_tuned<31>},
-      {"v3 dispatch", launch_v3}};
+      {"v3 tune 0", launch_v3_tuned<0>},     {"v3 tune 8", launch_v3_tuned<8>},
+      {"v3 tune 12", launch_v3_tuned<12>},   {"v3 tune 29", launch_v3_tuned<29>},
+      {"v3 tune 31", launch_v3_tuned<31>},   {"v3 tune 61", launch_v3_tuned<61>},
+      {"v3 tune 93", launch_v3_tuned<93>},   {"v3 tune 125", launch_v3_tuned<125>},
+      {"v3 tune 127", launch_v3_tuned<127>}, {"v3 dispatch", launch_v3}};
   for (const Shape& shape : kStandardShapes) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     const PrefillBench b(128, shape, false);

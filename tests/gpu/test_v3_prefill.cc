@@ -201,5 +201,32 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   EXPECT_NE(s.message().find("decode-shaped"), std::string::npos) << s.message();
 }
 
+// Three CTAs walking every tile with schedule variant kTuning (launch.h, V3Grid::tuning).
+template <unsigned kTuning>
+Status launch_v3_three_ctas_tuned(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  p.generation = kernels::KernelGeneration::kV3;
+  return kernels::detail::launch_paged_attention_v3_scheduled(
+      p, p.head_size, stream, kernels::detail::V3Grid{true, 3, false, kTuning});
+}
+
+// The schedule variants V3Bench times, on every kind of tile boundary (requests of 1 to 300
+// queries, three CTAs walking all tiles), causal and not.
+TEST(PagedAttentionV3, ScheduleVariants) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    for (bool causal : {true, false}) {
+      CaseSpec c = prefill_case(90 + d + (causal ? 1 : 0), d);
+      c.causal = causal;
+      c.name += causal ? "_variants" : "_variants_noncausal";
+      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<0>, "tuning 0");
+      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_three_ctas_tuned<29>, "tuning 29");
+      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<31>, "tuning 31");
+      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_three_ctas_tuned<125>, "tuning 125");
+      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<127>, "tuning 127");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pagedattn::test

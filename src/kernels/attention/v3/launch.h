@@ -25,8 +25,9 @@ struct V3Grid {
   // O's rescale when no row maximum grew, bit 1 issues the next tile's S_0 with a tile's last
   // P·V, bit 2 double-buffers Q, bit 3 stages O through shared memory for 16-byte stores (bits 2
   // and 3: head sizes up to 128), bit 4 moves a row maximum only when it grows by more than 2^8
-  // (so bit 0 skips nearly every rescale).
-  unsigned tuning = 31;
+  // (so bit 0 skips nearly every rescale), bit 5 orders a request's query tiles together, bit 6
+  // describes a consumer's next tile before its steps.
+  unsigned tuning = 127;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

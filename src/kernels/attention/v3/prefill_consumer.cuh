@@ -95,8 +95,8 @@ struct TileRows {
 // S_i = Q·K_iᵀ, then O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that
 // P·V still runs, then rescales O once it is done (intra-warpgroup overlap), and only when a row
 // maximum grew in the warp. Q is released as soon as the tile's last S is done. Between two tiles
-// (kTuneCrossTile) one step issues the next tile's S_0 with this tile's last P·V and stores this
-// tile's O while the next softmax's products run, so the tensor cores do not wait for the stores.
+// (kTuneCrossTile) the next tile's S_0 is issued before this tile's O is stored, so the store
+// runs while it does.
 template <int kD>
 struct Consumer {
   using S = PrefillShape<kD>;
@@ -235,29 +235,33 @@ struct Consumer {
     ++tile_count;
   }
 
-  // The tile's last P·V and the next tile's S_0 in one turn; the next softmax runs while the P·V
-  // does, then the tile's O is stored and cleared.
+  // Between two tiles: the tile's last P·V in one turn, the next tile's S_0 in the next, then the
+  // tile's O stored (and cleared) while that S_0 runs, and the next softmax.
   __device__ __forceinline__ void bridge_step(const PrefillTile& w, const TileRows& r,
                                               const PrefillTile& nw, const TileRows& nr) {
     const int v = use + w.num_kv_tiles - 1, k = use + w.num_kv_tiles;
-    wait_q(tile_count + 1);
-    wait_k(k);
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count + 1), k_at(k));
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
-    wait_scores();
+    wait_q(tile_count + 1);
+    wait_k(k);
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores<kD>(sc, q_base(tile_count + 1), k_at(k));
+    turns.end(false);
+    device::wgmma_wait_group<1>();  // the P·V, issued first
+#pragma unroll
+    for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+    device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    store(w, r, st);
+    zero_o();
+    st = RowState{};
+    wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(k)]);
     if (nw.num_kv_tiles == 1) release_q(tile_count + 1);
-    const RowState done = st;
-    st = RowState{};
     scores_to_p(nw, nr, 0);
-    wait_all();
-    device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    store(w, r, done);
-    zero_o();
     pack_p(sc, p);
     use = k;
     ++tile_count;
@@ -275,10 +279,20 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, P
   c.turns.start();
   TileRows r = c.rows_of(w);
   c.first_step(w, r);
+  const bool early_find = (a.tuning & kTuneEarlyFind) != 0;
   for (;;) {
+    // The next tile's description reads global memory: early, its latency hides behind the steps.
+    bool more = false;
+    if (early_find) {
+      walk.advance();
+      more = walk.find<kD>(a, next);
+    }
     for (int i = 1; i < w.num_kv_tiles; ++i) c.middle_step(w, r, i);
-    walk.advance();
-    if (!walk.find<kD>(a, next)) {
+    if (!early_find) {
+      walk.advance();
+      more = walk.find<kD>(a, next);
+    }
+    if (!more) {
       c.last_step(w, r, true);
       return;
     }

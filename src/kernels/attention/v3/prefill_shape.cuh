@@ -82,9 +82,11 @@ constexpr size_t prefill_smem_bytes() {
 }
 
 // Variants of the kernel's schedule, for same-run comparisons (PrefillArgs::tuning).
-inline constexpr uint32_t kTuneSkipRescale = 1;  // no rescale of O when no row maximum grew
-inline constexpr uint32_t kTuneCrossTile = 2;    // next tile's S_0 issued with the last P·V
-inline constexpr uint32_t kTuneStagedO = 8;      // O through shared memory (kStagedO sizes)
+inline constexpr uint32_t kTuneSkipRescale = 1;   // no rescale of O when no row maximum grew
+inline constexpr uint32_t kTuneCrossTile = 2;     // next tile's S_0 issued with the last P·V
+inline constexpr uint32_t kTuneStagedO = 8;       // O through shared memory (kStagedO sizes)
+inline constexpr uint32_t kTuneQTilesInner = 32;  // a request's query tiles adjacent in the order
+inline constexpr uint32_t kTuneEarlyFind = 64;    // the next tile described before the steps
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
