@@ -108,9 +108,23 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   const bool leader = a.gather ? threadIdx.x == 0 : device::elect_one();
   const bool token_first = a.kv_token_coord == 1;
   TileWalk walk{total_tiles};
-  PrefillTile w;
+  PrefillTile w, next;
   int use = 0;  // of the ring, across work tiles
-  for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
+  // kTuneEarlyFind: the next work tile is described, and its first block id read, at the start of
+  // this one, so those loads' latency hides behind this tile's copies. TMA mode reads each KV
+  // tile's block id a tile ahead.
+  const bool early = (a.tuning & kTuneEarlyFind) != 0;
+  auto first_block = [&](const PrefillTile& t) {
+    return a.gather ? 0 : a.block_table[t.req * a.block_table_stride];
+  };
+  bool have = walk.find<kD>(a, w);
+  int block_ahead = have ? first_block(w) : 0;
+  for (int tile_count = 0; have; ++tile_count) {
+    bool have_next = false;
+    if (early) {
+      walk.advance();
+      have_next = walk.find<kD>(a, next);
+    }
     if (leader) load_q<kD>(q_map, a, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
     int next_page_id = a.gather ? tile_page_id(a, w, table, 0) : 0;
@@ -129,7 +143,12 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
         device::mbarrier_arrive_on_cp_async(&s.v_full[stage]);
         continue;
       }
-      const int block = table[key0 / a.block_size];
+      const int block = block_ahead;
+      if (i + 1 < w.num_kv_tiles) {
+        block_ahead = table[(key0 + S::kBlockN) / a.block_size];
+      } else if (have_next) {
+        block_ahead = first_block(next);
+      }
       const int row0 = key0 % a.block_size;
       // Map coordinates: {column, token or head, head or token, plane, block}.
       int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
@@ -157,6 +176,13 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
         if (leader) device::mbarrier_arrive(&s.v_full[stage]);
       }
     }
+    if (!early) {
+      walk.advance();
+      have_next = walk.find<kD>(a, next);
+      if (have_next) block_ahead = first_block(next);
+    }
+    w = next;
+    have = have_next;
   }
 }
 
