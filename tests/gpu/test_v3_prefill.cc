@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "paged_attention_harness.h"
@@ -211,19 +212,33 @@ Status launch_v3_three_ctas_tuned(const kernels::PagedAttentionParams& params, v
 }
 
 // The schedule variants V3Bench times, on every kind of tile boundary (requests of 1 to 300
-// queries, three CTAs walking all tiles), causal and not.
+// queries, three CTAs walking all tiles), causal and not: all of them at D 128, four elsewhere.
 TEST(PagedAttentionV3, ScheduleVariants) {
   PAGEDATTN_REQUIRE_V3();
+  const std::vector<std::pair<const char*, PagedAttentionLauncher>> everywhere = {
+      {"tuning 0", launch_v3_three_ctas_tuned<0>},
+      {"tuning 29", launch_v3_three_ctas_tuned<29>},
+      {"tuning 125", launch_v3_three_ctas_tuned<125>},
+      {"tuning 127", launch_v3_three_ctas_tuned<127>}};
+  const std::vector<std::pair<const char*, PagedAttentionLauncher>> d128 = {
+      {"tuning 8", launch_v3_three_ctas_tuned<8>},
+      {"tuning 12", launch_v3_three_ctas_tuned<12>},
+      {"tuning 31", launch_v3_three_ctas_tuned<31>},
+      {"tuning 61", launch_v3_three_ctas_tuned<61>},
+      {"tuning 93", launch_v3_three_ctas_tuned<93>}};
   for (int d : built_head_sizes()) {
     for (bool causal : {true, false}) {
       CaseSpec c = prefill_case(90 + d + (causal ? 1 : 0), d);
       c.causal = causal;
       c.name += causal ? "_variants" : "_variants_noncausal";
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<0>, "tuning 0");
-      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_three_ctas_tuned<29>, "tuning 29");
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<31>, "tuning 31");
-      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_three_ctas_tuned<125>, "tuning 125");
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas_tuned<127>, "tuning 127");
+      int n = 0;
+      for (const auto& [name, launch] : everywhere) {
+        expect_pass_with(c, n++ % 2 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch, name);
+      }
+      if (d != 128) continue;
+      for (const auto& [name, launch] : d128) {
+        expect_pass_with(c, n++ % 2 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch, name);
+      }
     }
   }
 }
