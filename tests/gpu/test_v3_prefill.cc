@@ -221,11 +221,9 @@ TEST(PagedAttentionV3, ScheduleVariants) {
       {"tuning 125", launch_v3_three_ctas_tuned<125>},
       {"tuning 127", launch_v3_three_ctas_tuned<127>}};
   const std::vector<std::pair<const char*, PagedAttentionLauncher>> d128 = {
-      {"tuning 8", launch_v3_three_ctas_tuned<8>},
-      {"tuning 12", launch_v3_three_ctas_tuned<12>},
-      {"tuning 31", launch_v3_three_ctas_tuned<31>},
-      {"tuning 61", launch_v3_three_ctas_tuned<61>},
-      {"tuning 93", launch_v3_three_ctas_tuned<93>}};
+      {"tuning 8", launch_v3_three_ctas_tuned<8>},   {"tuning 12", launch_v3_three_ctas_tuned<12>},
+      {"tuning 31", launch_v3_three_ctas_tuned<31>}, {"tuning 61", launch_v3_three_ctas_tuned<61>},
+      {"tuning 93", launch_v3_three_ctas_tuned<93>}, {"tuning 95", launch_v3_three_ctas_tuned<95>}};
   for (int d : built_head_sizes()) {
     for (bool causal : {true, false}) {
       CaseSpec c = prefill_case(90 + d + (causal ? 1 : 0), d);

@@ -21,13 +21,14 @@ struct V3Grid {
   // slower than v2 (block 16, 1 x 8192, D 128: 190 against 350 TFLOP/s; the producer's address
   // arithmetic takes the issue slots), so the dispatch leaves those pages to v2.
   bool gather_small_pages = false;
-  // Schedule variants, for same-run comparisons in V3Bench (the dispatch uses all): bit 0 skips
-  // O's rescale when no row maximum grew, bit 1 issues the next tile's S_0 with a tile's last
-  // P·V, bit 2 double-buffers Q, bit 3 stages O through shared memory for 16-byte stores (bits 2
-  // and 3: head sizes up to 128), bit 4 moves a row maximum only when it grows by more than 2^8
-  // (so bit 0 skips nearly every rescale), bit 5 orders a request's query tiles together, bit 6
-  // describes a consumer's next tile before its steps.
-  unsigned tuning = 127;
+  // Schedule variants, for same-run comparisons in V3Bench (docs/kernels.md has the measured
+  // table): bit 0 skips O's rescale when no row maximum grew; bit 1 issues the next tile's S_0
+  // before storing a tile's O; bit 2 double-buffers Q and bit 3 stages O through shared memory
+  // for 16-byte stores (both at head sizes up to 128); bit 4 moves a row maximum only when it grows
+  // by more than 2^8 (so bit 0 skips nearly every rescale); bit 5 orders a request's query tiles
+  // together; bit 6 describes the next tile before this one's steps. The dispatch's 29 (bits 0, 2,
+  // 3, 4) is what measured faster on every standard shape.
+  unsigned tuning = 29;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size
