@@ -185,15 +185,6 @@ void compare(const Shape& shape, bool hnd) {
   }
 }
 
-// v3 at block 128, persistent grid, with schedule variant `kTuning` (launch.h, V3Grid::tuning).
-template <unsigned kTuning>
-Status launch_v3_tuned(const kernels::PagedAttentionParams& params, void* stream) {
-  kernels::PagedAttentionParams p = params;
-  p.generation = kernels::KernelGeneration::kV3;
-  return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{true, 0, false, kTuning});
-}
-
 // The standard suite's prefill shapes, the short requests first.
 const Shape kStandardShapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
                                  {"4x2048 d128", 4, 2048, 32, 8, 128},

@@ -202,28 +202,19 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   EXPECT_NE(s.message().find("decode-shaped"), std::string::npos) << s.message();
 }
 
-// Three CTAs walking every tile with schedule variant kTuning (launch.h, V3Grid::tuning).
-template <unsigned kTuning>
-Status launch_v3_three_ctas_tuned(const kernels::PagedAttentionParams& params, void* stream) {
-  kernels::PagedAttentionParams p = params;
-  p.generation = kernels::KernelGeneration::kV3;
-  return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{true, 3, false, kTuning});
-}
-
 // The schedule variants V3Bench times, on every kind of tile boundary (requests of 1 to 300
 // queries, three CTAs walking all tiles), causal and not: all of them at D 128, four elsewhere.
 TEST(PagedAttentionV3, ScheduleVariants) {
   PAGEDATTN_REQUIRE_V3();
   const std::vector<std::pair<const char*, PagedAttentionLauncher>> everywhere = {
-      {"tuning 0", launch_v3_three_ctas_tuned<0>},
-      {"tuning 29", launch_v3_three_ctas_tuned<29>},
-      {"tuning 125", launch_v3_three_ctas_tuned<125>},
-      {"tuning 127", launch_v3_three_ctas_tuned<127>}};
+      {"tuning 0", launch_v3_tuned<0, 3>},
+      {"tuning 29", launch_v3_tuned<29, 3>},
+      {"tuning 125", launch_v3_tuned<125, 3>},
+      {"tuning 127", launch_v3_tuned<127, 3>}};
   const std::vector<std::pair<const char*, PagedAttentionLauncher>> d128 = {
-      {"tuning 8", launch_v3_three_ctas_tuned<8>},   {"tuning 12", launch_v3_three_ctas_tuned<12>},
-      {"tuning 31", launch_v3_three_ctas_tuned<31>}, {"tuning 61", launch_v3_three_ctas_tuned<61>},
-      {"tuning 93", launch_v3_three_ctas_tuned<93>}, {"tuning 95", launch_v3_three_ctas_tuned<95>}};
+      {"tuning 8", launch_v3_tuned<8, 3>},   {"tuning 12", launch_v3_tuned<12, 3>},
+      {"tuning 31", launch_v3_tuned<31, 3>}, {"tuning 61", launch_v3_tuned<61, 3>},
+      {"tuning 93", launch_v3_tuned<93, 3>}, {"tuning 95", launch_v3_tuned<95, 3>}};
   for (int d : built_head_sizes()) {
     for (bool causal : {true, false}) {
       CaseSpec c = prefill_case(90 + d + (causal ? 1 : 0), d);
