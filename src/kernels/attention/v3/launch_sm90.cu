@@ -209,8 +209,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
   // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
-  const bool staged_o = (p.head_size <= 128 && aligned(p.out, 16) && p.out_token_stride % 8 == 0 &&
-                         p.out_head_stride % 8 == 0);
+  const bool staged_o = ((p.head_size == 64 || p.head_size == 128) && aligned(p.out, 16) &&
+                         p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0);
   a.tuning = staged_o ? grid.tuning : grid.tuning & ~8u;
   // Bit 4: row maxima move only by more than 8 (P up to 256), so the rescale is rare.
   a.rescale_threshold = (grid.tuning & 16u) != 0 ? 8.0f : 0.0f;

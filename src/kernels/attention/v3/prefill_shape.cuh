@@ -38,8 +38,8 @@ struct PrefillShape {
   // each).
   static constexpr int kQStages = kD > 128 ? 1 : 2;
   // O staged through shared memory for 16-byte global stores: one 64-row tile per consumer where
-  // it fits (D 128: 192 + 32 KB of the 227), not at D 256.
-  static constexpr bool kStagedO = kD <= 128;
+  // it fits (D 128: 192 + 32 KB of the 227), not at D 256; whole 64-column panels only.
+  static constexpr bool kStagedO = kD == 64 || kD == 128;
   static constexpr int kOStageBytes = kStagedO ? 64 * kD * 2 : 16;
   static constexpr int kPanels = kD / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
