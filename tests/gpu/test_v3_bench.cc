@@ -212,6 +212,109 @@ void compare(const Shape& shape, bool hnd) {
   }
 }
 
+// The standard suite's prefill shapes, the short requests first.
+const Shape kStandardShapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
+                                 {"4x2048 d128", 4, 2048, 32, 8, 128},
+                                 {"1x8192 d128", 1, 8192, 32, 8, 128},
+                                 {"1x8192 d64", 1, 8192, 32, 8, 64},
+                                 {"1x8192 d256", 1, 8192, 16, 4, 256}};
+
+// A launcher timed at block 128 (a schedule variant, V3Grid::tuning, or the dispatch).
+struct Schedule {
+  const char* name;
+  Launcher launch;
+};
+
+// Median times of the variants on the same parameters, their launches interleaved one by one (21
+// each after 3 warm-ups), so that clock drift over the run reaches every variant alike.
+std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
+                                   const kernels::PagedAttentionParams& p) {
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<std::vector<float>> times(variants.size());
+  for (int i = 0; i < 24; ++i) {
+    for (size_t v = 0; v < variants.size(); ++v) {
+      cudaEventRecord(start);
+      const Status st = variants[v].launch(p, nullptr);
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (i >= 3) times[v].push_back(ms);
+    }
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::vector<double> medians;
+  for (std::vector<float>& t : times) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  return medians;
+}
+
+// The schedule variants at block 128 on the standard suite's prefill shapes; each variant's output
+// against variant 0's on the same inputs.
+TEST(V3Bench, DISABLED_Variants) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Schedule> variants = {
+      {"v3 tune 0", launch_v3_tuned<0>},   {"v3 tune 29", launch_v3_tuned<29>},
+      {"v3 tune 31", launch_v3_tuned<31>}, {"v3 tune 61", launch_v3_tuned<61>},
+      {"v3 tune 63", launch_v3_tuned<63>}, {"v3 dispatch", launch_v3}};
+  for (const Shape& shape : kStandardShapes) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      const std::vector<double> ms = interleaved_ms(variants, b.params(causal));
+      for (size_t v = 0; v < variants.size(); ++v) {
+        report(shape.name, variants[v].name, causal, ms[v], b.flops(causal));
+      }
+      const std::vector<uint16_t> base = output_of(variants[0].launch, b, causal);
+      for (size_t k = 1; k + 1 < variants.size(); ++k) {  // not 0 itself, not the dispatch
+        const Schedule& v = variants[k];
+        const std::vector<uint16_t> out = output_of(v.launch, b, causal);
+        double worst = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          const double d = std::fabs(bf16_bits_to_float(base[i]) - bf16_bits_to_float(out[i]));
+          worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+        }
+        std::printf("BENCH %-16s %s vs tune 0, %s: max |difference| %.3g\n", shape.name, v.name,
+                    causal ? "causal" : "noncausal", worst);
+        EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
+      }
+    }
+  }
+}
+
+// The dispatch's v3 alone on the standard shapes at block 128 (for comparing two builds of the
+// library with one test binary).
+TEST(V3Bench, DISABLED_Dispatch) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Schedule> dispatch = {{"v3 dispatch", launch_v3}};
+  for (const Shape& shape : kStandardShapes) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      report(shape.name, "v3 dispatch", causal, interleaved_ms(dispatch, b.params(causal))[0],
+             b.flops(causal));
+    }
+  }
+}
+
+// One launch each of 16 x 512 and 1 x 8192 (D 128, non-causal, the dispatch's v3), for a profiler.
+TEST(V3Bench, DISABLED_ProfileLaunches) {
+  PAGEDATTN_REQUIRE_V3();
+  for (const Shape& shape :
+       {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+    const PrefillBench b(128, shape, false);
+    EXPECT_TRUE(launch_v3(b.params(false), nullptr).ok());
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+}
+
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);

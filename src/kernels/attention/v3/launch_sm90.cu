@@ -44,6 +44,12 @@ int query_tile_rows(int d) {
 int kv_tile_keys(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kBlockN; });
 }
+int q_buffers(int d) {
+  return with_shape(d, [](auto shape) { return decltype(shape)::kQStages; });
+}
+bool o_stage_built(int d) {
+  return with_shape(d, [](auto shape) { return decltype(shape)::kStagedO; });
+}
 int num_query_tiles(const PagedAttentionParams& p) {
   const int rows = query_tile_rows(p.head_size);
   return (p.max_query_len + rows - 1) / rows;
@@ -230,6 +236,13 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
+  // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
+  const bool staged_o = o_stage_built(p.head_size) && aligned(p.out, 16) &&
+                        p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0;
+  a.tuning = staged_o ? grid.tuning : grid.tuning & ~attention::v3::kTuneStagedO;
+  // Row maxima move only by more than 8 (P up to 256), so the rescale is rare.
+  a.rescale_threshold = (grid.tuning & attention::v3::kTuneThreshold) != 0 ? 8.0f : 0.0f;
+  a.q_stages = (grid.tuning & attention::v3::kTuneQBuffers) != 0 ? q_buffers(p.head_size) : 1;
   a.scale = p.scale;
   a.scale_log2 = p.scale * 1.4426950408889634f;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};

@@ -26,8 +26,10 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   PrefillSmem<kD>& s = *reinterpret_cast<PrefillSmem<kD>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
-    device::mbarrier_init(&s.q_full, 1);
-    device::mbarrier_init(&s.q_empty, S::kConsumers * 128);  // every consumer thread releases
+    for (int i = 0; i < S::kQStages; ++i) {
+      device::mbarrier_init(&s.q_full[i], 1);
+      device::mbarrier_init(&s.q_empty[i], S::kConsumers * 128);  // every consumer thread releases
+    }
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], 1);
       device::mbarrier_init(&s.v_full[i], 1);

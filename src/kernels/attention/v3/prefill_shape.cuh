@@ -40,6 +40,14 @@ struct PrefillShape {
   static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = kD == 64 ? 3 : 2;
+  // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 192: 48 KB
+  // each, D 256: 64 KB).
+  static constexpr int kQStages = kD > 128 ? 1 : 2;
+  // O staged through shared memory for 16-byte global stores: one 64-row tile per consumer where
+  // it fits (D 128: 192 + 32 KB of the 227), not above D 128; whole 64-column panels only (not
+  // D 96).
+  static constexpr bool kStagedO = kD == 64 || kD == 128;
+  static constexpr int kOStageBytes = kStagedO ? 64 * kD * 2 : 16;
   static constexpr int kPanels = (kD + 63) / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
   static constexpr int kKvPanelBytes = kBlockN * 128;
@@ -63,11 +71,12 @@ struct PrefillShape {
 template <int kD>
 struct PrefillSmem {
   using S = PrefillShape<kD>;
-  uint8_t q[S::kQTileBytes];
+  uint8_t q[S::kQStages][S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];
-  uint64_t q_full;
-  uint64_t q_empty;  // both consumers are done with Q's last product of a work tile
+  uint8_t o[S::kConsumers][S::kOStageBytes];
+  uint64_t q_full[S::kQStages];
+  uint64_t q_empty[S::kQStages];  // every consumer is done with Q's last product of a work tile
   uint64_t k_full[S::kStages];
   uint64_t k_empty[S::kStages];
   uint64_t v_full[S::kStages];
@@ -78,6 +87,16 @@ template <int kD>
 constexpr size_t prefill_smem_bytes() {
   return sizeof(PrefillSmem<kD>) + 1024;
 }
+
+// Variants of the kernel's schedule, for same-run comparisons (V3Grid::tuning). The launcher turns
+// kTuneQBuffers into q_stages and kTuneThreshold into rescale_threshold; the rest reach the kernel
+// in PrefillArgs::tuning.
+inline constexpr uint32_t kTuneSkipRescale = 1;   // no rescale of O when no row maximum grew
+inline constexpr uint32_t kTuneCrossTile = 2;     // next tile's S_0 before this tile's O store
+inline constexpr uint32_t kTuneQBuffers = 4;      // kQStages Q buffers
+inline constexpr uint32_t kTuneStagedO = 8;       // O through shared memory (kStagedO sizes)
+inline constexpr uint32_t kTuneThreshold = 16;    // row maxima move only by more than 2^8
+inline constexpr uint32_t kTuneQTilesInner = 32;  // a request's query tiles adjacent in the order
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
@@ -99,7 +118,10 @@ struct PrefillArgs {
   // gridDim.x, ... (one each when the grid has a CTA per tile).
   int num_heads;
   int num_reqs;
-  int num_q_tiles;  // of the longest request
+  int num_q_tiles;          // of the longest request
+  int q_stages;             // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
+  uint32_t tuning;          // kTune* bits
+  float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
   float scale;
   float scale_log2;  // scale * log2(e)
   MaskRule mask;     // causal or not; no window yet (the launcher rejects one)

@@ -2,7 +2,9 @@
 // PrefillArgs): tile t is query head t % num_heads of request (t / num_heads) % num_reqs, query
 // tile num_q_tiles - 1 - t / (num_heads * num_reqs). Under a causal mask later query tiles see more
 // keys, so the longest tiles of every request come first and the short ones fill the end; the
-// query heads of one KV head are neighbours, so CTAs running together share K/V in L2. Every
+// query heads of one KV head are neighbours, so CTAs running together share K/V in L2. With
+// kTuneQTilesInner the query tiles of a request come before the next request (request
+// t / (num_heads * num_q_tiles)), so every CTA reading one request's K/V runs at once. Every
 // thread of a CTA walks the same sequence, so the roles agree on it without communicating.
 #pragma once
 
@@ -31,11 +33,12 @@ __device__ __forceinline__ bool describe_tile(const PrefillArgs& a, int t, Prefi
   using S = PrefillShape<kD>;
   w.head = t % a.num_heads;
   const int rest = t / a.num_heads;
-  w.req = rest % a.num_reqs;
+  const bool q_inner = (a.tuning & kTuneQTilesInner) != 0;
+  w.req = q_inner ? rest / a.num_q_tiles : rest % a.num_reqs;
   w.kv_head = w.head / a.group;
   w.q_start = a.cu_seqlens_q[w.req];
   w.q_len = a.cu_seqlens_q[w.req + 1] - w.q_start;
-  w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * S::kBlockM;
+  w.q0 = (a.num_q_tiles - 1 - (q_inner ? rest % a.num_q_tiles : rest / a.num_reqs)) * S::kBlockM;
   if (w.q0 >= w.q_len) return false;
   w.k_len = a.seqused_k[w.req];
   // The tile's last row sees the most keys (the queries are the last q_len positions).

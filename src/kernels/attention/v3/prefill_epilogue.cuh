@@ -1,0 +1,116 @@
+// The end of a v3 prefill work tile for one consumer warpgroup: O normalised by the row sums and
+// stored as bf16 with the LSE (natural log), rows past the request's queries left alone. Either
+// straight from the accumulators (4-byte stores, two rows per thread) or, where PrefillSmem has
+// the room (D 64 and 128), staged through shared memory and written as 16-byte row segments.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "device/mma.cuh"
+#include "device/warp_specialize.cuh"
+#include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/attention/v3/prefill_softmax.cuh"
+#include "kernels/attention/v3/prefill_tiles.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// Normalises and stores this thread's two rows (row and row + 8) when they belong to the request,
+// columns below kD (at D 96 the chunk's columns 96..127 are not the output's).
+template <int kD, int kChunks, int kRegs>
+__device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
+                                           const PrefillArgs& a, const PrefillTile& w, int row) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row + 8 * h;
+    if (r >= w.q_len) continue;
+    const int64_t token = w.q_start + r;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j) {
+        if (c * 2 * kRegs + 8 * j >= kD) break;
+        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
+            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv,
+                                               o[c][4 * j + 2 * h + 1] * inv);
+      }
+    }
+    if (a.lse != nullptr && t == 0) {
+      a.lse[w.head * a.lse_head_stride + token] =
+          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
+    }
+  }
+}
+
+// The row sums of this thread's rows over its quad, and the LSE of each row written once.
+__device__ __forceinline__ void row_sums(const RowState& st, const PrefillArgs& a,
+                                         const PrefillTile& w, int row, float (&inv)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = st.l[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[h] = l > 0.0f ? 1.0f / l : 0.0f;
+    const int r = row + 8 * h;
+    if (a.lse != nullptr && threadIdx.x % 4 == 0 && r < w.q_len) {
+      a.lse[w.head * a.lse_head_stride + w.q_start + r] =
+          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
+    }
+  }
+}
+
+// Staged store of the warpgroup's 64 rows: each thread writes its normalised O as bf16 pairs into
+// `stage` (64-column panels of 128-byte rows, 128-byte swizzled: a warp's pairs fall in 32
+// distinct banks), the warpgroup meets on named barrier `barrier`, then thread i copies 16-byte
+// chunks (row i / (D / 8) of every pass) to global memory, a row's D * 2 bytes contiguous. The
+// next write to `stage` comes after the next turn barrier, which orders this warpgroup's threads.
+template <int kD, int kChunks, int kRegs>
+__device__ __forceinline__ void store_rows_staged(const float (&o)[kChunks][kRegs],
+                                                  const RowState& st, const PrefillArgs& a,
+                                                  const PrefillTile& w, int row, int first_row,
+                                                  uint8_t* stage, int barrier) {
+  float inv[2];
+  row_sums(st, a, w, row, inv);
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t r = static_cast<uint32_t>(row + 8 * h - first_row);  // 0 .. 63
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int j = 0; j < kRegs / 4; ++j) {
+        const int col = c * 2 * kRegs + 8 * j;  // of the chunk's 16 bytes
+        uint8_t* panel = stage + (col / 64) * (64 * 128);
+        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(r, (col % 64) / 8) + 4 * t) =
+            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv[h],
+                                               o[c][4 * j + 2 * h + 1] * inv[h]);
+      }
+    }
+  }
+  device::named_barrier_sync(barrier, 128);
+  constexpr int kRowChunks = kD / 8;
+  constexpr int kRowsPerPass = 128 / kRowChunks;
+  const int tid = threadIdx.x % 128, chunk = tid % kRowChunks;
+  uint16_t* head = a.out + w.head * a.out_head_stride + chunk * 8;
+  const uint8_t* panel = stage + (chunk / 8) * (64 * 128);
+#pragma unroll
+  for (int pass = 0; pass < 64 / kRowsPerPass; ++pass) {
+    const int r = pass * kRowsPerPass + tid / kRowChunks;
+    const uint4 v =
+        *reinterpret_cast<const uint4*>(panel + device::swizzle128_offset(r, chunk % 8));
+    if (first_row + r < w.q_len) {
+      *reinterpret_cast<uint4*>(head + (w.q_start + first_row + r) * a.out_token_stride) = v;
+    }
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3
