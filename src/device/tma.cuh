@@ -1,8 +1,8 @@
 // Tensor Memory Accelerator (TMA, sm_90) tile copies: the host encodes a tensor map (a
 // CUtensorMap, passed to the kernel as a __grid_constant__ parameter), one device thread issues a
 // copy of a whole box into shared memory, and the copy's bytes complete on an mbarrier
-// (mbarrier.cuh). Only the 16-bit, 128-byte-swizzle form the Hopper attention kernel needs: boxes
-// 64 elements wide, written as the swizzled panels described in wgmma.cuh.
+// (mbarrier.cuh). Only the 128-byte-swizzle forms the Hopper kernels need: boxes of 128 bytes of
+// columns, written as the swizzled panels described in wgmma.cuh.
 #pragma once
 
 #include <cuda.h>

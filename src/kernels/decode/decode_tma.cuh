@@ -8,42 +8,29 @@
 #include <cuda.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "device/mbarrier.cuh"
 #include "device/tma.cuh"
 #include "kernels/decode/decode_loads.cuh"
+#include "kernels/paged_kv_map.h"
 
 namespace pagedattn::kernels::decode {
 
-// The cache as {column, token or head, head or token (memory order, inner first), plane, block};
-// boxes of 128 bytes of columns x 16 tokens of one head, 128-byte L2 promotion (256 bytes ran 8%
-// slower at 64 x 4096).
+// The cache (kernels/paged_kv_map.h) in boxes of 128 bytes of columns x 16 tokens of one head,
+// 128-byte L2 promotion (256 bytes ran 8% slower at 64 x 4096).
 template <typename Cfg>
 CUresult encode_decode_kv_map(DecodeArgs& a) {
   const DecodeAttentionParams& p = a.p;
-  const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
-  a.kv_token_coord = heads_inner ? 2 : 1;
-  std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
-  std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
-  if (heads_inner) std::swap(token, head);
-  const uint64_t dims[5] = {static_cast<uint64_t>(p.head_size), token.first, head.first, 2,
-                            (uint64_t{1} << 31) - 1};
-  constexpr uint64_t kBytes = Cfg::kElemBytes;
-  const uint64_t strides[4] = {static_cast<uint64_t>(token.second) * kBytes,
-                               static_cast<uint64_t>(head.second) * kBytes,
-                               static_cast<uint64_t>(p.cache_kv_stride) * kBytes,
-                               static_cast<uint64_t>(p.cache_block_stride) * kBytes};
-  const uint32_t box[5] = {128 / Cfg::kElemBytes, heads_inner ? 1u : 16u, heads_inner ? 16u : 1u, 1,
-                           1};
+  const PagedKvMapShape m = paged_kv_map_shape(p, Cfg::kElemBytes, 128 / Cfg::kElemBytes, 16);
+  a.kv_token_coord = m.token_coord;
   // What the driver would refuse (a 16-byte aligned base, strides in multiples of 16 bytes) is
   // answered here, without a failing driver call (compute-sanitizer reports those as errors).
   bool describable = reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0;
-  for (const uint64_t stride : strides) describable = describable && stride % 16 == 0;
+  for (const uint64_t stride : m.strides_bytes) describable = describable && stride % 16 == 0;
   if (!describable) return CUDA_ERROR_INVALID_VALUE;
   return device::encode_tensor_map_sw128(
       &a.kv_map, Cfg::kFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
-      p.kv_cache, 5, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+      p.kv_cache, 5, m.dims, m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 template <typename Cfg>

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <utility>
 
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
@@ -16,6 +15,7 @@
 #include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "kernels/attention/v3/prefill_instance.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/paged_kv_map.h"
 #include "runtime/check.h"
 
 namespace pagedattn::kernels::detail {
@@ -167,27 +167,15 @@ Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
 }
 
-// The cache [blocks, 2, block_size, kv_heads, D] in any of its layouts: dimensions {column,
-// token and head in stride order, plane, block}, boxes of 64 columns x one KV tile of tokens (one
-// page when pages are smaller). The number of blocks is not known here; the block table only names
-// allocated ones. At D 96 a box's columns past 96 are zeros.
+// The cache (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one page when
+// pages are smaller). At D 96 a box's columns past 96 are zeros.
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
-  const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
-  *token_coord = heads_inner ? 2 : 1;
-  std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
-  std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
-  if (heads_inner) std::swap(token, head);
-  const uint64_t dims[5] = {static_cast<uint64_t>(p.head_size), token.first, head.first, 2,
-                            (uint64_t{1} << 31) - 1};
-  const uint64_t strides[4] = {static_cast<uint64_t>(token.second) * 2,
-                               static_cast<uint64_t>(head.second) * 2,
-                               static_cast<uint64_t>(p.cache_kv_stride) * 2,
-                               static_cast<uint64_t>(p.cache_block_stride) * 2};
-  // One box per page when pages are smaller than the tile.
   const uint32_t keys = static_cast<uint32_t>(std::min(kv_tile_keys(p.head_size), p.block_size));
-  const uint32_t box[5] = {64, heads_inner ? 1u : keys, heads_inner ? keys : 1u, 1, 1};
-  return map_status(device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, dims, strides, box),
-                    "K/V");
+  const PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
+  *token_coord = m.token_coord;
+  return map_status(
+      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, m.dims, m.strides_bytes, m.box),
+      "K/V");
 }
 
 }  // namespace

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "device/tma.cuh"
 #include "kernels/attention/v3/prefill_fp8_instance.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
+#include "kernels/paged_kv_map.h"
 
 namespace pagedattn::kernels::attention::v3 {
 namespace {
@@ -19,29 +19,15 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3 FP8: " + what + " (use kernel generation v2)");
 }
 
-// The cache [blocks, 2, block_size, kv_heads, D] of bytes: dimensions {column, token and head in
-// stride order, plane, block}, boxes of 128 columns (one swizzle span) x one KV tile of tokens.
+// The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x one KV
+// tile of tokens.
 Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                          int* token_coord) {
-  const auto encode = device::tensor_map_encoder();
-  if (encode == nullptr) return internal_error("paged attention v3 FP8: no tensor map encoder");
-  const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
-  *token_coord = heads_inner ? 2 : 1;
-  std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
-  std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
-  if (heads_inner) std::swap(token, head);
-  const cuuint64_t dims[5] = {static_cast<uint64_t>(p.head_size), token.first, head.first, 2,
-                              (uint64_t{1} << 31) - 1};
-  const cuuint64_t strides[4] = {
-      static_cast<uint64_t>(token.second), static_cast<uint64_t>(head.second),
-      static_cast<uint64_t>(p.cache_kv_stride), static_cast<uint64_t>(p.cache_block_stride)};
-  const uint32_t k = static_cast<uint32_t>(keys);
-  const cuuint32_t box[5] = {128, heads_inner ? 1u : k, heads_inner ? k : 1u, 1, 1};
-  const cuuint32_t element_strides[5] = {1, 1, 1, 1, 1};
+  const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
+  *token_coord = m.token_coord;
   const CUresult r =
-      encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, const_cast<void*>(p.kv_cache), dims, strides,
-             box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+      device::encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.kv_cache, 5, m.dims,
+                                      m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r == CUDA_SUCCESS) return ok_status();
   return internal_error("paged attention v3 FP8: encoding the K/V tensor map failed (CUresult " +
                         std::to_string(static_cast<int>(r)) + ")");
