@@ -276,15 +276,19 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
             std::string::npos)
       << s.message();
   p.block_size = 128;
-  p.softcap = 30.0f;
+  p.max_num_splits = 3;  // split-KV: v2's (the features are served: test_v3_features.cc)
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("soft cap"), std::string::npos) << s.message();
-  p.softcap = 0.0f;
-  p.window_left = 64;
+  EXPECT_NE(s.message().find("max_num_splits 3"), std::string::npos) << s.message();
+  p.max_num_splits = 1;
+  p.cache_dtype = DType::kFP8E4M3;  // the FP8 kernel has no features
+  p.fp8_tensor_cores = true;
+  p.k_scale = p.v_scale = reinterpret_cast<const float*>(never_read);
+  p.softcap = 30.0f;
   s = launch_v3(p, nullptr);
-  EXPECT_NE(s.message().find("sliding window"), std::string::npos) << s.message();
-  p.window_left = -1;
+  EXPECT_NE(s.message().find("with an fp8_e4m3 cache"), std::string::npos) << s.message();
+  p.softcap = 0.0f;
+  p.cache_dtype = DType::kBF16;
   p.head_size = 80;  // a v2 size with no v3 shape
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);

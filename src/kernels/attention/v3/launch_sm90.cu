@@ -101,9 +101,16 @@ Status check_served(const PagedAttentionParams& p) {
     return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
                        "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
-  if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
-      p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
-    return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
+  const bool features = p.alibi_slopes != nullptr || p.sinks != nullptr ||
+                        attention::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
+                        p.window_right >= 0;
+  if (p.cache_dtype == DType::kFP8E4M3 && features) {
+    return unsupported(
+        "ALiBi, sinks, soft cap and sliding window with an fp8_e4m3 cache (the FP8 kernel has none "
+        "of them; the bf16 kernel has all)");
+  }
+  if (p.max_num_splits > 1) {
+    return unsupported("max_num_splits " + str(p.max_num_splits) + " (split-KV is not written yet)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
   // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
@@ -231,8 +238,20 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   // Row maxima move only by more than 8 (P up to 256), so the rescale is rare.
   a.rescale_threshold = (grid.tuning & attention::v3::kTuneThreshold) != 0 ? 8.0f : 0.0f;
   a.q_stages = (grid.tuning & attention::v3::kTuneQBuffers) != 0 ? q_buffers(p.head_size) : 1;
-  a.scale = p.scale;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  a.score.plain_log2 = p.scale * kLog2e;
+  a.score.alibi_slopes = p.alibi_slopes;
+  if (attention::soft_cap_applies(p.softcap)) {
+    const attention::SoftCap<float> cap = attention::make_soft_cap(p.scale, p.softcap, kLog2e);
+    a.score.cap_pre = cap.pre;
+    a.score.cap_post = cap.post;
+  }
+  // Transformed scores leave the transform in base 2; raw ones are scaled in the softmax, whose
+  // maxima of raw scores are those of the scaled ones only for a positive scale.
+  a.score.transform = a.score.cap_post != 0.0f || p.alibi_slopes != nullptr || !(p.scale > 0.0f);
+  a.scale = a.score.transform ? 0.6931471805599453f : p.scale;
+  a.scale_log2 = a.score.transform ? 1.0f : p.scale * kLog2e;
+  a.sinks = p.sinks;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);
   a.out_token_stride = p.out_token_stride;

@@ -1,6 +1,6 @@
 // A consumer warpgroup of the v3 prefill kernel: for its 64 query rows of each work tile and every
-// KV tile, S = Q·Kᵀ by wgmma from shared memory, mask (boundary tiles only), online softmax in
-// registers (prefill_softmax.cuh), O += P·V by wgmma with P from registers; then the normalised
+// KV tile, S = Q·Kᵀ by wgmma from shared memory, the score transforms (kTransform) and the mask
+// (boundary tiles only; prefill_score.cuh), online softmax in registers (prefill_softmax.cuh), O += P·V by wgmma with P from registers; then the normalised
 // output and the LSE (prefill_epilogue.cuh). O is held in chunks of at most 128 columns (one P·V
 // wgmma each).
 #pragma once
@@ -17,6 +17,7 @@
 #include "device/wgmma.cuh"
 #include "kernels/attention/mask.h"
 #include "kernels/attention/v3/prefill_epilogue.cuh"
+#include "kernels/attention/v3/prefill_score.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_softmax.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
@@ -80,8 +81,11 @@ struct IssueTurns {
 
 // A consumer's rows of one work tile.
 struct TileRows {
-  int row;          // this thread's row g within the request
-  int unmasked_hi;  // keys up to here are visible to every row of the warpgroup
+  int row;  // this thread's row g within the request
+  // Keys in [unmasked_lo, unmasked_hi] are visible to every row of the warpgroup.
+  int unmasked_lo;
+  int unmasked_hi;
+  float slope2;  // ALiBi slope of the tile's head times log2(e); 0 without ALiBi
 };
 
 // One consumer warpgroup's pipeline over the CTA's work tiles. Step i of a tile issues
@@ -90,7 +94,7 @@ struct TileRows {
 // maximum grew in the warp. Q is released as soon as the tile's last S is done. Between two tiles
 // (kTuneCrossTile) the next tile's S_0 is issued before this tile's O is stored, so the store
 // runs while it does.
-template <int kD>
+template <int kD, bool kTransform>
 struct Consumer {
   using S = PrefillShape<kD>;
   const PrefillArgs& a;
@@ -107,9 +111,16 @@ struct Consumer {
   __device__ __forceinline__ TileRows rows_of(const PrefillTile& w) const {
     const int tid = threadIdx.x % 128;
     const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;  // of the warpgroup
-    // The warpgroup's first row sees the fewest keys.
+    const int ctx = w.k_len - w.q_len;
+    // Both ends of the visible range grow with the row: the first row has the lowest end, the
+    // last the highest start.
+    float slope2 = 0.0f;
+    if constexpr (kTransform) {
+      if (a.score.alibi_slopes != nullptr) slope2 = a.score.alibi_slopes[w.head] * 1.4426950408889634f;
+    }
     return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
-            visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len).hi};
+            visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
+            visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope2};
   }
   __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
   __device__ __forceinline__ uint32_t parity(int u) const {
@@ -167,10 +178,16 @@ struct Consumer {
     }
     store_rows<kD>(o, rows, a, w, r.row);
   }
-  // S of KV tile i of w to P (mask on boundary tiles, softmax); true when O needs the rescale.
+  // S of the tile's KV tile i to P (transforms, mask on boundary tiles, softmax); true when O
+  // needs the rescale.
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
-    const int key0 = i * S::kBlockN;
-    if (key0 + S::kBlockN - 1 > r.unmasked_hi) mask_tile(sc, a, w, r.row, key0);
+    const int key0 = (w.kv_tile0 + i) * S::kBlockN;
+    if constexpr (kTransform) {
+      transform_scores(sc, a.score, r.slope2, r.row + w.k_len - w.q_len, key0);
+    }
+    if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
+      mask_tile(sc, a, w, r.row, key0);
+    }
     return softmax_tile(sc, st, a.scale_log2, a.rescale_threshold, alpha);
   }
 
@@ -262,10 +279,10 @@ struct Consumer {
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD>
+template <int kD, bool kTransform>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
-  Consumer<kD> c{a, s, IssueTurns{consumer, PrefillShape<kD>::kConsumers}};
+  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, PrefillShape<kD>::kConsumers}};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a, w)) return;

@@ -18,6 +18,26 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
+// A row's output factor (O times it is the output) and LSE (natural log).
+struct RowEnd {
+  float inv;
+  float lse;
+};
+
+// From the row's reference maximum m (score units, -inf before any visible key) and its sum l
+// over the quad; with sinks, the head's sink joins the normaliser only (docs/attention.md):
+// m' = max(m, sink), l' = l 2^(m - m') + 2^(sink - m') in base 2, O scaled by 2^(m - m') / l'.
+// A row with no visible key has out = 0 and LSE -inf, or the sink's logit with a sink.
+__device__ __forceinline__ RowEnd end_row(float m, float l, const PrefillArgs& a, int head) {
+  if (a.sinks == nullptr) return {l > 0.0f ? 1.0f / l : 0.0f, l > 0.0f ? m * a.scale + logf(l) : -INFINITY};
+  const float m2 = m * a.scale_log2, sink2 = a.sinks[head] * 1.4426950408889634f;
+  const float top = fmaxf(m2, sink2);
+  if (top == -INFINITY) return {0.0f, -INFINITY};
+  const float keep = exp2f(m2 - top);  // 0 without a visible key
+  const float total = l * keep + exp2f(sink2 - top);
+  return {keep / total, (top + log2f(total)) * 0.6931471805599453f};
+}
+
 // Normalises and stores this thread's two rows (row and row + 8) when they belong to the request,
 // columns below kD (at D 96 the chunk's columns 96..127 are not the output's).
 template <int kD, int kChunks, int kRegs>
@@ -32,7 +52,8 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
     const int r = row + 8 * h;
     if (r >= w.q_len) continue;
     const int64_t token = w.q_start + r;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const RowEnd end = end_row(st.m[h], l, a, w.head);
+    const float inv = end.inv;
     uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -44,14 +65,11 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
                                                o[c][4 * j + 2 * h + 1] * inv);
       }
     }
-    if (a.lse != nullptr && t == 0) {
-      a.lse[w.head * a.lse_head_stride + token] =
-          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
-    }
+    if (a.lse != nullptr && t == 0) a.lse[w.head * a.lse_head_stride + token] = end.lse;
   }
 }
 
-// The row sums of this thread's rows over its quad, and the LSE of each row written once.
+// The output factors of this thread's rows (end_row), and the LSE of each row written once.
 __device__ __forceinline__ void row_sums(const RowState& st, const PrefillArgs& a,
                                          const PrefillTile& w, int row, float (&inv)[2]) {
 #pragma unroll
@@ -59,11 +77,11 @@ __device__ __forceinline__ void row_sums(const RowState& st, const PrefillArgs& 
     float l = st.l[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[h] = l > 0.0f ? 1.0f / l : 0.0f;
+    const RowEnd end = end_row(st.m[h], l, a, w.head);
+    inv[h] = end.inv;
     const int r = row + 8 * h;
     if (a.lse != nullptr && threadIdx.x % 4 == 0 && r < w.q_len) {
-      a.lse[w.head * a.lse_head_stride + w.q_start + r] =
-          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
+      a.lse[w.head * a.lse_head_stride + w.q_start + r] = end.lse;
     }
   }
 }

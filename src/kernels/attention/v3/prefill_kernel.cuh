@@ -16,7 +16,9 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template <int kD>
+// kTransform: the scores pass through the soft cap and ALiBi (PrefillArgs::score), a kernel of
+// its own so that the plain one keeps its registers and instructions.
+template <int kD, bool kTransform>
 __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
@@ -45,7 +47,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     if (threadIdx.x / 32 < a.box_warps) produce<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume<kD>(a, total_tiles, s, warpgroup - 1);
+    consume<kD, kTransform>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

@@ -118,11 +118,12 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     if (warp == 0 && leader) load_q<kD>(q_map, a, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
     const bool small_pages = a.block_size < S::kBlockN;
-    int next_page_id = small_pages ? tile_page_id(a, w, table, 0) : 0;
+    const int first_key = w.kv_tile0 * S::kBlockN;
+    int next_page_id = small_pages ? tile_page_id(a, w, table, first_key) : 0;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
-      const int key0 = i * S::kBlockN;                       // is done
+      const int key0 = first_key + i * S::kBlockN;           // is done
       // Pages holding whole tiles: one entry, read by every lane (the same value in each).
       int page_id = small_pages ? next_page_id : table[key0 / a.block_size];
       if (small_pages && i + 1 < w.num_kv_tiles) {

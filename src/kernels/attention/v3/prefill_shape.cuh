@@ -98,6 +98,19 @@ inline constexpr uint32_t kTuneStagedO = 8;       // O through shared memory (kS
 inline constexpr uint32_t kTuneThreshold = 16;    // row maxima move only by more than 2^8
 inline constexpr uint32_t kTuneQTilesInner = 32;  // a request's query tiles adjacent in the order
 
+// The score transforms of mask.h, folded for the consumers of the kernel that applies them
+// (`transform`): a raw score x becomes, in base 2, cap_post * tanh(x * cap_pre) (make_soft_cap
+// with out_scale log2(e)) or x * plain_log2 without a cap, minus slope[head] * log2(e) *
+// |pos - key| with ALiBi. The plain kernel takes its maxima of raw scores, so it needs scale > 0;
+// the launcher transforms the scores otherwise.
+struct ScoreRule {
+  bool transform;
+  float cap_pre;
+  float cap_post;  // 0: no soft cap
+  float plain_log2;
+  const float* alibi_slopes;  // [num_heads] natural-log units, or nullptr
+};
+
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
 struct PrefillArgs {
@@ -122,9 +135,12 @@ struct PrefillArgs {
   int q_stages;             // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
   uint32_t tuning;          // kTune* bits
   float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
-  float scale;
-  float scale_log2;  // scale * log2(e)
-  MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
+  // Score units: the raw score q . k, or with a transform (ScoreRule) its result in base 2.
+  float scale;       // natural-log units per score unit (the softmax scale, or ln 2)
+  float scale_log2;  // base-2 units per score unit (scale * log2(e), or 1)
+  ScoreRule score;   // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
+  const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
+  MaskRule mask;       // causal or not, sliding window
   uint16_t* out;     // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr

@@ -1,5 +1,6 @@
-// The register math of a v3 prefill consumer between its two products: the mask of boundary
-// tiles, the online softmax of one S tile, the rescale of O and P's packing as wgmma A fragments.
+// The register math of a v3 prefill consumer between its two products, after the scores
+// (prefill_score.cuh): the online softmax of one S tile, the rescale of O and P's packing as wgmma
+// A fragments.
 //
 // Each thread holds two rows (g and g + 8 of its warp's 16) and, per row, a quarter of the
 // columns of S (kBlockN / 4) and of O (D / 4): element 4j + 2h + e of an accumulator is row h,
@@ -14,9 +15,7 @@
 
 #include "device/convert.cuh"
 #include "device/mma.cuh"
-#include "kernels/attention/mask.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
-#include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -24,26 +23,6 @@ struct RowState {
   float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
 };
-
-// Keys a row does not see (mask.h: past k_len, causally past its position) score -inf: a select,
-// so NaN in unused page slots cannot leak.
-template <int kRegs>
-__device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& a,
-                                          const PrefillTile& w, int row, int key0) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, row + 8 * h + w.k_len - w.q_len);
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = key0 + 8 * j + 2 * t + e;
-        if (key < seen.lo || key > seen.hi) s[4 * j + 2 * h + e] = -INFINITY;
-      }
-    }
-  }
-}
 
 // Online softmax over the tile, in place: S becomes P, the sums and maxima advance, and alpha is
 // the factor O must be rescaled by (done by the caller once no P·V group is running). A row's

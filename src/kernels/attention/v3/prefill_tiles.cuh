@@ -24,7 +24,8 @@ struct PrefillTile {
   int q_len;
   int k_len;
   int q0;            // first query row of the tile, within the request
-  int num_kv_tiles;  // KV tiles any of its rows can see
+  int kv_tile0;      // the first KV tile any of its rows can see (a sliding window's left side)
+  int num_kv_tiles;  // KV tiles from kv_tile0 on that any of its rows can see
 };
 
 // Fills w for tile t; false when the tile has no rows or no visible keys (nothing to compute).
@@ -41,10 +42,14 @@ __device__ __forceinline__ bool describe_tile(const PrefillArgs& a, int t, Prefi
   w.q0 = (a.num_q_tiles - 1 - (q_inner ? rest % a.num_q_tiles : rest / a.num_reqs)) * S::kBlockM;
   if (w.q0 >= w.q_len) return false;
   w.k_len = a.seqused_k[w.req];
-  // The tile's last row sees the most keys (the queries are the last q_len positions).
-  const int last_row = min(w.q0 + S::kBlockM, w.q_len) - 1;
-  const KeyRange<int> seen = visible_keys(a.mask, w.k_len, last_row + w.k_len - w.q_len);
-  w.num_kv_tiles = (seen.hi + 1 + S::kBlockN - 1) / S::kBlockN;
+  // Both ends of a row's visible keys grow with its position (the queries are the last q_len
+  // positions): the tile sees keys from its first row's lowest to its last row's highest. Every
+  // row sees its own position, so the range is never empty; KV tiles outside it are never loaded.
+  const int last_row = min(w.q0 + S::kBlockM, w.q_len) - 1, ctx = w.k_len - w.q_len;
+  const int lo = visible_keys(a.mask, w.k_len, w.q0 + ctx).lo;
+  const int hi = visible_keys(a.mask, w.k_len, last_row + ctx).hi;
+  w.kv_tile0 = lo / S::kBlockN;
+  w.num_kv_tiles = (hi + S::kBlockN) / S::kBlockN - w.kv_tile0;
   return w.num_kv_tiles > 0;
 }
 

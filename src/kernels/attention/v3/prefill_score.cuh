@@ -1,0 +1,73 @@
+// The scores of a v3 prefill consumer's S tile before the softmax (prefill_softmax.cuh): the
+// score transforms (soft cap, ALiBi: ScoreRule in prefill_shape.cuh, mask.h's order) and the mask
+// of keys a row does not see. The kTransform kernel transforms every tile; both kernels mask only
+// the tiles that cross a row's visible range (Consumer::scores_to_p).
+//
+// Element 4j + 2h + e of S is row h (g or g + 8 of the warp's 16), key 8j + 2t + e of the tile,
+// t the thread's lane in its quad (wgmma.cuh).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention/mask.h"
+#include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/attention/v3/prefill_tiles.cuh"
+
+namespace pagedattn::kernels::attention::v3 {
+
+// tanh on the SFU (one instruction, relative error below 2^-10.9): the soft cap runs once per
+// score, and tanhf's ~20 instructions each would outlast the other warpgroup's products.
+__device__ __forceinline__ float fast_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Raw scores to base-2 logits with the soft cap or the plain scale, then ALiBi's bias: slope2 is
+// the tile's head's slope times log2(e) (0: none), pos the absolute position of row g.
+template <int kRegs>
+__device__ __forceinline__ void transform_scores(float (&s)[kRegs], const ScoreRule& rule,
+                                                 float slope2, int pos, int key0) {
+  if (rule.cap_post != 0.0f) {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) s[i] = rule.cap_post * fast_tanh(s[i] * rule.cap_pre);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) s[i] *= rule.plain_log2;
+  }
+  if (slope2 == 0.0f) return;
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        s[4 * j + 2 * h + e] -= alibi_bias(slope2, pos + 8 * h, key0 + 8 * j + 2 * t + e);
+      }
+    }
+  }
+}
+
+// Keys a row does not see (mask.h: past k_len, causally past its position, outside its window)
+// score -inf: a select, so NaN in unused page slots cannot leak. `row` is row g within the request.
+template <int kRegs>
+__device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& a,
+                                          const PrefillTile& w, int row, int key0) {
+  const int t = threadIdx.x % 4;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, row + 8 * h + w.k_len - w.q_len);
+#pragma unroll
+    for (int j = 0; j < kRegs / 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + 8 * j + 2 * t + e;
+        if (key < seen.lo || key > seen.hi) s[4 * j + 2 * h + e] = -INFINITY;
+      }
+    }
+  }
+}
+
+}  // namespace pagedattn::kernels::attention::v3
