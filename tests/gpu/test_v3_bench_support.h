@@ -1,7 +1,7 @@
 // Shared by the v3 benches (test_v3_bench.cc, test_v3_features_bench.cc): a paged prefill batch
-// of equal requests on the device (random bf16 inputs, never zeros; shuffled block ids; ALiBi slopes
-// and sinks for the features), its FLOP count over the visible (query, key) pairs, and CUDA-event
-// medians of launches.
+// of equal requests on the device (random bf16 inputs, never zeros; shuffled block ids; ALiBi
+// slopes and sinks for the features), its FLOP count over the visible (query, key) pairs, and
+// CUDA-event medians of launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -97,7 +97,8 @@ struct PrefillBench {
     const kernels::attention::MaskRule rule{causal, f.window_left, f.window_right};
     double pairs = 0;
     for (int i = 0; i < q_len; ++i) {
-      const auto keys = kernels::attention::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
+      const auto keys =
+          kernels::attention::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
       pairs += static_cast<double>(std::max<int64_t>(0, keys.hi - keys.lo + 1));
     }
     return 4.0 * num_reqs * pairs * heads * d;

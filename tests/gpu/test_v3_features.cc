@@ -58,7 +58,7 @@ std::string window_name(const SlidingWindow& w) {
 
 // Left, right and both sides; windows cutting the 128-key tiles (and the 64-key ones of D 192 and
 // 256) on both sides, windows of one key, windows longer than every request.
-const SlidingWindow kWindows[] = {{15, 0},  {127, 0},   {0, 0},     {20, 20},   {-1, 5},
+const SlidingWindow kWindows[] = {{15, 0},   {127, 0},   {0, 0},       {20, 20}, {-1, 5},
                                   {200, -1}, {130, 300}, {1000, 1000}, {-1, 700}};
 
 TEST(PagedAttentionV3Features, SlidingWindows) {
@@ -102,8 +102,7 @@ TEST(PagedAttentionV3Features, LongSequencesShortWindows) {
       c.query_lens = {2100, 700};
       c.sliding_window = w;
       c.causal = w.right == 0;
-      expect_pass_with(c, n % 2 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch_v3,
-                       "dispatch");
+      expect_pass_with(c, n % 2 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch_v3, "dispatch");
       if (n == 1) expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas, "three CTAs");
       ++n;
     }
@@ -207,10 +206,12 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
   }
 }
 
-// Split-KV is refused (v2 serves it); checked before any launch.
+// Split-KV is refused (v2 serves it); checked before the device, so it runs everywhere v3 is built.
 TEST(PagedAttentionV3Features, RefusesSplitKv) {
-  PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
+  if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3) ||
+      !kernels::paged_attention_head_size_built(128)) {
+    GTEST_SKIP() << "v3 or head size 128 not built";
+  }
   kernels::PagedAttentionParams p;
   p.q_dtype = p.cache_dtype = DType::kBF16;
   p.head_size = p.block_size = 128;

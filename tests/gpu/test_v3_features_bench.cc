@@ -32,7 +32,8 @@ const FeatureRow kRows[] = {
     {"alibi", true, {.alibi = true}},
     {"sinks", false, {.sinks = true}},
     {"sinks", true, {.sinks = true}},
-    {"all, window 1024/0", true,
+    {"all, window 1024/0",
+     true,
      {.window_left = 1024, .window_right = 0, .softcap = 50.0f, .alibi = true, .sinks = true}},
 };
 
@@ -52,9 +53,9 @@ TEST(V3Bench, DISABLED_Features) {
       report(name.c_str(), "v3 block 16", row.causal,
              median_ms(launch_v3, b16.params(row.causal, row.f)), flops);
     }
-    const double worst =
-        max_difference(output_of(kernels::launch_paged_attention, b128, b128.params(row.causal, row.f)),
-                       output_of(launch_v3, b128, b128.params(row.causal, row.f)));
+    const double worst = max_difference(
+        output_of(kernels::launch_paged_attention, b128, b128.params(row.causal, row.f)),
+        output_of(launch_v3, b128, b128.params(row.causal, row.f)));
     std::printf("BENCH %s v3 vs v2 output, %s: max |difference| %.3g\n", name.c_str(),
                 row.causal ? "causal" : "noncausal", worst);
     EXPECT_LT(worst, 0.02) << name;

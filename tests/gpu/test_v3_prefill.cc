@@ -277,6 +277,7 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
       << s.message();
   p.block_size = 128;
   p.max_num_splits = 3;  // split-KV: v2's (the features are served: test_v3_features.cc)
+  p.split_out = p.split_lse = reinterpret_cast<float*>(never_read);
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("max_num_splits 3"), std::string::npos) << s.message();

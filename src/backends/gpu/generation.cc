@@ -27,8 +27,7 @@ bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const
 
 int preferred_generation(ComputeCapability cc, int head_size) {
   if (cc < ComputeCapability{8, 0} || !serves_head_size(head_size)) return 0;
-  if (cc.major == 9 &&
-      kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+  if (cc.major == 9 && kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
     return 3;
   }
   return 2;

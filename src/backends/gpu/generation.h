@@ -1,8 +1,8 @@
 // The kernel generation of a GPU impl's paged attention launches, one rule for every GPU backend:
 // preferred_generation is vLLM's get_flash_attn_version (v3, Hopper wgmma + TMA, on compute
 // capability 9.x in builds with sm_90a; else v2, mma.sync, sm_80+) except that ALiBi keeps v3 (vLLM
-// chooses FA2 then; our v3 serves ALiBi), chosen once per layer; each launch runs it where it serves
-// (kernels::paged_attention_serves) and v2 elsewhere, unless the layer forced a generation
+// chooses FA2 then; our v3 serves ALiBi), chosen once per layer; each launch runs it where it
+// serves (kernels::paged_attention_serves) and v2 elsewhere, unless the layer forced a generation
 // (AttentionImplParams::kernel_generation); and what the launches used is reported.
 #pragma once
 

@@ -110,7 +110,8 @@ Status check_served(const PagedAttentionParams& p) {
         "of them; the bf16 kernel has all)");
   }
   if (p.max_num_splits > 1) {
-    return unsupported("max_num_splits " + str(p.max_num_splits) + " (split-KV is not written yet)");
+    return unsupported("max_num_splits " + str(p.max_num_splits) +
+                       " (split-KV is not written yet)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
   // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group

@@ -1,8 +1,8 @@
 // A consumer warpgroup of the v3 prefill kernel: for its 64 query rows of each work tile and every
 // KV tile, S = Q·Kᵀ by wgmma from shared memory, the score transforms (kTransform) and the mask
-// (boundary tiles only; prefill_score.cuh), online softmax in registers (prefill_softmax.cuh), O += P·V by wgmma with P from registers; then the normalised
-// output and the LSE (prefill_epilogue.cuh). O is held in chunks of at most 128 columns (one P·V
-// wgmma each).
+// (boundary tiles only; prefill_score.cuh), online softmax in registers (prefill_softmax.cuh), O +=
+// P·V by wgmma with P from registers; then the normalised output and the LSE
+// (prefill_epilogue.cuh). O is held in chunks of at most 128 columns (one P·V wgmma each).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -116,7 +116,8 @@ struct Consumer {
     // last the highest start.
     float slope2 = 0.0f;
     if constexpr (kTransform) {
-      if (a.score.alibi_slopes != nullptr) slope2 = a.score.alibi_slopes[w.head] * 1.4426950408889634f;
+      if (a.score.alibi_slopes != nullptr)
+        slope2 = a.score.alibi_slopes[w.head] * 1.4426950408889634f;
     }
     return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
             visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,

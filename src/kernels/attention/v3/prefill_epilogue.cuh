@@ -29,7 +29,8 @@ struct RowEnd {
 // m' = max(m, sink), l' = l 2^(m - m') + 2^(sink - m') in base 2, O scaled by 2^(m - m') / l'.
 // A row with no visible key has out = 0 and LSE -inf, or the sink's logit with a sink.
 __device__ __forceinline__ RowEnd end_row(float m, float l, const PrefillArgs& a, int head) {
-  if (a.sinks == nullptr) return {l > 0.0f ? 1.0f / l : 0.0f, l > 0.0f ? m * a.scale + logf(l) : -INFINITY};
+  if (a.sinks == nullptr)
+    return {l > 0.0f ? 1.0f / l : 0.0f, l > 0.0f ? m * a.scale + logf(l) : -INFINITY};
   const float m2 = m * a.scale_log2, sink2 = a.sinks[head] * 1.4426950408889634f;
   const float top = fmaxf(m2, sink2);
   if (top == -INFINITY) return {0.0f, -INFINITY};

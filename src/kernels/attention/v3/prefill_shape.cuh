@@ -136,12 +136,12 @@ struct PrefillArgs {
   uint32_t tuning;          // kTune* bits
   float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
   // Score units: the raw score q . k, or with a transform (ScoreRule) its result in base 2.
-  float scale;       // natural-log units per score unit (the softmax scale, or ln 2)
-  float scale_log2;  // base-2 units per score unit (scale * log2(e), or 1)
-  ScoreRule score;   // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
+  float scale;         // natural-log units per score unit (the softmax scale, or ln 2)
+  float scale_log2;    // base-2 units per score unit (scale * log2(e), or 1)
+  ScoreRule score;     // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
   const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
   MaskRule mask;       // causal or not, sliding window
-  uint16_t* out;     // [num_tokens, num_heads, head size]
+  uint16_t* out;       // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;
