@@ -24,29 +24,42 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
-// Raw scores to base-2 logits with the soft cap or the plain scale, then ALiBi's bias: slope2 is
-// the tile's head's slope times log2(e) (0: none), pos the absolute position of row g.
-template <int kRegs>
-__device__ __forceinline__ void transform_scores(float (&s)[kRegs], const ScoreRule& rule,
-                                                 float slope2, int pos, int key0) {
-  if (rule.cap_post != 0.0f) {
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) s[i] = rule.cap_post * fast_tanh(s[i] * rule.cap_pre);
-  } else {
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) s[i] *= rule.plain_log2;
-  }
-  if (slope2 == 0.0f) return;
+// logit(x) of every raw score x, minus ALiBi's slope2 * |distance| (slope2 0: none), pos the
+// absolute position of row g. The distance is mask.h's |pos - key| (alibi_bias) formed in float
+// from one conversion per row (pos_h - key0 - 2t, less the element's constant offset): exact,
+// positions being far below 2^24, and an add and an FMA per score instead of a conversion each.
+// One pass over S: the soft cap's and ALiBi's loops apart spilled at D 256 (ptxas -v).
+template <int kRegs, typename Logit>
+__device__ __forceinline__ void biased_logits(float (&s)[kRegs], float slope2, int pos, int key0,
+                                              Logit logit) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    // Stepped key by key (exact: small integers), a chain ptxas cannot hoist into 64 registers.
+    float distance = static_cast<float>(pos + 8 * h - key0 - 2 * t);
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        s[4 * j + 2 * h + e] -= alibi_bias(slope2, pos + 8 * h, key0 + 8 * j + 2 * t + e);
+        float& x = s[4 * j + 2 * h + e];
+        x = fmaf(-slope2, fabsf(distance), logit(x));
+        distance -= e == 0 ? 1.0f : 7.0f;
       }
     }
+  }
+}
+
+// Raw scores to base-2 logits with the soft cap or the plain scale, then ALiBi's bias: slope2 is
+// the tile's head's slope times log2(e) (0: none). The branch is uniform over the CTA and taken
+// once per tile; the rule's fields stay kernel parameters (no registers).
+template <int kRegs>
+__device__ __forceinline__ void transform_scores(float (&s)[kRegs], const ScoreRule& rule,
+                                                 float slope2, int pos, int key0) {
+  if (rule.cap_post != 0.0f) {
+    biased_logits(s, slope2, pos, key0,
+                  [&](float x) { return rule.cap_post * fast_tanh(x * rule.cap_pre); });
+  } else {
+    biased_logits(s, slope2, pos, key0, [&](float x) { return x * rule.plain_log2; });
   }
 }
 
