@@ -2,9 +2,9 @@
 // float64 oracle (the v2 kernel's harness: random inputs, poisoned outputs, unused cache slots NaN,
 // shuffled block ids, LSE checked): sliding windows (left, right, both, with and without causal,
 // windows that cut KV tiles on both sides and ones longer than every request), the soft cap (with
-// caps up to float's maximum), ALiBi, sinks and their combinations; odd lengths (prefill, chunked
-// prefill, single-token rows), GQA, blocks 16 and 128, NHD and HND, the built head sizes; through
-// the dispatch, one CTA per work tile and three CTAs walking every tile. Needs a compute
+// caps up to float's maximum), ALiBi, sinks and their combinations, split-KV; odd lengths (prefill,
+// chunked prefill, single-token rows), GQA, blocks 16 and 128, NHD and HND, the built head sizes;
+// through the dispatch, one CTA per work tile and three CTAs walking every tile. Needs a compute
 // capability 9.0 device and a build with 90a.
 #include <gtest/gtest.h>
 
@@ -44,8 +44,8 @@ CaseSpec feature_case(uint64_t seed, int head_size, int block) {
 }
 
 void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLauncher launch,
-                      const char* grid) {
-  const RunResult r = run_paged_case(c, layout, {}, launch);
+                      const char* grid, const SplitOptions& splits = {}) {
+  const RunResult r = run_paged_case(c, layout, splits, launch);
   EXPECT_TRUE(r.cmp.pass) << c.name << " (" << grid << "): max_abs " << r.cmp.max_abs_error
                           << " rel_frob " << r.cmp.rel_frobenius << " lse " << r.cmp.max_lse_error
                           << "\n"
@@ -206,21 +206,71 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
   }
 }
 
-// Split-KV is refused (v2 serves it); checked before the device, so it runs everywhere v3 is built.
-TEST(PagedAttentionV3Features, RefusesSplitKv) {
+// Split-KV: partials per split and the combine (sinks added there once): as many splits as the
+// launch allows and fewer per request, splits past a request's KV tiles (empty: LSE -inf), with
+// windows (a split's share of the visible tiles) and every feature, one CTA per tile and three
+// CTAs.
+TEST(PagedAttentionV3Features, SplitKv) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    CaseSpec c = feature_case(1000 + d, d, 16);
+    c.name += "_splits";
+    expect_pass_with(c, KVCacheLayout::kNHD, launch_v3, "dispatch", SplitOptions{3, {}, 0});
+    expect_pass_with(c, KVCacheLayout::kHND, launch_v3, "dispatch, per request",
+                     SplitOptions{4, {1, 2, 4, 3, 4, 2}, 0});
+    c.causal = false;
+    c.sliding_window = SlidingWindow{100, 60};
+    c.sinks = true;
+    c.name += "_window_sinks";
+    expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas, "three CTAs",
+                     SplitOptions{5, {}, 0});
+    c.alibi = true;
+    c.logits_soft_cap = 30.0;
+    c.scale = 0.3;
+    c.block_size = 128;
+    c.name += "_alibi_softcap";
+    expect_pass_with(c, KVCacheLayout::kHND, launch_v3_tile_per_cta, "one CTA per tile",
+                     SplitOptions{2, {}, 0});
+  }
+}
+
+// Long requests cut into many splits, with the graph's upper bound on the query length.
+TEST(PagedAttentionV3Features, SplitKvLong) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : built_head_sizes()) {
+    CaseSpec c;
+    c.name = "v3_long_splits_d" + std::to_string(d);
+    c.seed = 1100 + d;
+    c.num_heads = 8;
+    c.num_kv_heads = 2;
+    c.head_size = d;
+    c.block_size = 64;
+    c.seq_lens = {3000, 1700, 40};
+    c.query_lens = {64, 300, 40};
+    c.sinks = true;
+    expect_pass_with(c, KVCacheLayout::kNHD, launch_v3, "dispatch", SplitOptions{8, {8, 3, 8}, 37});
+  }
+}
+
+// The FP8 kernel has no splits: refused before the device (runs wherever v3 is built).
+TEST(PagedAttentionV3Features, Fp8RefusesSplitKv) {
   if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3) ||
       !kernels::paged_attention_head_size_built(128)) {
     GTEST_SKIP() << "v3 or head size 128 not built";
   }
   kernels::PagedAttentionParams p;
-  p.q_dtype = p.cache_dtype = DType::kBF16;
+  p.q_dtype = DType::kBF16;
+  p.cache_dtype = DType::kFP8E4M3;
+  p.fp8_tensor_cores = true;
   p.head_size = p.block_size = 128;
   p.num_heads = p.num_kv_heads = 1;
   p.num_reqs = p.num_tokens = p.max_query_len = p.max_seq_len = 64;
   p.max_num_splits = 2;
+  static const float scales[1] = {1.0f};
+  p.k_scale = p.v_scale = scales;
   const Status s = kernels::detail::paged_attention_v3_serves(p);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("max_num_splits 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("split-KV with an fp8_e4m3 cache"), std::string::npos) << s.message();
 }
 
 }  // namespace

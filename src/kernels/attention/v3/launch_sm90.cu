@@ -2,6 +2,7 @@
 // 9.0, encodes the Q and paged K/V tensor maps, picks the grid, launches the head size's kernel
 // (prefill_hd<D>_sm90.cu). Built for sm_90a alone (the _sm90 suffix).
 #include <cuda.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
+#include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "kernels/attention/v3/prefill_instance.h"
@@ -104,14 +106,10 @@ Status check_served(const PagedAttentionParams& p) {
   const bool features = p.alibi_slopes != nullptr || p.sinks != nullptr ||
                         attention::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
                         p.window_right >= 0;
-  if (p.cache_dtype == DType::kFP8E4M3 && features) {
+  if (p.cache_dtype == DType::kFP8E4M3 && (features || p.max_num_splits > 1)) {
     return unsupported(
-        "ALiBi, sinks, soft cap and sliding window with an fp8_e4m3 cache (the FP8 kernel has none "
-        "of them; the bf16 kernel has all)");
-  }
-  if (p.max_num_splits > 1) {
-    return unsupported("max_num_splits " + str(p.max_num_splits) +
-                       " (split-KV is not written yet)");
+        "ALiBi, sinks, soft cap, sliding window and split-KV with an fp8_e4m3 cache (the FP8 "
+        "kernel has none of them; the bf16 kernel has all)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
   // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
@@ -121,11 +119,12 @@ Status check_served(const PagedAttentionParams& p) {
                        str(p.num_heads / p.num_kv_heads) +
                        " query heads per KV head <= 16 (v2's decode tile serves it)");
   }
-  const int64_t tiles = int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p);
+  const int64_t tiles =
+      int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p) * std::max(1, p.max_num_splits);
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
                             " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
-                            " and num_heads * num_reqs * query tiles < 2^31");
+                            " and num_heads * num_reqs * query tiles * splits < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
   const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
@@ -232,8 +231,15 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
+  // Split-KV: partials (f32) for the combine, which adds the sinks once.
+  const bool split = p.max_num_splits > 1;
+  a.max_splits = split ? p.max_num_splits : 1;
+  a.splits_per_req = p.num_splits_per_req;
+  a.split_out = p.split_out;
+  a.split_lse = p.split_lse;
+  a.num_tokens = static_cast<int>(p.num_tokens);
   // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
-  const bool staged_o = o_stage_built(p.head_size) && aligned(p.out, 16) &&
+  const bool staged_o = !split && o_stage_built(p.head_size) && aligned(p.out, 16) &&
                         p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0;
   a.tuning = staged_o ? grid.tuning : grid.tuning & ~attention::v3::kTuneStagedO;
   // Row maxima move only by more than 8 (P up to 256), so the rescale is rare.
@@ -252,7 +258,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.score.transform = a.score.cap_post != 0.0f || p.alibi_slopes != nullptr || !(p.scale > 0.0f);
   a.scale = a.score.transform ? 0.6931471805599453f : p.scale;
   a.scale_log2 = a.score.transform ? 1.0f : p.scale * kLog2e;
-  a.sinks = p.sinks;
+  a.sinks = split ? nullptr : p.sinks;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);
   a.out_token_stride = p.out_token_stride;
@@ -260,7 +266,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.lse = p.lse;
   a.lse_head_stride = p.lse_head_stride;
 
-  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles;  // < 2^31 (check_served)
+  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
   int ctas = tiles;
   if (grid.persistent) {
     int device = 0, sms = 0;
@@ -276,7 +282,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
     constexpr int kD = decltype(shape)::kHeadDim;
     // A size the build leaves out (PAGEDATTN_HEAD_SIZES) has no instantiation file to link.
     if constexpr (prefill_head_size_built(kD)) {
-      return attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s);
+      PAGEDATTN_RETURN_IF_ERROR(
+          attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s));
+      if (!split) return ok_status();
+      PAGEDATTN_CUDA_RETURN_IF_ERROR(attention::launch_split_combine<__nv_bfloat16>(p, s),
+                                     "v3 split-KV combine");
+      return ok_status();
     } else {
       return unsupported("head_size " + str(kD) + " (built: " + built_sizes() + ")");
     }

@@ -170,6 +170,10 @@ struct Consumer {
   }
   __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
                                         const RowState& rows) {
+    if (a.max_splits > 1) {
+      store_split_rows<kD>(o, rows, a, w, r.row);
+      return;
+    }
     if constexpr (S::kStagedO) {
       if (a.tuning & kTuneStagedO) {
         store_rows_staged<kD>(o, rows, a, w, r.row, w.q0 + turns.consumer * S::kRowsPerConsumer,
@@ -283,17 +287,21 @@ struct Consumer {
 template <int kD, bool kTransform>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
-  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, PrefillShape<kD>::kConsumers}};
+  using S = PrefillShape<kD>;
+  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  const auto empty_split = [&](const PrefillTile& e) {
+    store_empty_split(a, e, e.q0 + consumer * S::kRowsPerConsumer);
+  };
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a, w)) return;
+  if (!walk.find<kD>(a, w, empty_split)) return;
   c.turns.start();
   TileRows r = c.rows_of(w);
   c.first_step(w, r);
   for (;;) {
     for (int i = 1; i < w.num_kv_tiles; ++i) c.middle_step(w, r, i);
     walk.advance();
-    if (!walk.find<kD>(a, next)) {
+    if (!walk.find<kD>(a, next, empty_split)) {
       c.last_step(w, r, true);
       return;
     }

@@ -1,7 +1,8 @@
 // The end of a v3 prefill work tile for one consumer warpgroup: O normalised by the row sums and
 // stored as bf16 with the LSE (natural log), rows past the request's queries left alone. Either
 // straight from the accumulators (4-byte stores, two rows per thread) or, where PrefillSmem has
-// the room (D 64 and 128), staged through shared memory and written as 16-byte row segments.
+// the room (D 64 and 128), staged through shared memory and written as 16-byte row segments; with
+// split-KV, f32 partials for the combine.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -39,11 +40,13 @@ __device__ __forceinline__ RowEnd end_row(float m, float l, const PrefillArgs& a
   return {keep / total, (top + log2f(total)) * 0.6931471805599453f};
 }
 
-// Normalises and stores this thread's two rows (row and row + 8) when they belong to the request,
-// columns below kD (at D 96 the chunk's columns 96..127 are not the output's).
-template <int kD, int kChunks, int kRegs>
-__device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
-                                           const PrefillArgs& a, const PrefillTile& w, int row) {
+// Normalises this thread's two rows (row and row + 8) when they belong to the request and hands
+// them on: pair(token, col, x, y) for columns col, col + 1 below kD (at D 96 the chunk's columns
+// 96..127 are not the output's), lse(token, value) once per row.
+template <int kD, int kChunks, int kRegs, typename Pair, typename Lse>
+__device__ __forceinline__ void normalised_rows(const float (&o)[kChunks][kRegs],
+                                                const RowState& st, const PrefillArgs& a,
+                                                const PrefillTile& w, int row, Pair pair, Lse lse) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -54,19 +57,59 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
     if (r >= w.q_len) continue;
     const int64_t token = w.q_start + r;
     const RowEnd end = end_row(st.m[h], l, a, w.head);
-    const float inv = end.inv;
-    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j) {
-        if (c * 2 * kRegs + 8 * j >= kD) break;
-        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
-            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv,
-                                               o[c][4 * j + 2 * h + 1] * inv);
+        const int col = c * 2 * kRegs + 8 * j + 2 * t;
+        if (col - 2 * t >= kD) break;
+        pair(token, col, o[c][4 * j + 2 * h] * end.inv, o[c][4 * j + 2 * h + 1] * end.inv);
       }
     }
-    if (a.lse != nullptr && t == 0) a.lse[w.head * a.lse_head_stride + token] = end.lse;
+    if (t == 0) lse(token, end.lse);
+  }
+}
+
+// The output (bf16 pairs, 4-byte stores) and LSE of this thread's rows.
+template <int kD, int kChunks, int kRegs>
+__device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
+                                           const PrefillArgs& a, const PrefillTile& w, int row) {
+  uint16_t* head = a.out + w.head * a.out_head_stride;
+  normalised_rows<kD>(
+      o, st, a, w, row,
+      [&](int64_t token, int col, float x, float y) {
+        *reinterpret_cast<uint32_t*>(head + token * a.out_token_stride + col) =
+            device::pack_float2<__nv_bfloat16>(x, y);
+      },
+      [&](int64_t token, float lse) {
+        if (a.lse != nullptr) a.lse[w.head * a.lse_head_stride + token] = lse;
+      });
+}
+
+// A split's partial (split-KV): the normalised output in f32 and the LSE, without sinks (the
+// combine adds them once).
+template <int kD, int kChunks, int kRegs>
+__device__ __forceinline__ void store_split_rows(const float (&o)[kChunks][kRegs],
+                                                 const RowState& st, const PrefillArgs& a,
+                                                 const PrefillTile& w, int row) {
+  const int64_t token_stride = int64_t{a.num_heads} * kD;
+  float* head = a.split_out + int64_t{w.split} * a.num_tokens * token_stride + w.head * kD;
+  float* lse_row = a.split_lse + (int64_t{w.split} * a.num_heads + w.head) * a.num_tokens;
+  normalised_rows<kD>(
+      o, st, a, w, row,
+      [&](int64_t token, int col, float x, float y) {
+        *reinterpret_cast<float2*>(head + token * token_stride + col) = make_float2(x, y);
+      },
+      [&](int64_t token, float lse) { lse_row[token] = lse; });
+}
+
+// An empty split's partial for the 64 rows from first_row: LSE -inf (the combine skips its output).
+__device__ __forceinline__ void store_empty_split(const PrefillArgs& a, const PrefillTile& w,
+                                                  int first_row) {
+  const int r = first_row + static_cast<int>(threadIdx.x % 128);
+  if (threadIdx.x % 128 < 64 && r < w.q_len) {
+    a.split_lse[(int64_t{w.split} * a.num_heads + w.head) * a.num_tokens + w.q_start + r] =
+        -INFINITY;
   }
 }
 

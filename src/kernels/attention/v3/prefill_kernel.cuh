@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
   using S = PrefillShape<kD>;
-  const int total_tiles = a.num_heads * a.num_reqs * a.num_q_tiles;
+  const int total_tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
   extern __shared__ uint8_t smem_raw[];
   PrefillSmem<kD>& s = *reinterpret_cast<PrefillSmem<kD>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});

@@ -145,6 +145,13 @@ struct PrefillArgs {
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;
+  // Split-KV: work tile t serves split t % max_splits of its KV tiles (prefill_tiles.cuh) and
+  // writes partials for the combine (kernels/attention/split_combine.cuh) instead of out / lse.
+  int max_splits;                 // 1: no split (split_out and split_lse unused)
+  const int32_t* splits_per_req;  // [num_reqs] device, or nullptr: max_splits each
+  float* split_out;               // [max_splits, num_tokens, num_heads, head size] normalised
+  float* split_lse;               // [max_splits, num_heads, num_tokens] natural log, no sinks
+  int num_tokens;
 };
 
 }  // namespace pagedattn::kernels::attention::v3
