@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -114,6 +115,9 @@ Status check_served(const PagedAttentionParams& p) {
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
   // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
   // (measured 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
+  if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
+    return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
+  }
   if (p.num_kv_heads > 0 && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
     return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
                        str(p.num_heads / p.num_kv_heads) +
@@ -245,19 +249,16 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   // Row maxima move only by more than 8 (P up to 256), so the rescale is rare.
   a.rescale_threshold = (grid.tuning & attention::v3::kTuneThreshold) != 0 ? 8.0f : 0.0f;
   a.q_stages = (grid.tuning & attention::v3::kTuneQBuffers) != 0 ? q_buffers(p.head_size) : 1;
-  constexpr float kLog2e = 1.4426950408889634f;
-  a.score.plain_log2 = p.scale * kLog2e;
+  // Score units (ScoreRule): raw scores, or tanh(x * scale / cap) with a soft cap; the softmax
+  // scales them (its maxima of unscaled scores are the scaled ones' for a positive factor).
+  a.score.capped = attention::soft_cap_applies(p.softcap);
+  const float unit = a.score.capped ? p.softcap : p.scale;  // natural-log units per score unit
+  if (a.score.capped) a.score.cap_pre = attention::make_soft_cap(p.scale, p.softcap, 1.0f).pre;
   a.score.alibi_slopes = p.alibi_slopes;
-  if (attention::soft_cap_applies(p.softcap)) {
-    const attention::SoftCap<float> cap = attention::make_soft_cap(p.scale, p.softcap, kLog2e);
-    a.score.cap_pre = cap.pre;
-    a.score.cap_post = cap.post;
-  }
-  // Transformed scores leave the transform in base 2; raw ones are scaled in the softmax, whose
-  // maxima of raw scores are those of the scaled ones only for a positive scale.
-  a.score.transform = a.score.cap_post != 0.0f || p.alibi_slopes != nullptr || !(p.scale > 0.0f);
-  a.scale = a.score.transform ? 0.6931471805599453f : p.scale;
-  a.scale_log2 = a.score.transform ? 1.0f : p.scale * kLog2e;
+  a.score.slope_factor = 1.0f / unit;
+  a.score.transform = a.score.capped || p.alibi_slopes != nullptr;
+  a.scale = unit;
+  a.scale_log2 = unit * 1.4426950408889634f;
   a.sinks = split ? nullptr : p.sinks;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);

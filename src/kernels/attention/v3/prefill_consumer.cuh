@@ -85,7 +85,7 @@ struct TileRows {
   // Keys in [unmasked_lo, unmasked_hi] are visible to every row of the warpgroup.
   int unmasked_lo;
   int unmasked_hi;
-  float slope2;  // ALiBi slope of the tile's head times log2(e); 0 without ALiBi
+  float slope;  // ALiBi slope of the tile's head in score units (ScoreRule); 0 without ALiBi
 };
 
 // One consumer warpgroup's pipeline over the CTA's work tiles. Step i of a tile issues
@@ -114,14 +114,15 @@ struct Consumer {
     const int ctx = w.k_len - w.q_len;
     // Both ends of the visible range grow with the row: the first row has the lowest end, the
     // last the highest start.
-    float slope2 = 0.0f;
+    float slope = 0.0f;
     if constexpr (kTransform) {
-      if (a.score.alibi_slopes != nullptr)
-        slope2 = a.score.alibi_slopes[w.head] * 1.4426950408889634f;
+      if (a.score.alibi_slopes != nullptr) {
+        slope = a.score.alibi_slopes[w.head] * a.score.slope_factor;
+      }
     }
     return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
             visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
-            visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope2};
+            visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
   }
   __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
   __device__ __forceinline__ uint32_t parity(int u) const {
@@ -188,7 +189,7 @@ struct Consumer {
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
     const int key0 = (w.kv_tile0 + i) * S::kBlockN;
     if constexpr (kTransform) {
-      transform_scores(sc, a.score, r.slope2, r.row + w.k_len - w.q_len, key0);
+      transform_scores(sc, a.score, r.slope, r.row + w.k_len - w.q_len, key0);
     }
     if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
       mask_tile(sc, a, w, r.row, key0);

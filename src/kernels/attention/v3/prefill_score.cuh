@@ -24,42 +24,44 @@ __device__ __forceinline__ float fast_tanh(float x) {
   return y;
 }
 
-// logit(x) of every raw score x, minus ALiBi's slope2 * |distance| (slope2 0: none), pos the
-// absolute position of row g. The distance is mask.h's |pos - key| (alibi_bias) formed in float
-// from one conversion per row (pos_h - key0 - 2t, less the element's constant offset): exact,
-// positions being far below 2^24, and an add and an FMA per score instead of a conversion each.
-// One pass over S: the soft cap's and ALiBi's loops apart spilled at D 256 (ptxas -v).
-template <int kRegs, typename Logit>
-__device__ __forceinline__ void biased_logits(float (&s)[kRegs], float slope2, int pos, int key0,
-                                              Logit logit) {
+// score(x) of every raw score x, minus ALiBi's slope * |distance|, pos the absolute position of
+// row g. The distance is mask.h's |pos - key| (alibi_bias) formed in float from one conversion per
+// row and stepped key by key: exact (small integers), an add and an FMA per score instead of a
+// conversion each, and a chain ptxas does not hoist into 64 registers. One pass over S: the soft
+// cap's and ALiBi's loops one after the other spilled at D 256 (ptxas -v).
+template <int kRegs, typename Score>
+__device__ __forceinline__ void biased_scores(float (&s)[kRegs], float slope, int pos, int key0,
+                                              Score score) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    // Stepped key by key (exact: small integers), a chain ptxas cannot hoist into 64 registers.
     float distance = static_cast<float>(pos + 8 * h - key0 - 2 * t);
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
-        x = fmaf(-slope2, fabsf(distance), logit(x));
+        x = fmaf(-slope, fabsf(distance), score(x));
         distance -= e == 0 ? 1.0f : 7.0f;
       }
     }
   }
 }
 
-// Raw scores to base-2 logits with the soft cap or the plain scale, then ALiBi's bias: slope2 is
-// the tile's head's slope times log2(e) (0: none). The branch is uniform over the CTA and taken
+// Raw scores to the rule's units (ScoreRule): the soft cap, then ALiBi's bias (slope: the tile's
+// head's slope in score units; 0 without ALiBi). The branches are uniform over the CTA and taken
 // once per tile; the rule's fields stay kernel parameters (no registers).
 template <int kRegs>
 __device__ __forceinline__ void transform_scores(float (&s)[kRegs], const ScoreRule& rule,
-                                                 float slope2, int pos, int key0) {
-  if (rule.cap_post != 0.0f) {
-    biased_logits(s, slope2, pos, key0,
-                  [&](float x) { return rule.cap_post * fast_tanh(x * rule.cap_pre); });
+                                                 float slope, int pos, int key0) {
+  const auto capped = [&](float x) { return fast_tanh(x * rule.cap_pre); };
+  if (!rule.capped) {
+    biased_scores(s, slope, pos, key0, [](float x) { return x; });
+  } else if (slope != 0.0f) {
+    biased_scores(s, slope, pos, key0, capped);
   } else {
-    biased_logits(s, slope2, pos, key0, [&](float x) { return x * rule.plain_log2; });
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) s[i] = capped(s[i]);
   }
 }
 

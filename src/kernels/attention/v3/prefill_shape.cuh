@@ -98,17 +98,18 @@ inline constexpr uint32_t kTuneStagedO = 8;       // O through shared memory (kS
 inline constexpr uint32_t kTuneThreshold = 16;    // row maxima move only by more than 2^8
 inline constexpr uint32_t kTuneQTilesInner = 32;  // a request's query tiles adjacent in the order
 
-// The score transforms of mask.h, folded for the consumers of the kernel that applies them
-// (`transform`): a raw score x becomes, in base 2, cap_post * tanh(x * cap_pre) (make_soft_cap
-// with out_scale log2(e)) or x * plain_log2 without a cap, minus slope[head] * log2(e) *
-// |pos - key| with ALiBi. The plain kernel takes its maxima of raw scores, so it needs scale > 0;
-// the launcher transforms the scores otherwise.
+// The score transforms of mask.h for the consumers of the kernel that applies them (`transform`),
+// in the units the softmax scales (PrefillArgs::scale_log2): with a soft cap the score is
+// tanh(x * cap_pre) for a raw score x (make_soft_cap with out_scale 1: units of the cap, the
+// softmax's scale folds in cap_post = cap), else x itself; ALiBi subtracts slope[head] *
+// slope_factor * |pos - key| (slope_factor: natural-log units to score units). Each costs only
+// what it adds: the scale stays in the softmax's FMA.
 struct ScoreRule {
   bool transform;
+  bool capped;
   float cap_pre;
-  float cap_post;  // 0: no soft cap
-  float plain_log2;
   const float* alibi_slopes;  // [num_heads] natural-log units, or nullptr
+  float slope_factor;
 };
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
@@ -135,9 +136,9 @@ struct PrefillArgs {
   int q_stages;             // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
   uint32_t tuning;          // kTune* bits
   float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
-  // Score units: the raw score q . k, or with a transform (ScoreRule) its result in base 2.
-  float scale;         // natural-log units per score unit (the softmax scale, or ln 2)
-  float scale_log2;    // base-2 units per score unit (scale * log2(e), or 1)
+  // Score units (ScoreRule): the raw score q . k, or tanh(q . k * scale / cap) with a soft cap.
+  float scale;         // natural-log units per score unit (the softmax scale, or the cap)
+  float scale_log2;    // base-2 units per score unit (scale * log2(e))
   ScoreRule score;     // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
   const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
   MaskRule mask;       // causal or not, sliding window
