@@ -77,34 +77,6 @@ const Shape kStandardShapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
                                  {"1x8192 d64", 1, 8192, 32, 8, 64},
                                  {"1x8192 d256", 1, 8192, 16, 4, 256}};
 
-// The schedule variants at block 128 on the standard suite's prefill shapes; each variant's output
-// against variant 0's on the same inputs.
-TEST(V3Bench, DISABLED_Variants) {
-  PAGEDATTN_REQUIRE_V3();
-  const std::vector<Schedule> variants = {
-      {"v3 tune 0", launch_v3_tuned<0>},   {"v3 tune 29", launch_v3_tuned<29>},
-      {"v3 tune 31", launch_v3_tuned<31>}, {"v3 tune 61", launch_v3_tuned<61>},
-      {"v3 tune 63", launch_v3_tuned<63>}, {"v3 dispatch", launch_v3}};
-  for (const Shape& shape : kStandardShapes) {
-    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
-    const PrefillBench b(128, shape, false);
-    for (bool causal : {false, true}) {
-      const std::vector<double> ms = interleaved_ms(variants, b.params(causal));
-      for (size_t v = 0; v < variants.size(); ++v) {
-        report(shape.name, variants[v].name, causal, ms[v], b.flops(causal));
-      }
-      const std::vector<uint16_t> base = output_of(variants[0].launch, b, causal);
-      for (size_t k = 1; k + 1 < variants.size(); ++k) {  // not 0 itself, not the dispatch
-        const Schedule& v = variants[k];
-        const double worst = max_difference(base, output_of(v.launch, b, causal));
-        std::printf("BENCH %-16s %s vs tune 0, %s: max |difference| %.3g\n", shape.name, v.name,
-                    causal ? "causal" : "noncausal", worst);
-        EXPECT_LT(worst, 0.02) << shape.name << " " << v.name;
-      }
-    }
-  }
-}
-
 // The dispatch's v3 alone on the standard shapes at block 128 (for comparing two builds of the
 // library with one test binary).
 TEST(V3Bench, DISABLED_Dispatch) {

@@ -192,7 +192,7 @@ inline double max_difference(const std::vector<uint16_t>& x, const std::vector<u
   return worst;
 }
 
-// A launcher timed at block 128 (a schedule variant, V3Grid::tuning, or the dispatch).
+// A named launcher, timed at block 128.
 struct Schedule {
   const char* name;
   Launcher launch;

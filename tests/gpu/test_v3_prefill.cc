@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/gpu/generation.h"
@@ -293,28 +292,6 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("decode-shaped"), std::string::npos) << s.message();
-}
-
-// Schedule variants V3Bench times besides the dispatch's (launch.h, V3Grid::tuning) on every kind
-// of tile boundary (requests of 1 to 300 queries, three CTAs walking all tiles), causal and not, at
-// D 128: no variant (0), the dispatch's (29), with the bridge between tiles (31), all (63).
-TEST(PagedAttentionV3, ScheduleVariants) {
-  PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
-  const std::vector<std::pair<const char*, PagedAttentionLauncher>> variants = {
-      {"tuning 0", launch_v3_tuned<0, 3>},
-      {"tuning 29", launch_v3_tuned<29, 3>},
-      {"tuning 31", launch_v3_tuned<31, 3>},
-      {"tuning 63", launch_v3_tuned<63, 3>}};
-  for (bool causal : {true, false}) {
-    CaseSpec c = prefill_case(causal ? 219 : 218, 128);
-    c.causal = causal;
-    c.name += causal ? "_variants" : "_variants_noncausal";
-    int n = 0;
-    for (const auto& [name, launch] : variants) {
-      expect_pass_with(c, n++ % 2 ? KVCacheLayout::kHND : KVCacheLayout::kNHD, launch, name);
-    }
-  }
 }
 
 }  // namespace

@@ -70,18 +70,6 @@ class DeviceArray {
   size_t n_ = 0;
 };
 
-// v3 with schedule variant kTuning (launch.h, V3Grid::tuning), persistent, at most kMaxCtas CTAs
-// (0: one per SM).
-template <unsigned kTuning, int kMaxCtas = 0>
-Status launch_v3_tuned(const kernels::PagedAttentionParams& params, void* stream) {
-  kernels::PagedAttentionParams p = params;
-  p.generation = kernels::KernelGeneration::kV3;
-  kernels::detail::V3Grid grid;
-  grid.max_ctas = kMaxCtas;
-  grid.tuning = kTuning;
-  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, stream, grid);
-}
-
 }  // namespace pagedattn::test
 
 // First statement of every test that runs sm_90a code (the primitives).

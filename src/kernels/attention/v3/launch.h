@@ -22,14 +22,6 @@ struct V3Grid {
   // thread measured ~100 ns a box, so at block 16 one warp ran 345 TFLOP/s and four 557 at
   // 1 x 8192 D 128). Pages holding whole tiles: one warp.
   int box_warps = 4;
-  // Schedule variants, for same-run comparisons in V3Bench (docs/kernels.md has the measured
-  // table): bit 0 skips O's rescale when no row maximum grew; bit 1 issues the next tile's S_0
-  // before storing a tile's O; bit 2 double-buffers Q (head sizes up to 128) and bit 3 stages O
-  // through shared memory for 16-byte stores (head sizes 64 and 128); bit 4 moves a row maximum
-  // only when it grows by more than 2^8 (so bit 0 skips nearly every rescale); bit 5 orders a
-  // request's query tiles together. The dispatch's 29 (bits 0, 2, 3, 4) is what measured faster
-  // on every standard shape. Last field: tests fill V3Grid by member.
-  unsigned tuning = 29;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

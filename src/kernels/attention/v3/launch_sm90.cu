@@ -47,9 +47,6 @@ int query_tile_rows(int d) {
 int kv_tile_keys(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kBlockN; });
 }
-int q_buffers(int d) {
-  return with_shape(d, [](auto shape) { return decltype(shape)::kQStages; });
-}
 bool o_stage_built(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kStagedO; });
 }
@@ -245,10 +242,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
   const bool staged_o = !split && o_stage_built(p.head_size) && aligned(p.out, 16) &&
                         p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0;
-  a.tuning = staged_o ? grid.tuning : grid.tuning & ~attention::v3::kTuneStagedO;
-  // Row maxima move only by more than 8 (P up to 256), so the rescale is rare.
-  a.rescale_threshold = (grid.tuning & attention::v3::kTuneThreshold) != 0 ? 8.0f : 0.0f;
-  a.q_stages = (grid.tuning & attention::v3::kTuneQBuffers) != 0 ? q_buffers(p.head_size) : 1;
+  a.staged_o = staged_o;
   // Score units (ScoreRule): raw scores, or tanh(x * scale / cap) with a soft cap; the softmax
   // scales them (its maxima of unscaled scores are the scaled ones' for a positive factor).
   a.score.capped = attention::soft_cap_applies(p.softcap);

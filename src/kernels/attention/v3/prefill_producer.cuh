@@ -89,14 +89,14 @@ __device__ __forceinline__ int tile_page_id(const PrefillArgs& a, const PrefillT
   return in_request ? id : first;
 }
 
-// Q of one work tile: its panels into buffer tile_count % q_stages, once the consumers are done
+// Q of one work tile: its panels into buffer tile_count % kQStages, once the consumers are done
 // with the tile that used that buffer before.
 template <int kD>
 __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillArgs& a,
                                        const PrefillTile& w, PrefillSmem<kD>& s, int tile_count) {
   using S = PrefillShape<kD>;
-  const int slot = tile_count % a.q_stages;
-  device::mbarrier_wait(&s.q_empty[slot], ((tile_count / a.q_stages) & 1) ^ 1);
+  const int slot = tile_count % S::kQStages;
+  device::mbarrier_wait(&s.q_empty[slot], ((tile_count / S::kQStages) & 1) ^ 1);
   device::mbarrier_arrive_expect_tx(&s.q_full[slot], S::kQTileBytes);
   for (int panel = 0; panel < S::kPanels; ++panel) {
     const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};

@@ -88,15 +88,9 @@ constexpr size_t prefill_smem_bytes() {
   return sizeof(PrefillSmem<kD>) + 1024;
 }
 
-// Variants of the kernel's schedule, for same-run comparisons (V3Grid::tuning). The launcher turns
-// kTuneQBuffers into q_stages and kTuneThreshold into rescale_threshold; the rest reach the kernel
-// in PrefillArgs::tuning.
-inline constexpr uint32_t kTuneSkipRescale = 1;   // no rescale of O when no row maximum grew
-inline constexpr uint32_t kTuneCrossTile = 2;     // next tile's S_0 before this tile's O store
-inline constexpr uint32_t kTuneQBuffers = 4;      // kQStages Q buffers
-inline constexpr uint32_t kTuneStagedO = 8;       // O through shared memory (kStagedO sizes)
-inline constexpr uint32_t kTuneThreshold = 16;    // row maxima move only by more than 2^8
-inline constexpr uint32_t kTuneQTilesInner = 32;  // a request's query tiles adjacent in the order
+// Log2 units a row maximum must grow by to move (prefill_softmax.cuh): P stays below 2^8, and O's
+// rescale is rare once the maxima settle.
+inline constexpr float kRescaleThreshold = 8.0f;
 
 // The score transforms of mask.h for the consumers of the kernel that applies them (`transform`),
 // in the units the softmax scales (PrefillArgs::scale_log2): with a soft cap the score is
@@ -132,10 +126,8 @@ struct PrefillArgs {
   // gridDim.x, ... (one each when the grid has a CTA per tile).
   int num_heads;
   int num_reqs;
-  int num_q_tiles;          // of the longest request
-  int q_stages;             // Q buffers used, 1 .. kQStages (tile t's Q is in buffer t % q_stages)
-  uint32_t tuning;          // kTune* bits
-  float rescale_threshold;  // log2 units a row maximum must grow by to move (prefill_softmax.cuh)
+  int num_q_tiles;  // of the longest request
+  bool staged_o;    // O through shared memory (kStagedO sizes, 16-byte aligned output rows)
   // Score units (ScoreRule): the raw score q . k, or tanh(q . k * scale / cap) with a soft cap.
   float scale;         // natural-log units per score unit (the softmax scale, or the cap)
   float scale_log2;    // base-2 units per score unit (scale * log2(e))

@@ -3,9 +3,7 @@
 // u = t / max_splits, query head u % num_heads of request (u / num_heads) % num_reqs, query tile
 // num_q_tiles - 1 - u / (num_heads * num_reqs). Under a causal mask later query tiles see more
 // keys, so the longest tiles of every request come first and the short ones fill the end; the
-// query heads of one KV head are neighbours, so CTAs running together share K/V in L2. With
-// kTuneQTilesInner the query tiles of a request come before the next request (request
-// u / (num_heads * num_q_tiles)), so every CTA reading one request's K/V runs at once. Every
+// query heads of one KV head are neighbours, so CTAs running together share K/V in L2. Every
 // thread of a CTA walks the same sequence, so the roles agree on it without communicating.
 #pragma once
 
@@ -48,12 +46,11 @@ __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, P
   }
   w.head = t % a.num_heads;
   const int rest = t / a.num_heads;
-  const bool q_inner = (a.tuning & kTuneQTilesInner) != 0;
-  w.req = q_inner ? rest / a.num_q_tiles : rest % a.num_reqs;
+  w.req = rest % a.num_reqs;
   w.kv_head = w.head / a.group;
   w.q_start = a.cu_seqlens_q[w.req];
   w.q_len = a.cu_seqlens_q[w.req + 1] - w.q_start;
-  w.q0 = (a.num_q_tiles - 1 - (q_inner ? rest % a.num_q_tiles : rest / a.num_reqs)) * S::kBlockM;
+  w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * S::kBlockM;
   if (w.q0 >= w.q_len) return TileKind::kNone;
   w.k_len = a.seqused_k[w.req];
   // Both ends of a row's visible keys grow with its position (the queries are the last q_len
