@@ -20,14 +20,6 @@ namespace {
 
 using testing::CaseSpec;
 
-std::vector<int> built_head_sizes() {
-  std::vector<int> sizes;
-  for (int d : {64, 96, 128, 192, 256}) {
-    if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
-  }
-  return sizes;
-}
-
 // Lengths that are no multiple of any tile: a prefill over several query tiles, chunked prefills
 // after a context, single-token rows, a request shorter than one KV tile.
 CaseSpec feature_case(uint64_t seed, int head_size, int block) {
@@ -63,7 +55,7 @@ const SlidingWindow kWindows[] = {{15, 0},   {127, 0},   {0, 0},       {20, 20},
 
 TEST(PagedAttentionV3Features, SlidingWindows) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     int n = 0;
     for (const SlidingWindow& w : kWindows) {
       for (bool causal : {true, false}) {
@@ -87,7 +79,7 @@ TEST(PagedAttentionV3Features, SlidingWindows) {
 // producer and consumers skip them (start and end), across many query tiles and the ring wrapping.
 TEST(PagedAttentionV3Features, LongSequencesShortWindows) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     int n = 0;
     for (const SlidingWindow& w : {SlidingWindow{333, 0}, SlidingWindow{256, 256},
                                    SlidingWindow{100, 400}, SlidingWindow{-1, 190}}) {
@@ -112,7 +104,7 @@ TEST(PagedAttentionV3Features, LongSequencesShortWindows) {
 // Every combination of ALiBi, soft cap 30 and sinks, causal and not; all three with a window.
 TEST(PagedAttentionV3Features, AlibiSoftCapSinks) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (int mask = 1; mask < 8; ++mask) {
       CaseSpec c = feature_case(500 + 10 * mask + d, d, mask % 2 ? 16 : 128);
       c.alibi = mask & 1;
@@ -138,7 +130,7 @@ TEST(PagedAttentionV3Features, AlibiSoftCapSinks) {
 // (caps from 2^100 on are no soft cap at all, mask.h).
 TEST(PagedAttentionV3Features, SoftCaps) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (double cap : {1.0, 5.0, 1e3, 1e10, 1e30, 3e38}) {
       CaseSpec c = feature_case(600 + d, d, 128);
       c.logits_soft_cap = cap;
@@ -152,7 +144,7 @@ TEST(PagedAttentionV3Features, SoftCaps) {
 // Sinks far above and far below the scores (scaled): the sink takes nearly all the weight, or none.
 TEST(PagedAttentionV3Features, SinksDominateOrVanish) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (double scale : {0.01, 1.0}) {
       CaseSpec c = feature_case(700 + d, d, 16);
       c.sinks = true;
@@ -167,7 +159,7 @@ TEST(PagedAttentionV3Features, SinksDominateOrVanish) {
 // GQA groups 1 (MHA), 4 and 7 with every feature.
 TEST(PagedAttentionV3Features, GqaGroups) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (int group : {1, 4, 7}) {
       CaseSpec c = feature_case(800 + group + d, d, group == 4 ? 16 : 128);
       c.num_heads = 2 * group;
@@ -196,7 +188,7 @@ Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params
 
 TEST(PagedAttentionV3Features, BackendsChooseV3) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c = feature_case(900 + d, d, 16);
     c.alibi = c.sinks = true;
     c.logits_soft_cap = 20.0;
@@ -212,7 +204,7 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
 // CTAs.
 TEST(PagedAttentionV3Features, SplitKv) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c = feature_case(1000 + d, d, 16);
     c.name += "_splits";
     expect_pass_with(c, KVCacheLayout::kNHD, launch_v3, "dispatch", SplitOptions{3, {}, 0});
@@ -237,7 +229,7 @@ TEST(PagedAttentionV3Features, SplitKv) {
 // Long requests cut into many splits, with the graph's upper bound on the query length.
 TEST(PagedAttentionV3Features, SplitKvLong) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c;
     c.name = "v3_long_splits_d" + std::to_string(d);
     c.seed = 1100 + d;
