@@ -4,7 +4,8 @@
 // and all of them together. v2 at its best block size (16), v3 at blocks 128 and 16, each row
 // twice, alternating; FLOPs over the visible pairs only (a window's count). Also prints the largest
 // difference between v2's and v3's outputs on the same inputs. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Features'.
+// --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Features*' (FeaturesHeadSizes:
+// some of them at D 64 and 256).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -37,12 +38,11 @@ const FeatureRow kRows[] = {
      {.window_left = 1024, .window_right = 0, .softcap = 50.0f, .alibi = true, .sinks = true}},
 };
 
-TEST(V3Bench, DISABLED_Features) {
-  PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
-  const Shape shape{"1x8192 d128", 1, 8192, 32, 8, 128};
+// Each row of `rows` on `shape`: v2 at block 16, v3 at 128 and 16, twice, then v3 against v2.
+template <size_t kN>
+void time_rows(const Shape& shape, const FeatureRow (&rows)[kN]) {
   const PrefillBench b16(16, shape, false), b128(128, shape, false);
-  for (const FeatureRow& row : kRows) {
+  for (const FeatureRow& row : rows) {
     const double flops = b128.flops(row.causal, row.f);
     const std::string name = std::string(shape.name) + " " + row.name;
     for (int round = 0; round < 2; ++round) {
@@ -59,6 +59,27 @@ TEST(V3Bench, DISABLED_Features) {
     std::printf("BENCH %s v3 vs v2 output, %s: max |difference| %.3g\n", name.c_str(),
                 row.causal ? "causal" : "noncausal", worst);
     EXPECT_LT(worst, 0.02) << name;
+  }
+}
+
+TEST(V3Bench, DISABLED_Features) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
+  time_rows({"1x8192 d128", 1, 8192, 32, 8, 128}, kRows);
+}
+
+// The features at head sizes 64 and 256 (those built), non-causal: the transform kernel's
+// register budgets differ most there (D 64: 160 per consumer thread).
+TEST(V3Bench, DISABLED_FeaturesHeadSizes) {
+  PAGEDATTN_REQUIRE_V3();
+  const FeatureRow rows[] = {
+      {"plain", false, {}},
+      {"window 1024/1024", false, {.window_left = 1024, .window_right = 1024}},
+      {"softcap 50", false, {.softcap = 50.0f}},
+      {"alibi", false, {.alibi = true}}};
+  for (const Shape& shape :
+       {Shape{"1x8192 d64", 1, 8192, 32, 8, 64}, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
+    if (kernels::paged_attention_head_size_built(shape.head_size)) time_rows(shape, rows);
   }
 }
 
