@@ -30,26 +30,39 @@ KeyRange visible_keys(int q_len, int kv_len, int group, int row0, int rows, int 
   return {window_left >= 0 ? std::max(0, first_pos - window_left) : 0, last_pos + 1};
 }
 
-// Streams units into CTAs: each CTA's budget is the cost not yet assigned over the CTAs left.
+// Streams units into CTAs: each CTA's budget is the static cost not yet assigned over the CTAs
+// left. With a pool, closing the last CTA starts the pool: later units go to no CTA.
 class CtaStream {
  public:
   CtaStream(const DecodePlanConfig& config, int64_t total_cost, int32_t* cta_begin,
             DecodeWorkUnit* units, int64_t max_units)
-      : c0_(config.unit_overhead_tokens), num_ctas_(config.num_ctas), remaining_(total_cost),
+      : c0_(config.unit_overhead_tokens), num_ctas_(config.num_ctas),
+        pool_enabled_(config.pool_permille > 0),
+        remaining_(total_cost - total_cost * std::clamp(config.pool_permille, 0, 1000) / 1000),
+        static_total_(remaining_),
+        total_(total_cost), min_piece_(std::max(kMinChunkTokens, config.pool_min_piece_tokens)),
         cta_begin_(cta_begin), units_(units), max_units_(max_units) {
     cta_begin_[0] = 0;
     budget_ = next_budget();
+    if (config.pool_permille >= 1000) {  // everything in the pool
+      std::fill_n(cta_begin_, num_ctas_ + 1, 0);
+      cta_ = num_ctas_;
+      start_pool();
+    }
   }
 
-  bool last_cta() const { return cta_ == num_ctas_ - 1; }
+  // The last CTA takes whatever is left, unless a pool does.
+  bool last_cta() const { return !pool_enabled_ && cta_ == num_ctas_ - 1; }
+  bool pooling() const { return cta_ == num_ctas_; }
   int64_t room() const { return budget_ - fill_; }
   int64_t fill() const { return fill_; }
   int num_units() const { return num_units_; }
+  int pool_units() const { return pooling() ? num_units_ - cta_begin_[num_ctas_] : 0; }
   int64_t max_cost() const { return std::max(max_cost_, fill_); }
   DecodeWorkUnit& unit(int i) { return units_[i]; }
 
-  // Appends keys [begin, end) of `base`'s segment to the current CTA; `last` ends the segment
-  // (its one pending overhead leaves the unassigned cost).
+  // Appends keys [begin, end) of `base`'s segment to the current CTA (or the pool); `last` ends
+  // the segment (its one pending overhead leaves the unassigned cost).
   bool emit(const DecodeWorkUnit& base, int begin, int end, bool last) {
     if (num_units_ >= max_units_) return false;
     // Field by field: a whole-struct copy of `base`, just written field by field on the stack,
@@ -64,17 +77,39 @@ class CtaStream {
     u.kv_begin = begin;
     u.kv_end = end;
     u.partial = -1;
-    fill_ += end - begin + c0_;
-    remaining_ -= end - begin + (last ? c0_ : 0);
+    const int64_t cost = end - begin + (last ? c0_ : 0);
+    assigned_ += cost;
+    if (!pooling()) {
+      fill_ += end - begin + c0_;
+      remaining_ -= cost;
+    }
     return true;
   }
 
   void close_cta() {
-    if (last_cta()) return;
+    if (last_cta() || pooling()) return;
     max_cost_ = std::max(max_cost_, fill_);
     cta_begin_[++cta_] = num_units_;
-    budget_ = next_budget();
     fill_ = 0;
+    if (pooling()) {
+      start_pool();
+    } else {
+      budget_ = next_budget();
+    }
+  }
+
+  // Pool pieces: about the pool's remaining cost over 2 x num_ctas keys (at least the floor set
+  // when the pool started, so the pieces are at most 8 x num_ctas plus one per segment), ending
+  // at multiples of 64 keys (a tile is not read twice), the last piece never below min_piece.
+  bool emit_pool(const DecodeWorkUnit& base, int s, int hi) {
+    while (true) {
+      const int64_t guided = ceil_div(std::max<int64_t>(0, total_ - assigned_), 2 * num_ctas_);
+      const int64_t target = std::max(pool_floor_, guided);
+      const int64_t cut = (s + target + 63) / 64 * 64;
+      if (hi - cut < min_piece_) return emit(base, s, hi, true);
+      if (!emit(base, s, static_cast<int>(cut), false)) return false;
+      s = static_cast<int>(cut);
+    }
   }
 
   void finish() {
@@ -84,14 +119,27 @@ class CtaStream {
  private:
   // The unassigned cost over the CTAs left, counting the overhead of the cut that each CTA
   // boundary may add: without it the budgets run behind and the last CTA takes the excess.
+  void start_pool() {
+    pool_floor_ = std::max<int64_t>(min_piece_, (total_ - assigned_) / (8 * num_ctas_));
+  }
+
   int64_t next_budget() const {
+    // With a pool, CTAs that fall short leave their rest to the pool: a fixed budget, so that the
+    // shortfall does not pile up on the last CTAs.
+    if (pool_enabled_) return std::max<int64_t>(1, ceil_div(static_total_, num_ctas_));
     const int left = num_ctas_ - cta_;
     return std::max<int64_t>(1, ceil_div(remaining_ + c0_ * (left - 1), left));
   }
 
   int64_t c0_;
   int num_ctas_;
-  int64_t remaining_;
+  bool pool_enabled_;
+  int64_t remaining_;  // static cost not yet assigned
+  int64_t static_total_;
+  int64_t total_;
+  int64_t assigned_ = 0;
+  int64_t min_piece_;
+  int64_t pool_floor_ = 0;
   int32_t* cta_begin_;
   DecodeWorkUnit* units_;
   int64_t max_units_;
@@ -102,10 +150,12 @@ class CtaStream {
   int num_units_ = 0;
 };
 
-// Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys.
+// Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys; once
+// the static lists are full, the rest of the segment goes to the pool.
 bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0) {
   int s = lo;
   while (true) {
+    if (st.pooling()) return st.emit_pool(base, s, hi);
     const int64_t len = hi - s;
     if (st.last_cta() || len + c0 <= st.room()) {
       if (!st.emit(base, s, hi, true)) return false;
@@ -135,14 +185,17 @@ bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, 
   }
 }
 
-// Deterministic mode: pieces end at multiples of `chunk` only; each goes whole to a CTA.
+// Deterministic mode: pieces end at multiples of `chunk` only; each goes whole to a CTA, or to
+// the pool once the static lists are full.
 bool stream_fixed(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0,
                   int chunk) {
   for (int s = lo; s < hi;) {
     const int e = std::min<int>(hi, (s / chunk + 1) * chunk);
-    if (!st.last_cta() && st.fill() > 0 && e - s + c0 > st.room()) st.close_cta();
+    if (!st.pooling() && !st.last_cta() && st.fill() > 0 && e - s + c0 > st.room()) {
+      st.close_cta();
+    }
     if (!st.emit(base, s, e, true)) return false;  // the total counted each piece's overhead
-    if (st.room() <= 0) st.close_cta();
+    if (!st.pooling() && st.room() <= 0) st.close_cta();
     s = e;
   }
   return true;
@@ -172,15 +225,22 @@ DecodePlanLimits decode_plan_limits(const DecodePlanConfig& config, int max_deco
     l.max_partial_rows = rows * pieces;
   } else {
     // Every cut closes a CTA: at most num_ctas - 1 cuts, so at most 2 (num_ctas - 1) pieces of
-    // cut segments, of at most 16 rows each.
-    l.max_units = segments + l.num_ctas;
-    l.max_partial_rows = std::min<int64_t>(rows * l.num_ctas, 2 * l.num_ctas * kDecodeRowsPerTile);
+    // cut segments, of at most 16 rows each. The pool adds at most 16 x num_ctas pieces of cut
+    // segments (CtaStream::emit_pool: at most 8 x num_ctas of the floor's length, and each cut
+    // segment's last piece) plus one per segment.
+    const int64_t pool_pieces = config.pool_permille > 0 ? 16 * int64_t{l.num_ctas} : 0;
+    l.max_units = segments * (config.pool_permille > 0 ? 2 : 1) + l.num_ctas + pool_pieces;
+    l.max_partial_rows = std::min<int64_t>(
+        rows * (2 * int64_t{l.num_ctas} + pool_pieces + 2),
+        (2 * int64_t{l.num_ctas} + pool_pieces + 2) * kDecodeRowsPerTile);
   }
   l.max_merges = segments;
-  // Units and merges (32 bytes each), a merge index per unit, a finished-piece count per merge.
+  // Units and merges (32 bytes each), a merge index per unit, a finished-piece count per merge,
+  // the pool's counters.
   l.plan_bytes = units_offset(l.num_ctas) +
                  (l.max_units + l.max_merges) * static_cast<int64_t>(sizeof(DecodeWorkUnit)) +
-                 align16(l.max_units * 4) + align16(l.max_merges * 4);
+                 align16(l.max_units * 4) + align16(l.max_merges * 4) +
+                 align16(sizeof(kernels::DecodePoolCounters));
   return l;
 }
 
@@ -294,6 +354,8 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   std::fill_n(reinterpret_cast<int32_t*>(base + kernels::decode_merge_done_offset(*header)),
               num_merges, 0);
+  *reinterpret_cast<kernels::DecodePoolCounters*>(
+      base + kernels::decode_pool_counters_offset(*header)) = {0, 0};
 
   DecodePlanStats stats;
   stats.num_units = st.num_units();
@@ -301,6 +363,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   stats.partial_rows = partial_rows;
   stats.bytes_used = kernels::decode_plan_end(*header);
   stats.max_cta_cost = st.max_cost();
+  stats.pool_units = st.pool_units();
   return stats;
 }
 

@@ -15,6 +15,14 @@
 // counting only its own keys. Cut segments write f32 partials that a combine merges by LSE, in
 // piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
 // pieces, and therefore its output bits, do not depend on the rest of the batch.
+//
+// Pool. Static lists alone leave the SMs that stream faster idle at the end (on the H200 a tenth of
+// the CTAs finished a balanced plan ~25% early). With pool_permille > 0 the static lists hold only
+// that much less than the whole cost; the rest, the shortest segments last, is cut into pieces of
+// decreasing size (guided: about the pool's remaining keys over 2 x num_ctas) that the CTAs take
+// in order once their own units are done, so the fast CTAs take more pieces and the last pieces
+// are short. Which CTA runs a piece changes from launch to launch; its keys, partial and merge
+// order do not (deterministic mode stays bit-identical: its chunks are the pool's pieces).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +40,9 @@ inline constexpr int kMinChunkTokens = 128;
 // epilogue at the ~17 GB/s one of two CTAs per SM streams (D 128 bf16: 512 bytes per key).
 // An estimate, to be replaced by a measured value.
 inline constexpr int kUnitOverheadTokens = 64;
+// Pool defaults: the share of the cost left to the pool (per mille) and its shortest piece.
+inline constexpr int kDefaultPoolPermille = 150;
+inline constexpr int kMinPoolPieceTokens = 256;
 // Decode query lengths the kernel serves (speculative verification packs q_len * G rows).
 inline constexpr int kMaxDecodeQueryLen = 8;
 // vLLM's batch-invariant decode split (flashinfer.py: decode_fixed_split_size = 2048).
@@ -44,6 +55,8 @@ struct DecodePlanConfig {
   int window_left = -1;          // keys before a query it sees (-1: all)
   int fixed_chunk_tokens = 0;    // > 0: deterministic mode, cuts at multiples of this only
   int unit_overhead_tokens = kUnitOverheadTokens;
+  int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
+  int pool_min_piece_tokens = kMinPoolPieceTokens;
 };
 
 // Capacities of one builder's plan, fixed at construction.
@@ -66,7 +79,8 @@ struct DecodePlanStats {
   int num_merges = 0;
   int64_t partial_rows = 0;
   int64_t bytes_used = 0;  // prefix of the plan to copy to the device
-  int64_t max_cta_cost = 0;  // the makespan in the cost model (keys + overheads)
+  int64_t max_cta_cost = 0;  // the largest static list's cost (keys + overheads)
+  int pool_units = 0;        // units in the shared pool
 };
 
 // Host scratch reused across steps (no allocation once warm).

@@ -180,6 +180,33 @@ TEST(DecodeKernel, SplitsAndCombine) {
   }
 }
 
+// The shared pool: no pool, part of the cost, and every unit in it (each CTA takes all its units
+// from the pool), on 2 CTAs (each takes many pool units in turn) and on the device's grid; every
+// plan launched three times (the pool's counters must be back at 0 after each launch).
+TEST(DecodeKernel, SharedPoolOfUnits) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (int permille : {0, 400, 1000}) {
+    for (int ctas : {2, 0}) {
+      CaseSpec c = decode_case(130 + permille / 100, permille == 400 ? 2 : 1);
+      c.sinks = true;
+      c.name = "pool_" + std::to_string(permille) + "_ctas_" + std::to_string(ctas);
+      DecodeRunOptions o;
+      o.num_ctas = ctas;
+      o.pool_permille = permille;
+      o.launches = 3;
+      const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
+      EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"
+                              << r.cmp.detail;
+      if (permille == 0) {
+        EXPECT_EQ(r.stats.pool_units, 0) << c.name;
+      }
+      if (permille == 1000) {
+        EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
+      }
+    }
+  }
+}
+
 // Fixed chunks: the output bits do not depend on how the units are spread over CTAs.
 TEST(DecodeKernel, DeterministicModeIsBitIdentical) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

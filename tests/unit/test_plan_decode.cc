@@ -75,7 +75,13 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
   const DecodePlanHeader& h = p.header();
   EXPECT_EQ(h.num_units, p.stats.num_units);
   EXPECT_EQ(p.cta_begin()[0], 0);
-  EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units);
+  // The static lists, then the pool.
+  EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units - p.stats.pool_units);
+  if (config.pool_permille == 0) {
+    EXPECT_EQ(p.stats.pool_units, 0);
+  }
+  EXPECT_EQ(p.at(kernels::decode_pool_counters_offset(h))[0], 0);
+  EXPECT_EQ(p.at(kernels::decode_pool_counters_offset(h))[1], 0);
   int64_t makespan = 0;
   for (int c = 0; c < config.num_ctas; ++c) {
     EXPECT_LE(p.cta_begin()[c], p.cta_begin()[c + 1]);
@@ -191,8 +197,10 @@ int64_t flashinfer_makespan(const Batch& b, const DecodePlanConfig& config, int 
   return makespan;
 }
 
+// The static plan alone (no pool): the cost model's balance.
 DecodePlanConfig h200_config() {
   DecodePlanConfig c;
+  c.pool_permille = 0;
   c.num_ctas = 264;
   c.num_heads = 32;
   c.num_kv_heads = 8;
@@ -218,6 +226,62 @@ TEST(PlanDecode, CoversEveryKeyOnceAndBeatsFlashInfer) {
   }
 }
 
+// The pool: the static lists hold about (1 - share) of the cost each, the pool the rest in pieces
+// that shrink towards the end (never below the minimum piece, unless a whole segment is shorter),
+// every key still read once; the workspace's capacities hold for the pool's extra pieces.
+TEST(PlanDecode, PoolTakesTheShareInShrinkingPieces) {
+  std::mt19937 rng(11);
+  std::vector<Batch> batches(5);
+  for (int i = 0; i < 64; ++i) batches[0].add(1, 4096);
+  for (int i = 0; i < 256; ++i) batches[1].add(1, 1 + static_cast<int>(rng() % 8192));
+  for (int i = 0; i < 4; ++i) batches[2].add(1, 32768);
+  for (int i = 0; i < 128; ++i) batches[3].add(2, 1024);
+  for (int i = 0; i < 3; ++i) batches[4].add(1, 300);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    for (int permille : {100, 150, 400, 1000}) {
+      DecodePlanConfig config = h200_config();
+      config.pool_permille = permille;
+      const Planned p = plan(batches[i], config, 32768);
+      const int64_t static_makespan = check_plan(batches[i], config, p);
+      int64_t total = 0, pool_keys = 0;
+      const DecodePlanHeader& h = p.header();
+      const int pool_begin = p.cta_begin()[config.num_ctas];
+      int64_t last_len = INT64_MAX;
+      for (int u = 0; u < h.num_units; ++u) {
+        const DecodeWorkUnit& w = p.units()[u];
+        const int64_t len = w.kv_end - w.kv_begin;
+        total += len;
+        if (u < pool_begin) continue;
+        pool_keys += len;
+        // A cut pool piece's keys end at a multiple of 64 (its next piece starts there).
+        if (u + 1 < h.num_units && p.units()[u + 1].head_row == w.head_row &&
+            p.units()[u + 1].req == w.req) {
+          EXPECT_EQ(w.kv_end % 64, 0) << "batch " << i << " unit " << u;
+          EXPECT_GE(len, kMinPoolPieceTokens);
+          if (last_len != INT64_MAX) {
+            EXPECT_LE(len, std::max<int64_t>(last_len, kMinPoolPieceTokens) + 64)
+                << "batch " << i << " unit " << u;
+          }
+          last_len = len;
+        }
+      }
+      EXPECT_GT(total, 0);
+      if (permille == 1000) {
+        EXPECT_EQ(pool_begin, 0) << "batch " << i;
+      }
+      // The static lists: each at most its share of the cost (plus a unit's rounding).
+      const int64_t cost = total + int64_t{config.unit_overhead_tokens} * h.num_units;
+      const int64_t share = cost * (1000 - permille) / 1000 / config.num_ctas;
+      EXPECT_LE(static_makespan, share + 2 * kUnitOverheadTokens + kMinChunkTokens)
+          << "batch " << i << " permille " << permille;
+      if (i == 0) {
+        EXPECT_GT(p.stats.pool_units, config.num_ctas) << permille;
+        EXPECT_GT(pool_keys, total * permille / 1000 / 2) << permille;
+      }
+    }
+  }
+}
+
 TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
   Batch b;
   for (int i = 0; i < 40; ++i) b.add(1 + i % 8, 8 + 97 * i);
@@ -225,10 +289,13 @@ TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
   b.add(0, 5);  // a padded request of a uniform batch: no rows, no units
   for (int window : {-1, 0, 63, 1000}) {
     for (int heads : {8, 32, 128}) {
-      DecodePlanConfig config = h200_config();
-      config.num_heads = heads;
-      config.window_left = window;
-      check_plan(b, config, plan(b, config));
+      for (int permille : {0, kDefaultPoolPermille}) {
+        DecodePlanConfig config = h200_config();
+        config.num_heads = heads;
+        config.window_left = window;
+        config.pool_permille = permille;
+        check_plan(b, config, plan(b, config));
+      }
     }
   }
 }
@@ -237,10 +304,13 @@ TEST(PlanDecode, DeterministicCutsAtFixedMultiples) {
   Batch b;
   for (int i = 0; i < 20; ++i) b.add(i % 3 + 1, 100 + 777 * i);
   for (int ctas : {1, 5, 264}) {
-    DecodePlanConfig config = h200_config();
-    config.num_ctas = ctas;
-    config.fixed_chunk_tokens = kDeterministicChunkTokens;
-    check_plan(b, config, plan(b, config, 20000));
+    for (int permille : {0, kDefaultPoolPermille}) {
+      DecodePlanConfig config = h200_config();
+      config.num_ctas = ctas;
+      config.pool_permille = permille;
+      config.fixed_chunk_tokens = kDeterministicChunkTokens;
+      check_plan(b, config, plan(b, config, 20000));
+    }
   }
 }
 

@@ -59,9 +59,11 @@ __device__ __forceinline__ void merge_if_last_piece(const DecodeArgs& a, int uni
   const char* plan = static_cast<const char*>(a.p.plan);
   const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
-  __threadfence();  // this CTA's partial rows before the count that publishes them
   __syncthreads();
   if (threadIdx.x == 0) {
+    // The CTA's partial rows (ordered before by the barrier) before the count that publishes
+    // them: one fence in one thread, as a grid barrier does.
+    __threadfence();
     const int m = reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
     // The plan is the kernel's to update here: the host zeroed merge_done when it wrote the plan.
     int32_t* done =
