@@ -39,7 +39,8 @@ struct BenchShape {
 // The library's configuration (warp TMA tiles, split segments merged in the kernel) on a static
 // plan (pool 0: every unit in a CTA's list, the plan before the pool) and with pools of 10, 15
 // and 25 % of the cost, interleaved and repeated (differences of 1-2 % need it); then, once:
-// the combine kernel instead of the merge in the kernel, cp.async tiles, a 256-CTA grid (the
+// pieces of at least 512 keys, the combine kernel instead of the merge in the kernel, no merge at
+// all (the kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid (the
 // suite's power-of-two segment counts divide evenly: no cuts) and the copies alone.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
@@ -55,7 +56,10 @@ void time_config_variants(DType cache, const TimeDecode& t) {
                                           .timeline = timeline});
       time_config<Tma>(t, "tma_pool250", {.pool_permille = 250, .merge_in_kernel = true});
     }
+    time_config<Tma>(t, "tma_pool150_min512", {.pool_permille = 150, .pool_min_piece = 512,
+                                               .merge_in_kernel = true});
     time_config<Tma>(t, "tma_pool150_combine", {.pool_permille = 150});
+    time_config<Tma>(t, "tma_pool150_nomerge", {.pool_permille = 150, .combine = false});
     time_config<Cta>(t, "cta_pool150", {.pool_permille = 150, .merge_in_kernel = true});
     time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .pool_permille = 0,
                                            .merge_in_kernel = true});
@@ -130,7 +134,7 @@ void run_shape(const BenchShape& s) {
   p.lse_head_stride = s.num_reqs;
   std::vector<void*> owned;
   // Plans for num_ctas CTAs with this unit overhead, then times `launch` on that grid.
-  auto time_decode = [&](int num_ctas, int overhead, int pool_permille,
+  auto time_decode = [&](int num_ctas, int overhead, int pool_permille, int pool_min_piece,
                          const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
                          plan::DecodePlanStats* stats_out) {
     plan::DecodePlanConfig config;
@@ -139,6 +143,7 @@ void run_shape(const BenchShape& s) {
     config.num_kv_heads = s.hkv;
     config.unit_overhead_tokens = overhead;
     config.pool_permille = pool_permille;
+    config.pool_min_piece_tokens = pool_min_piece;
     const plan::DecodePlanLimits limits =
         plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
     std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
@@ -171,7 +176,7 @@ void run_shape(const BenchShape& s) {
   double decode_ms = 0.0;
   for (int pass = 0; pass < (s.profile ? 1 : 2); ++pass) {
     decode_ms = time_decode(sms * std::max(1, lib_per_sm), plan::kUnitOverheadTokens,
-                            plan::kDefaultPoolPermille, library, &stats);
+                            plan::kDefaultPoolPermille, plan::kMinPoolPieceTokens, library, &stats);
   }
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s %s%s: decode %.4f ms (%.2f TB/s, %d "

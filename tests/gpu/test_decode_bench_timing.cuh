@@ -42,10 +42,10 @@ __global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sin
 }
 
 namespace decode_ns = kernels::decode;
-// (num_ctas, unit overhead, pool per mille, launch, plan stats out) -> median ms of launch on a
+// (num_ctas, unit overhead, pool per mille, pool's shortest piece, launch, plan stats out) -> median ms of launch on a
 // plan for num_ctas.
 using TimeDecode = std::function<double(
-    int, int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    int, int, int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
     plan::DecodePlanStats*)>;
 
 // Median over 15 samples (after 2 warm-up samples) of the mean time of kBackToBack launches in a
@@ -81,6 +81,7 @@ struct TimeOptions {
   int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
   int overhead = plan::kUnitOverheadTokens;
   int pool_permille = plan::kDefaultPoolPermille;
+  int pool_min_piece = plan::kMinPoolPieceTokens;
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
   bool timeline = false;
@@ -149,7 +150,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     }
   };
   plan::DecodePlanStats stats;
-  const double ms = time_decode(ctas, opt.overhead, opt.pool_permille, launch, &stats);
+  const double ms = time_decode(ctas, opt.overhead, opt.pool_permille, opt.pool_min_piece, launch, &stats);
   std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
                     " (grid " + std::to_string(ctas) + ", units " +
                     std::to_string(stats.num_units) + ", merges " +
