@@ -99,7 +99,7 @@ class CtaStream {
   }
 
   // Pool pieces: about the pool's remaining cost over 2 x num_ctas keys (at least the floor set
-  // when the pool started, so the pieces are at most 8 x num_ctas plus one per segment), ending
+  // when the pool started, so the pieces are at most 4 x num_ctas plus one per segment), ending
   // at multiples of 64 keys (a tile is not read twice), the last piece never below min_piece.
   bool emit_pool(const DecodeWorkUnit& base, int s, int hi) {
     while (true) {
@@ -120,7 +120,7 @@ class CtaStream {
   // The unassigned cost over the CTAs left, counting the overhead of the cut that each CTA
   // boundary may add: without it the budgets run behind and the last CTA takes the excess.
   void start_pool() {
-    pool_floor_ = std::max<int64_t>(min_piece_, (total_ - assigned_) / (8 * num_ctas_));
+    pool_floor_ = std::max<int64_t>(min_piece_, (total_ - assigned_) / (4 * num_ctas_));
   }
 
   int64_t next_budget() const {
@@ -225,10 +225,10 @@ DecodePlanLimits decode_plan_limits(const DecodePlanConfig& config, int max_deco
     l.max_partial_rows = rows * pieces;
   } else {
     // Every cut closes a CTA: at most num_ctas - 1 cuts, so at most 2 (num_ctas - 1) pieces of
-    // cut segments, of at most 16 rows each. The pool adds at most 16 x num_ctas pieces of cut
-    // segments (CtaStream::emit_pool: at most 8 x num_ctas of the floor's length, and each cut
+    // cut segments, of at most 16 rows each. The pool adds at most 8 x num_ctas pieces of cut
+    // segments (CtaStream::emit_pool: at most 4 x num_ctas of the floor's length, and each cut
     // segment's last piece) plus one per segment.
-    const int64_t pool_pieces = config.pool_permille > 0 ? 16 * int64_t{l.num_ctas} : 0;
+    const int64_t pool_pieces = config.pool_permille > 0 ? 8 * int64_t{l.num_ctas} : 0;
     l.max_units = segments * (config.pool_permille > 0 ? 2 : 1) + l.num_ctas + pool_pieces;
     l.max_partial_rows = std::min<int64_t>(
         rows * (2 * int64_t{l.num_ctas} + pool_pieces + 2),
