@@ -1,13 +1,12 @@
 // The merge of one split decode segment: its pieces' f32 partials combined by LSE in piece order
-// (deterministic), the sink added once, the output and LSE written. Run by the combine kernel
-// for every merge item, or inside the decode kernel by the CTA that finished a segment's last
-// piece (DecodeArgs::merge_in_kernel).
+// (deterministic; the split combine's rule, attention::merge_split_parts), the sink added once,
+// the output and LSE written. Run by the combine kernel for every merge item, or inside the decode
+// kernel by the CTA that finished a segment's last piece (DecodeArgs::merge_in_kernel).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include "device/convert.cuh"
-#include "device/softmax_state.cuh"
+#include "kernels/attention/split_combine.cuh"
 #include "kernels/decode/decode_traits.cuh"
 
 namespace pagedattn::kernels::decode {
@@ -25,29 +24,18 @@ __device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, in
     const int gr = row0 + r;
     const int token = item.q_start + gr / group;
     const int head = kv_head * group + gr % group;
-    device::LseAccumulator acc;
-    for (int k = 0; k < item.num_pieces; ++k) {
-      acc.add(__ldcg(p.partial_lse + item.first_row + k * item.rows + r));
-    }
-    if (p.sinks != nullptr) acc.add(p.sinks[head]);
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int k = 0; k < item.num_pieces; ++k) {
-      const int64_t prow = item.first_row + k * item.rows + r;
-      const float wgt = acc.weight(__ldcg(p.partial_lse + prow));
-      if (wgt == 0.0f) continue;  // an empty piece's partial may hold anything
-      const float4 v =
-          __ldcg(reinterpret_cast<const float4*>(p.partial_out + prow * p.head_size + col));
-      o.x += wgt * v.x;
-      o.y += wgt * v.y;
-      o.z += wgt * v.z;
-      o.w += wgt * v.w;
-    }
-    T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
-    uint2 packed;
-    packed.x = device::pack_float2<T>(o.x, o.y);
-    packed.y = device::pack_float2<T>(o.z, o.w);
-    *reinterpret_cast<uint2*>(out) = packed;
-    if (p.lse != nullptr && col == 0) p.lse[head * p.lse_head_stride + token] = acc.lse();
+    const int64_t row = item.first_row + r;
+    float lse = 0.0f;
+    const float4 o = attention::merge_split_parts(
+        item.num_pieces, [&](int k) { return __ldcg(p.partial_lse + row + k * item.rows); },
+        [&](int k) {
+          return __ldcg(reinterpret_cast<const float4*>(
+              p.partial_out + (row + k * item.rows) * p.head_size + col));
+        },
+        p.sinks != nullptr ? p.sinks + head : nullptr, lse);
+    attention::store_columns4(
+        static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col, o);
+    if (p.lse != nullptr && col == 0) p.lse[head * p.lse_head_stride + token] = lse;
   }
 }
 
