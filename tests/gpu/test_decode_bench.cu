@@ -39,7 +39,7 @@ struct BenchShape {
 // The library's configuration (warp TMA tiles, split segments merged in the kernel) on a static
 // plan (pool 0: every unit in a CTA's list, the plan before the pool) and with pools of 10, 15
 // and 25 % of the cost, interleaved and repeated (differences of 1-2 % need it); then, once:
-// pieces of at least 512 keys, the combine kernel instead of the merge in the kernel, no merge at
+// pools of 40 % and of everything, pieces of at least 512 keys, the combine kernel instead of the merge in the kernel, no merge at
 // all (the kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid (the
 // suite's power-of-two segment counts divide evenly: no cuts) and the copies alone.
 void time_config_variants(DType cache, const TimeDecode& t) {
@@ -56,6 +56,9 @@ void time_config_variants(DType cache, const TimeDecode& t) {
                                           .timeline = timeline});
       time_config<Tma>(t, "tma_pool250", {.pool_permille = 250, .merge_in_kernel = true});
     }
+    time_config<Tma>(t, "tma_pool400", {.pool_permille = 400, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .merge_in_kernel = true,
+                                         .timeline = true});
     time_config<Tma>(t, "tma_pool150_min512", {.pool_permille = 150, .pool_min_piece = 512,
                                                .merge_in_kernel = true});
     time_config<Tma>(t, "tma_pool150_combine", {.pool_permille = 150});
