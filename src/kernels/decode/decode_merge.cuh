@@ -39,32 +39,62 @@ __device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, in
   }
 }
 
-// Inside the decode kernel, after cut unit `unit` wrote its partial rows: counts the piece in the
-// plan's merge_done; the CTA that counts its segment's last piece merges the segment and resets
-// the count. `flag`: one int of shared memory free until the next epilogue.
-template <typename T, int kThreads>
-__device__ __forceinline__ void merge_if_last_piece(const DecodeArgs& a, int unit, int* flag) {
-  const char* plan = static_cast<const char*>(a.p.plan);
-  const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
-  const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
-  __syncthreads();
-  if (threadIdx.x == 0) {
+// Inside the decode kernel: the counts of finished pieces in the plan's merge_done, taken without
+// waiting for them. After a cut unit's partial rows are written (and a barrier), thread 0 counts
+// the piece (count()); the atomic's result is read one unit later, or after the CTA's last unit
+// (resolve()): the CTA whose count was its segment's last merges the segment and resets the count
+// to 0 for the next launch of the plan. Thread 0's state; the other threads carry it unused.
+struct PieceCounter {
+  int32_t* done = nullptr;  // the plan's merge_done
+  int merge = -1;           // the merge item of the counted piece, -1: none pending
+  int before = 0;           // the count the atomic found
+  int pieces = 0;           // the item's piece count
+
+  int next_merge = -1;      // the merge item of the cut unit being computed
+  int next_pieces = 0;
+
+  // At the start of cut unit `unit`: its merge item and piece count (loads that have the unit's
+  // tiles to land).
+  __device__ __forceinline__ void prepare(const DecodeArgs& a, int unit) {
+    const char* plan = static_cast<const char*>(a.p.plan);
+    const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
+    const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
+    // The plan is the kernel's to update here: the host zeroed merge_done when it wrote the plan.
+    done = reinterpret_cast<int32_t*>(const_cast<char*>(plan) + decode_merge_done_offset(h));
+    next_merge = reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
+    next_pieces = merges[next_merge].num_pieces;
+  }
+
+  // After the prepared unit's partial rows are written and a barrier: counts its piece.
+  __device__ __forceinline__ void count() {
+    merge = next_merge;
+    pieces = next_pieces;
     // The CTA's partial rows (ordered before by the barrier) before the count that publishes
     // them: one fence in one thread, as a grid barrier does.
     __threadfence();
-    const int m = reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
-    // The plan is the kernel's to update here: the host zeroed merge_done when it wrote the plan.
-    int32_t* done =
-        reinterpret_cast<int32_t*>(const_cast<char*>(plan) + decode_merge_done_offset(h)) + m;
-    const bool last = atomicAdd(done, 1) + 1 == merges[m].num_pieces;
-    __threadfence();  // the other pieces' partial rows, published by their counts
-    if (last) *done = 0;
-    *flag = last ? m : -1;
+    before = atomicAdd(done + merge, 1);
   }
-  __syncthreads();
-  const int m = *flag;
-  if (m >= 0) merge_segment<T>(a.p, a.group, merges[m], threadIdx.x, kThreads);
-  __syncthreads();  // the flag's shared memory is the next epilogue's
+
+  // The merge item this CTA is to merge now, or -1.
+  __device__ __forceinline__ int resolve() {
+    if (merge < 0) return -1;
+    const int m = merge;
+    merge = -1;
+    if (before + 1 != pieces) return -1;
+    __threadfence();  // the other pieces' partial rows, published by their counts
+    done[m] = 0;
+    return m;
+  }
+};
+
+// All threads: merges item m (>= 0; thread 0's resolve(), published through shared memory by a
+// barrier since).
+template <typename T, int kThreads>
+__device__ __forceinline__ void merge_item(const DecodeArgs& a, int m) {
+  const char* plan = static_cast<const char*>(a.p.plan);
+  const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
+  const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
+  merge_segment<T>(a.p, a.group, merges[m], threadIdx.x, kThreads);
 }
 
 }  // namespace pagedattn::kernels::decode
