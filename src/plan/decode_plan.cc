@@ -264,7 +264,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   const int group = config.num_heads / config.num_kv_heads;
   const int64_t c0 = config.unit_overhead_tokens;
-  int64_t total = 0;
+  int64_t total = 0, longest = 0;
   for (int r = 0; r < n; ++r) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     if (q_len < 0 || q_len > kMaxDecodeQueryLen || seq_lens[r] < q_len) {
@@ -281,7 +281,15 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
               ? (k.hi - 1) / config.fixed_chunk_tokens - k.lo / config.fixed_chunk_tokens + 1
               : 1;
       total += config.num_kv_heads * (k.hi - k.lo + c0 * pieces);
+      longest = std::max<int64_t>(longest, k.hi - k.lo + c0);
     }
+  }
+  // Short segments only: all of them whole in the pool.
+  DecodePlanConfig effective = config;
+  if (config.whole_segment_pool && config.fixed_chunk_tokens == 0 &&
+      longest * kWholePoolRatio * config.num_ctas <= total) {
+    effective.pool_permille = 1000;
+    effective.pool_min_piece_tokens = INT_MAX / 2;
   }
 
   // Longest visible range first; equal lengths keep batch order (the index breaks ties).
@@ -300,7 +308,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   auto* cta_begin = reinterpret_cast<int32_t*>(base + kernels::kDecodePlanCtaBeginOffset);
   const int64_t unit_off = units_offset(limits.num_ctas);
   auto* units = reinterpret_cast<DecodeWorkUnit*>(base + unit_off);
-  CtaStream st(config, total, cta_begin, units, limits.max_units);
+  CtaStream st(effective, total, cta_begin, units, limits.max_units);
   scratch.merges.clear();
   scratch.merge_units.clear();
   int64_t partial_rows = 0;
@@ -354,8 +362,12 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   std::fill_n(reinterpret_cast<int32_t*>(base + kernels::decode_merge_done_offset(*header)),
               num_merges, 0);
+  int32_t pool_min_keys = st.pool_units() > 0 ? INT32_MAX : 0;
+  for (int u = st.num_units() - st.pool_units(); u < st.num_units(); ++u) {
+    pool_min_keys = std::min(pool_min_keys, units[u].kv_end - units[u].kv_begin);
+  }
   *reinterpret_cast<kernels::DecodePoolCounters*>(
-      base + kernels::decode_pool_counters_offset(*header)) = {0, 0};
+      base + kernels::decode_pool_counters_offset(*header)) = {0, 0, pool_min_keys, 0};
 
   DecodePlanStats stats;
   stats.num_units = st.num_units();

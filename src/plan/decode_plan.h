@@ -17,12 +17,15 @@
 // pieces, and therefore its output bits, do not depend on the rest of the batch.
 //
 // Pool. Static lists alone leave the SMs that stream faster idle at the end (on the H200 a tenth of
-// the CTAs finished a balanced plan ~25% early). With pool_permille > 0 the static lists hold only
-// that much less than the whole cost; the rest, the shortest segments last, is cut into pieces of
-// decreasing size (guided: about the pool's remaining keys over 2 x num_ctas) that the CTAs take
-// in order once their own units are done, so the fast CTAs take more pieces and the last pieces
-// are short. Which CTA runs a piece changes from launch to launch; its keys, partial and merge
-// order do not (deterministic mode stays bit-identical: its chunks are the pool's pieces).
+// the CTAs finished a balanced plan ~25% early). The pool is a list of units that the CTAs take in
+// order once their own units are done, so the fast CTAs take more. Batches of short segments (each
+// at most a third of a CTA's equal share) put every segment whole into the pool, longest first: no
+// cuts and no merges (a cut piece costs its partial, its count and the merge: measured, more than
+// the balance a finer cut buys). With pool_permille > 0 (DecodeBench's comparisons) the static
+// lists hold that much less than the whole cost and the rest is cut into pieces of decreasing size
+// (guided: about the pool's remaining keys over 2 x num_ctas). Which CTA runs a unit changes from
+// launch to launch; its keys, partial and merge order do not (deterministic mode stays
+// bit-identical: its chunks are the pool's pieces).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +44,11 @@ inline constexpr int kMinChunkTokens = 128;
 // An estimate, to be replaced by a measured value.
 inline constexpr int kUnitOverheadTokens = 64;
 // Pool defaults: the share of the cost left to the pool (per mille) and its shortest piece.
-inline constexpr int kDefaultPoolPermille = 150;
+inline constexpr int kDefaultPoolPermille = 0;
 inline constexpr int kMinPoolPieceTokens = 256;
+// Whole-segment pool: when every segment costs at most 1/kWholePoolRatio of a CTA's equal share,
+// all segments go whole into the pool (no cuts, no merges), longest first.
+inline constexpr int kWholePoolRatio = 3;
 // Decode query lengths the kernel serves (speculative verification packs q_len * G rows).
 inline constexpr int kMaxDecodeQueryLen = 8;
 // vLLM's batch-invariant decode split (flashinfer.py: decode_fixed_split_size = 2048).
@@ -57,6 +63,7 @@ struct DecodePlanConfig {
   int unit_overhead_tokens = kUnitOverheadTokens;
   int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
   int pool_min_piece_tokens = kMinPoolPieceTokens;
+  bool whole_segment_pool = true;  // batches of short segments: all of them whole in the pool
 };
 
 // Capacities of one builder's plan, fixed at construction.

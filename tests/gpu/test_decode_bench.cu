@@ -36,12 +36,13 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel) on a static
-// plan (pool 0: every unit in a CTA's list, the plan before the pool) and with pools of 10, 15
-// and 25 % of the cost, interleaved and repeated (differences of 1-2 % need it); then, once:
-// pools of 40 % and of everything, pieces of at least 512 keys, the combine kernel instead of the merge in the kernel, no merge at
-// all (the kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid (the
-// suite's power-of-two segment counts divide evenly: no cuts) and the copies alone.
+// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the static
+// plan (no pool: every unit in a CTA's list), with the default plan (batches of short segments
+// whole in the pool) and with everything in a guided pool (segments cut towards the end),
+// interleaved and repeated (differences of 1-2 % need it); then, once: a 15 % guided pool, the
+// static plan without any merge (the kernel alone; its output is wrong where segments are cut)
+// and with the combine kernel, cp.async tiles, a 256-CTA grid (the suite's power-of-two segment
+// counts divide evenly: no cuts) and the copies alone.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
@@ -49,26 +50,21 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
     for (int rep = 0; rep < 3; ++rep) {
       const bool timeline = rep == 0;
-      time_config<Tma>(t, "tma_static", {.pool_permille = 0, .merge_in_kernel = true,
+      time_config<Tma>(t, "tma_static", {.whole_pool = false, .merge_in_kernel = true,
                                          .timeline = timeline});
-      time_config<Tma>(t, "tma_pool100", {.pool_permille = 100, .merge_in_kernel = true});
-      time_config<Tma>(t, "tma_pool150", {.pool_permille = 150, .merge_in_kernel = true,
-                                          .timeline = timeline});
-      time_config<Tma>(t, "tma_pool250", {.pool_permille = 250, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
+      time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .whole_pool = false,
+                                           .merge_in_kernel = true, .timeline = timeline});
     }
-    time_config<Tma>(t, "tma_pool400", {.pool_permille = 400, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .merge_in_kernel = true,
-                                         .timeline = true});
-    time_config<Tma>(t, "tma_pool150_min512", {.pool_permille = 150, .pool_min_piece = 512,
-                                               .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_pool150_combine", {.pool_permille = 150});
-    time_config<Tma>(t, "tma_pool150_nomerge", {.pool_permille = 150, .combine = false});
-    time_config<Cta>(t, "cta_pool150", {.pool_permille = 150, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .pool_permille = 0,
+    time_config<Tma>(t, "tma_pool150", {.pool_permille = 150, .whole_pool = false,
+                                        .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_static_nomerge", {.whole_pool = false, .combine = false});
+    time_config<Tma>(t, "tma_static_combine", {.whole_pool = false});
+    time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
+    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .whole_pool = false,
                                            .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_pool150_256", {.num_ctas = 256, .merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(
-        t, "tma_loads", {.pool_permille = 0});
+        t, "tma_loads", {.whole_pool = false});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
@@ -137,16 +133,17 @@ void run_shape(const BenchShape& s) {
   p.lse_head_stride = s.num_reqs;
   std::vector<void*> owned;
   // Plans for num_ctas CTAs with this unit overhead, then times `launch` on that grid.
-  auto time_decode = [&](int num_ctas, int overhead, int pool_permille, int pool_min_piece,
+  auto time_decode = [&](int num_ctas, const TimeOptions& opt,
                          const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
                          plan::DecodePlanStats* stats_out) {
     plan::DecodePlanConfig config;
     config.num_ctas = num_ctas;
     config.num_heads = s.hq;
     config.num_kv_heads = s.hkv;
-    config.unit_overhead_tokens = overhead;
-    config.pool_permille = pool_permille;
-    config.pool_min_piece_tokens = pool_min_piece;
+    config.unit_overhead_tokens = opt.overhead;
+    config.pool_permille = opt.pool_permille;
+    config.pool_min_piece_tokens = opt.pool_min_piece;
+    config.whole_segment_pool = opt.whole_pool;
     const plan::DecodePlanLimits limits =
         plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
     std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
@@ -178,8 +175,7 @@ void run_shape(const BenchShape& s) {
   // up to 20% slow (call B: 4x32768 0.1676 ms against 0.1381 for the same kernel timed later).
   double decode_ms = 0.0;
   for (int pass = 0; pass < (s.profile ? 1 : 2); ++pass) {
-    decode_ms = time_decode(sms * std::max(1, lib_per_sm), plan::kUnitOverheadTokens,
-                            plan::kDefaultPoolPermille, plan::kMinPoolPieceTokens, library, &stats);
+    decode_ms = time_decode(sms * std::max(1, lib_per_sm), TimeOptions{}, library, &stats);
   }
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s %s%s: decode %.4f ms (%.2f TB/s, %d "

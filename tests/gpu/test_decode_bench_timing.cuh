@@ -42,15 +42,26 @@ __global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sin
 }
 
 namespace decode_ns = kernels::decode;
-// (num_ctas, unit overhead, pool per mille, pool's shortest piece, launch, plan stats out) -> median ms of launch on a
-// plan for num_ctas.
+
+// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
+// overhead and pool, the combine launched after it or not (the kernel alone), the CTA timeline.
+struct TimeOptions {
+  int ctas_per_sm = 0;
+  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
+  int overhead = plan::kUnitOverheadTokens;
+  int pool_permille = plan::kDefaultPoolPermille;
+  int pool_min_piece = plan::kMinPoolPieceTokens;
+  bool whole_pool = true;  // DecodePlanConfig::whole_segment_pool
+  bool combine = true;
+  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
+  bool timeline = false;
+};
+
+// (num_ctas, plan options, launch, plan stats out) -> median ms of launch on a plan for num_ctas.
 using TimeDecode = std::function<double(
-    int, int, int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    int, const TimeOptions&, const std::function<void(const kernels::DecodeAttentionParams&)>&,
     plan::DecodePlanStats*)>;
 
-// Median over 15 samples (after 2 warm-up samples) of the mean time of kBackToBack launches in a
-// row: the host's per-launch work (argument setup, tensor-map encoding) stays off the device's
-// timeline, as in a captured graph or the CLI's runs. `once`: a single launch (for ncu).
 template <typename F>
 double median_ms(F&& launch, bool once = false) {
   constexpr int kBackToBack = 4;
@@ -73,19 +84,6 @@ double median_ms(F&& launch, bool once = false) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
-
-// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
-// overhead, the combine launched after it or not (the kernel alone), the CTA timeline recorded.
-struct TimeOptions {
-  int ctas_per_sm = 0;
-  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
-  int overhead = plan::kUnitOverheadTokens;
-  int pool_permille = plan::kDefaultPoolPermille;
-  int pool_min_piece = plan::kMinPoolPieceTokens;
-  bool combine = true;
-  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
-  bool timeline = false;
-};
 
 // The CTAs' start and end times of the last launch, in us from the first start: the span, the
 // spread of the starts, the ends (first, p10, p50, p90) and the idle share (the mean gap between
@@ -150,7 +148,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     }
   };
   plan::DecodePlanStats stats;
-  const double ms = time_decode(ctas, opt.overhead, opt.pool_permille, opt.pool_min_piece, launch, &stats);
+  const double ms = time_decode(ctas, opt, launch, &stats);
   std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
                     " (grid " + std::to_string(ctas) + ", units " +
                     std::to_string(stats.num_units) + ", merges " +

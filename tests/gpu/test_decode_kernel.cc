@@ -207,6 +207,29 @@ TEST(DecodeKernel, SharedPoolOfUnits) {
   }
 }
 
+// Many short requests: every segment whole in the pool (no cuts, no merges), taken by 2 and 7
+// CTAs in turn, odd lengths from 1 key, a sink, three launches of the plan.
+TEST(DecodeKernel, WholeSegmentPool) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec c = decode_case(140);
+  c.sinks = true;
+  c.seq_lens.clear();
+  for (int r = 0; r < 300; ++r) c.seq_lens.push_back(1 + (r * 37) % 150);
+  c.query_lens.assign(c.seq_lens.size(), 1);
+  for (int ctas : {2, 7}) {
+    c.name = "whole_pool_ctas_" + std::to_string(ctas);
+    DecodeRunOptions o;
+    o.num_ctas = ctas;
+    o.pool_permille = 0;
+    o.launches = 3;
+    const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kHND, o);
+    EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"
+                            << r.cmp.detail;
+    EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
+    EXPECT_EQ(r.stats.num_merges, 0) << c.name;
+  }
+}
+
 // Fixed chunks: the output bits do not depend on how the units are spread over CTAs.
 TEST(DecodeKernel, DeterministicModeIsBitIdentical) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

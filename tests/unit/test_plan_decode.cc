@@ -77,11 +77,17 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
   EXPECT_EQ(p.cta_begin()[0], 0);
   // The static lists, then the pool.
   EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units - p.stats.pool_units);
-  if (config.pool_permille == 0) {
+  if (config.pool_permille == 0 && !config.whole_segment_pool) {
     EXPECT_EQ(p.stats.pool_units, 0);
   }
-  EXPECT_EQ(p.at(kernels::decode_pool_counters_offset(h))[0], 0);
-  EXPECT_EQ(p.at(kernels::decode_pool_counters_offset(h))[1], 0);
+  const int32_t* counters = p.at(kernels::decode_pool_counters_offset(h));
+  EXPECT_EQ(counters[0], 0);
+  EXPECT_EQ(counters[1], 0);
+  int32_t pool_min = p.stats.pool_units > 0 ? INT32_MAX : 0;
+  for (int u = h.num_units - p.stats.pool_units; u < h.num_units; ++u) {
+    pool_min = std::min(pool_min, p.units()[u].kv_end - p.units()[u].kv_begin);
+  }
+  EXPECT_EQ(counters[2], pool_min);  // the kernel's lower bound of a pool unit's keys
   int64_t makespan = 0;
   for (int c = 0; c < config.num_ctas; ++c) {
     EXPECT_LE(p.cta_begin()[c], p.cta_begin()[c + 1]);
@@ -201,6 +207,7 @@ int64_t flashinfer_makespan(const Batch& b, const DecodePlanConfig& config, int 
 DecodePlanConfig h200_config() {
   DecodePlanConfig c;
   c.pool_permille = 0;
+  c.whole_segment_pool = false;
   c.num_ctas = 264;
   c.num_heads = 32;
   c.num_kv_heads = 8;
@@ -282,6 +289,46 @@ TEST(PlanDecode, PoolTakesTheShareInShrinkingPieces) {
   }
 }
 
+// Batches of short segments (each at most a third of a CTA's share) go whole into the pool,
+// longest first: no static lists, no cuts, no merges. Longer segments keep the static plan.
+TEST(PlanDecode, ShortSegmentsGoWholeIntoThePool) {
+  std::mt19937 rng(3);
+  std::vector<Batch> pooled(3), planned(2);
+  for (int i = 0; i < 128; ++i) pooled[0].add(1, 1024);
+  for (int i = 0; i < 256; ++i) pooled[1].add(1, 1 + static_cast<int>(rng() % 2048));
+  for (int i = 0; i < 32; ++i) pooled[2].add(1 + i % 4, 8192);
+  for (int i = 0; i < 64; ++i) planned[0].add(1, 4096);  // about 2 segments per CTA: cut
+  for (int i = 0; i < 8; ++i) planned[1].add(1, 32768);
+  DecodePlanConfig config = h200_config();
+  config.whole_segment_pool = true;
+  for (size_t i = 0; i < pooled.size(); ++i) {
+    config.num_heads = i == 2 ? 32 : 64;
+    config.num_kv_heads = i == 2 ? 32 : 8;
+    const Planned p = plan(pooled[i], config);
+    check_plan(pooled[i], config, p);
+    EXPECT_EQ(p.stats.pool_units, p.stats.num_units) << i;
+    EXPECT_EQ(p.stats.num_merges, 0) << i;
+    int64_t last = INT64_MAX;
+    for (int u = 0; u < p.stats.num_units; ++u) {
+      const int64_t len = p.units()[u].kv_end - p.units()[u].kv_begin;
+      EXPECT_LE(len, last) << "longest first: batch " << i << " unit " << u;
+      last = len;
+    }
+  }
+  config.num_heads = 32;
+  config.num_kv_heads = 8;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Planned p = plan(planned[i], config);
+    check_plan(planned[i], config, p);
+    EXPECT_EQ(p.stats.pool_units, 0) << i;
+  }
+  // Deterministic mode keeps its fixed chunks (no whole-segment pool).
+  config.fixed_chunk_tokens = 512;
+  const Planned d = plan(pooled[0], config);
+  check_plan(pooled[0], config, d);
+  EXPECT_GT(d.stats.num_merges, 0);
+}
+
 TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
   Batch b;
   for (int i = 0; i < 40; ++i) b.add(1 + i % 8, 8 + 97 * i);
@@ -289,11 +336,12 @@ TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
   b.add(0, 5);  // a padded request of a uniform batch: no rows, no units
   for (int window : {-1, 0, 63, 1000}) {
     for (int heads : {8, 32, 128}) {
-      for (int permille : {0, kDefaultPoolPermille}) {
+      for (int permille : {0, 150, 1000}) {
         DecodePlanConfig config = h200_config();
         config.num_heads = heads;
         config.window_left = window;
         config.pool_permille = permille;
+        config.whole_segment_pool = permille == 0;
         check_plan(b, config, plan(b, config));
       }
     }
@@ -304,7 +352,7 @@ TEST(PlanDecode, DeterministicCutsAtFixedMultiples) {
   Batch b;
   for (int i = 0; i < 20; ++i) b.add(i % 3 + 1, 100 + 777 * i);
   for (int ctas : {1, 5, 264}) {
-    for (int permille : {0, kDefaultPoolPermille}) {
+    for (int permille : {0, 150}) {
       DecodePlanConfig config = h200_config();
       config.num_ctas = ctas;
       config.pool_permille = permille;

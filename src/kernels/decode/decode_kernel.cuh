@@ -31,8 +31,14 @@ __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
   const auto* cta_begin = reinterpret_cast<const int32_t*>(plan + kDecodePlanCtaBeginOffset);
   const auto* units = reinterpret_cast<const DecodeWorkUnit*>(plan + header->units_offset);
   auto* counters = reinterpret_cast<DecodePoolCounters*>(plan + decode_pool_counters_offset(*header));
-  UnitPublisher<Cfg> q{units,       cta_begin[blockIdx.x], cta_begin[blockIdx.x + 1],
-                       cta_begin[gridDim.x], header->num_units, &counters->next};
+  const int pool_tiles = max(1, (counters->min_keys + Cfg::kBlockN - 1) / Cfg::kBlockN);
+  UnitPublisher<Cfg> q{units,
+                       cta_begin[blockIdx.x],
+                       cta_begin[blockIdx.x + 1],
+                       cta_begin[gridDim.x],
+                       header->num_units,
+                       &counters->next,
+                       pool_tiles};
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
   run_stream<Cfg, T>(a, units, q, smem);
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();

@@ -39,62 +39,85 @@ __device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, in
   }
 }
 
-// Inside the decode kernel: the counts of finished pieces in the plan's merge_done, taken without
-// waiting for them. After a cut unit's partial rows are written (and a barrier), thread 0 counts
-// the piece (count()); the atomic's result is read one unit later, or after the CTA's last unit
-// (resolve()): the CTA whose count was its segment's last merges the segment and resets the count
-// to 0 for the next launch of the plan. Thread 0's state; the other threads carry it unused.
+// Inside the decode kernel: the counts of finished pieces in the plan's merge_done. The CTA lists
+// its cut units' merge items (thread 0, at each cut unit's start) and counts them all when its
+// stream is done: one fence per CTA where nothing else is in flight (a fence in the stream waited
+// for the in-flight block-id copies: ~4 us per cut unit at 64 x 4096), the atomics issued side by
+// side by one thread each. The CTA whose count was a segment's last merges the segment and resets
+// its count to 0 for the next launch of the plan. Past kListed cut units a CTA counts and merges
+// at each unit's end instead (waiting for the count).
+template <typename Cfg>
 struct PieceCounter {
-  int32_t* done = nullptr;  // the plan's merge_done
-  int merge = -1;           // the merge item of the counted piece, -1: none pending
-  int before = 0;           // the count the atomic found
-  int pieces = 0;           // the item's piece count
+  static constexpr int kListed = Cfg::kMergeListSlots;
+  int cut_units = 0;  // every thread: the cut units begun so far
 
-  int next_merge = -1;      // the merge item of the cut unit being computed
-  int next_pieces = 0;
-
-  // At the start of cut unit `unit`: its merge item and piece count (loads that have the unit's
-  // tiles to land).
-  __device__ __forceinline__ void prepare(const DecodeArgs& a, int unit) {
+  __device__ __forceinline__ static int32_t* merge_done(const DecodeArgs& a) {
     const char* plan = static_cast<const char*>(a.p.plan);
     const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
-    const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
     // The plan is the kernel's to update here: the host zeroed merge_done when it wrote the plan.
-    done = reinterpret_cast<int32_t*>(const_cast<char*>(plan) + decode_merge_done_offset(h));
-    next_merge = reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
-    next_pieces = merges[next_merge].num_pieces;
+    return reinterpret_cast<int32_t*>(const_cast<char*>(plan) + decode_merge_done_offset(h));
+  }
+  __device__ __forceinline__ static const DecodeMergeItem& item(const DecodeArgs& a, int m) {
+    const char* plan = static_cast<const char*>(a.p.plan);
+    const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
+    return reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset)[m];
+  }
+  __device__ __forceinline__ static int unit_merge(const DecodeArgs& a, int unit) {
+    const char* plan = static_cast<const char*>(a.p.plan);
+    const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
+    return reinterpret_cast<const int32_t*>(plan + decode_unit_merge_offset(h))[unit];
   }
 
-  // After the prepared unit's partial rows are written and a barrier: counts its piece.
-  __device__ __forceinline__ void count() {
-    merge = next_merge;
-    pieces = next_pieces;
-    // The CTA's partial rows (ordered before by the barrier) before the count that publishes
-    // them: one fence in one thread, as a grid barrier does.
-    __threadfence();
-    before = atomicAdd(done + merge, 1);
-  }
-
-  // The merge item this CTA is to merge now, or -1.
-  __device__ __forceinline__ int resolve() {
-    if (merge < 0) return -1;
-    const int m = merge;
-    merge = -1;
-    if (before + 1 != pieces) return -1;
+  // Counts one piece of item m; whether it was the last (then resets the count). The caller
+  // fenced after the piece's partial rows (and a barrier).
+  __device__ __forceinline__ static bool count_piece(const DecodeArgs& a, int m) {
+    int32_t* done = merge_done(a) + m;
+    if (atomicAdd(done, 1) + 1 != item(a, m).num_pieces) return false;
     __threadfence();  // the other pieces' partial rows, published by their counts
-    done[m] = 0;
-    return m;
+    *done = 0;
+    return true;
+  }
+
+  // Every thread, at the start of cut unit `unit`: listed (by thread 0) or not.
+  __device__ __forceinline__ bool begin_cut(const DecodeArgs& a, int unit, int* list) {
+    const bool listed = cut_units < kListed;
+    if (listed && threadIdx.x == 0) list[cut_units] = unit_merge(a, unit);
+    ++cut_units;
+    return listed;
+  }
+
+  // Every thread, after an unlisted cut unit's partial rows are written (and a barrier).
+  template <typename T>
+  __device__ __forceinline__ void count_now(const DecodeArgs& a, int unit, int* flag) {
+    if (threadIdx.x == 0) {
+      __threadfence();
+      const int m = unit_merge(a, unit);
+      *flag = count_piece(a, m) ? m : -1;
+    }
+    __syncthreads();
+    const int m = *flag;
+    if (m >= 0) merge_segment<T>(a.p, a.group, item(a, m), threadIdx.x, Cfg::kThreads);
+    __syncthreads();  // the flag is the next unit's
+  }
+
+  // Every thread, after the CTA's last unit: counts the listed pieces, merges the segments whose
+  // last piece this CTA counted.
+  template <typename T>
+  __device__ __forceinline__ void count_listed(const DecodeArgs& a, int* list) {
+    const int n = min(cut_units, kListed);
+    if (n == 0) return;
+    __syncthreads();  // the list, and every partial row of the CTA
+    if (threadIdx.x < n) {
+      __threadfence();
+      const int m = list[threadIdx.x];
+      list[threadIdx.x] = count_piece(a, m) ? m : -1;
+    }
+    __syncthreads();
+    for (int i = 0; i < n; ++i) {
+      const int m = list[i];
+      if (m >= 0) merge_segment<T>(a.p, a.group, item(a, m), threadIdx.x, Cfg::kThreads);
+    }
   }
 };
-
-// All threads: merges item m (>= 0; thread 0's resolve(), published through shared memory by a
-// barrier since).
-template <typename T, int kThreads>
-__device__ __forceinline__ void merge_item(const DecodeArgs& a, int m) {
-  const char* plan = static_cast<const char*>(a.p.plan);
-  const auto& h = *reinterpret_cast<const DecodePlanHeader*>(plan);
-  const auto* merges = reinterpret_cast<const DecodeMergeItem*>(plan + h.merges_offset);
-  merge_segment<T>(a.p, a.group, merges[m], threadIdx.x, kThreads);
-}
 
 }  // namespace pagedattn::kernels::decode

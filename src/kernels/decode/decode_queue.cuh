@@ -24,7 +24,10 @@ __device__ __forceinline__ int* queue_slot(char* smem, int k) {
   return reinterpret_cast<int*>(smem + Cfg::kQueueOffset) + 2 * (k % Cfg::kQueueSlots);
 }
 
-// Thread 0's publishing state (the other threads carry it unused).
+// Thread 0's publishing state (the other threads carry it unused). Pool units are taken one
+// publication ahead (the atomic's result is read at the next publication, a unit later) and
+// counted at the pool's shortest unit's tiles (a lower bound: publishing by lower bounds still
+// covers the cursors' reach), so neither the atomic nor a load of the unit stalls the warp.
 template <typename Cfg>
 struct UnitPublisher {
   const DecodeWorkUnit* units;
@@ -33,35 +36,44 @@ struct UnitPublisher {
   int pool_begin;  // the pool: units [pool_begin, pool_end)
   int pool_end;
   int* pool_next;  // the plan's pool counter
+  int pool_tiles;  // tiles of the pool's shortest unit (>= 1)
   int published = 0;
-  int stream_end = 0;  // stream position one past the last published entry's tiles
+  int stream_end = 0;  // (a lower bound of) the stream position past the last published entry
+  int reserved = -1;   // a pool index taken ahead, -1: none
   bool ended = false;
 
   __device__ __forceinline__ void publish_one(char* smem) {
     int u = -1;
+    int tiles = 0;
     if (next_static < end_static) {
       u = next_static++;
+      const int4 range = reinterpret_cast<const int4*>(units + u)[1];  // head_row, begin, end
+      tiles = (range.z + Cfg::kBlockN - 1) / Cfg::kBlockN - range.y / Cfg::kBlockN;
     } else {
-      const int taken = pool_begin + atomicAdd(pool_next, 1);
-      if (taken < pool_end) u = taken;
+      if (pool_begin < pool_end) {
+        const int taken = pool_begin + (reserved >= 0 ? reserved : atomicAdd(pool_next, 1));
+        reserved = -1;
+        if (taken < pool_end) u = taken;
+      }
+      tiles = pool_tiles;
     }
     int* slot = queue_slot<Cfg>(smem, published++);
-    if (u < 0) {
-      ended = true;
-    } else {
-      const int4 range = reinterpret_cast<const int4*>(units + u)[1];  // head_row, begin, end
-      stream_end += (range.z + Cfg::kBlockN - 1) / Cfg::kBlockN - range.y / Cfg::kBlockN;
-    }
+    if (u < 0) ended = true;
+    stream_end += u < 0 ? 0 : tiles;
     slot[0] = u;
     slot[1] = stream_end;
   }
 
   // Publishes entries until entry `j` and kRingTiles + 1 tiles past its end are out (the block-id
   // cursor's reach while entry j computes), or the end. Entry j - 1 and earlier are published.
+  // Then takes the next pool index ahead once the static units are out.
   __device__ __forceinline__ void cover(char* smem, int j) {
     while (!ended && (published <= j ||
                       stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
       publish_one(smem);
+    }
+    if (!ended && next_static >= end_static && reserved < 0 && pool_begin < pool_end) {
+      reserved = atomicAdd(pool_next, 1);
     }
   }
 };

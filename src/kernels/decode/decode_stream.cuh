@@ -94,8 +94,9 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     device::cp_async_commit();
   }
 
+  int* merge_list = reinterpret_cast<int*>(smem + Cfg::kMergeListOffset);
   int* merge_flag = reinterpret_cast<int*>(smem + Cfg::kMergeFlagOffset);
-  PieceCounter pieces;  // thread 0's
+  PieceCounter<Cfg> pieces;
   int p = 0;
   for (int j = 0;; ++j) {
     const int u = queue_slot<Cfg>(smem, j)[0];
@@ -103,10 +104,9 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     const UnitWork w = load_unit(units, u, a.group);
     // The entries the cursors reach during the next entry, published before the barriers of
     // this entry's epilogue (the atomic's latency overlaps this entry's tiles).
-    if (threadIdx.x == 0) {
-      q.cover(smem, j + 1);
-      if (a.merge_in_kernel && w.partial >= 0) pieces.prepare(a, u);
-    }
+    if (threadIdx.x == 0) q.cover(smem, j + 1);
+    const bool count_now = a.merge_in_kernel && w.partial >= 0 &&
+                           !pieces.begin_cut(a, u, merge_list);
     UnitContext<Cfg> c;
     WarpState<Cfg> st;
     begin_unit<Cfg, T>(a, w, c, st);
@@ -127,21 +127,13 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
     // of the next tiles keep their copies in flight.
     __syncthreads();
-    // The previous cut unit's count (its atomic long returned) says whether this CTA merges its
-    // segment: the flag is published by the epilogue's barriers.
-    if (threadIdx.x == 0) *merge_flag = pieces.resolve();
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
     store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
-    const int merge = *merge_flag;
-    if (merge >= 0) merge_item<T, Cfg::kThreads>(a, merge);
-    if (threadIdx.x == 0 && a.merge_in_kernel && w.partial >= 0) pieces.count();
+    if (count_now) pieces.template count_now<T>(a, u, merge_flag);
   }
-  // The last cut unit's count.
-  if (threadIdx.x == 0) *merge_flag = pieces.resolve();
-  __syncthreads();
-  if (*merge_flag >= 0) merge_item<T, Cfg::kThreads>(a, *merge_flag);
   device::cp_async_wait<0>();  // no copy outlives the CTA
+  pieces.template count_listed<T>(a, merge_list);
 }
 
 }  // namespace pagedattn::kernels::decode

@@ -54,10 +54,14 @@ struct alignas(16) DecodePlanHeader {
 // (DecodePoolCounters, 0 from the host; the last CTA to finish resets them).
 inline constexpr int64_t kDecodePlanCtaBeginOffset = sizeof(DecodePlanHeader);
 
-// next: pool units taken so far in this launch; exited: CTAs finished.
-struct DecodePoolCounters {
+// next: pool units taken so far in this launch; exited: CTAs finished (both 0 from the host);
+// min_keys: the keys of the pool's shortest unit (the host's; the kernel publishes pool units
+// ahead of its cursors by this lower bound of their tiles, without loading them).
+struct alignas(16) DecodePoolCounters {
   int32_t next;
   int32_t exited;
+  int32_t min_keys;
+  int32_t unused;
 };
 
 inline constexpr int64_t decode_unit_merge_offset(const DecodePlanHeader& h) {
@@ -67,7 +71,7 @@ inline constexpr int64_t decode_merge_done_offset(const DecodePlanHeader& h) {
   return decode_unit_merge_offset(h) + (int64_t{h.num_units} * 4 + 15) / 16 * 16;
 }
 inline constexpr int64_t decode_pool_counters_offset(const DecodePlanHeader& h) {
-  return decode_merge_done_offset(h) + (int64_t{h.num_merges} * 4 + 7) / 8 * 8;
+  return decode_merge_done_offset(h) + (int64_t{h.num_merges} * 4 + 15) / 16 * 16;
 }
 // One past the plan's last used byte (the prefix the host copies).
 inline constexpr int64_t decode_plan_end(const DecodePlanHeader& h) {
