@@ -286,8 +286,8 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   // Short segments only: all of them whole in the pool.
   DecodePlanConfig effective = config;
-  if (config.whole_segment_pool && config.fixed_chunk_tokens == 0 &&
-      longest * kWholePoolRatio * config.num_ctas <= total) {
+  if (config.whole_pool_ratio > 0 && config.fixed_chunk_tokens == 0 &&
+      longest * config.whole_pool_ratio * config.num_ctas <= total) {
     effective.pool_permille = 1000;
     effective.pool_min_piece_tokens = INT_MAX / 2;
   }

@@ -63,7 +63,9 @@ struct DecodePlanConfig {
   int unit_overhead_tokens = kUnitOverheadTokens;
   int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
   int pool_min_piece_tokens = kMinPoolPieceTokens;
-  bool whole_segment_pool = true;  // batches of short segments: all of them whole in the pool
+  // Batches whose every segment costs at most 1/whole_pool_ratio of a CTA's share: all segments
+  // whole in the pool (0: never).
+  int whole_pool_ratio = kWholePoolRatio;
 };
 
 // Capacities of one builder's plan, fixed at construction.

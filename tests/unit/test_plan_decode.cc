@@ -77,7 +77,7 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
   EXPECT_EQ(p.cta_begin()[0], 0);
   // The static lists, then the pool.
   EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units - p.stats.pool_units);
-  if (config.pool_permille == 0 && !config.whole_segment_pool) {
+  if (config.pool_permille == 0 && config.whole_pool_ratio == 0) {
     EXPECT_EQ(p.stats.pool_units, 0);
   }
   const int32_t* counters = p.at(kernels::decode_pool_counters_offset(h));
@@ -207,7 +207,7 @@ int64_t flashinfer_makespan(const Batch& b, const DecodePlanConfig& config, int 
 DecodePlanConfig h200_config() {
   DecodePlanConfig c;
   c.pool_permille = 0;
-  c.whole_segment_pool = false;
+  c.whole_pool_ratio = 0;
   c.num_ctas = 264;
   c.num_heads = 32;
   c.num_kv_heads = 8;
@@ -300,7 +300,7 @@ TEST(PlanDecode, ShortSegmentsGoWholeIntoThePool) {
   for (int i = 0; i < 64; ++i) planned[0].add(1, 4096);  // about 2 segments per CTA: cut
   for (int i = 0; i < 8; ++i) planned[1].add(1, 32768);
   DecodePlanConfig config = h200_config();
-  config.whole_segment_pool = true;
+  config.whole_pool_ratio = kWholePoolRatio;
   for (size_t i = 0; i < pooled.size(); ++i) {
     config.num_heads = i == 2 ? 32 : 64;
     config.num_kv_heads = i == 2 ? 32 : 8;
@@ -341,7 +341,7 @@ TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
         config.num_heads = heads;
         config.window_left = window;
         config.pool_permille = permille;
-        config.whole_segment_pool = permille == 0;
+        config.whole_pool_ratio = permille == 0 ? kWholePoolRatio : 0;
         check_plan(b, config, plan(b, config));
       }
     }
