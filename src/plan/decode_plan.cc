@@ -4,6 +4,8 @@
 #include <climits>
 #include <string>
 
+#include "plan/decode_whole_plan.h"
+
 namespace pagedattn::plan {
 namespace {
 
@@ -19,16 +21,8 @@ int64_t units_offset(int num_ctas) {
   return kernels::kDecodePlanCtaBeginOffset + align16(int64_t{num_ctas + 1} * 4);
 }
 
-// The keys [lo, hi) that rows [row0, row0 + rows) of a request can see (causal, window).
-struct KeyRange {
-  int lo;
-  int hi;
-};
-KeyRange visible_keys(int q_len, int kv_len, int group, int row0, int rows, int window_left) {
-  const int first_pos = kv_len - q_len + row0 / group;
-  const int last_pos = kv_len - q_len + (row0 + rows - 1) / group;
-  return {window_left >= 0 ? std::max(0, first_pos - window_left) : 0, last_pos + 1};
-}
+using detail::KeyRange;
+using detail::visible_keys;
 
 // Streams units into CTAs: each CTA's budget is the static cost not yet assigned over the CTAs
 // left. With a pool, closing the last CTA starts the pool: later units go to no CTA.
@@ -264,7 +258,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   const int group = config.num_heads / config.num_kv_heads;
   const int64_t c0 = config.unit_overhead_tokens;
-  int64_t total = 0, longest = 0;
+  int64_t total = 0;
   for (int r = 0; r < n; ++r) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     if (q_len < 0 || q_len > kMaxDecodeQueryLen || seq_lens[r] < q_len) {
@@ -281,15 +275,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
               ? (k.hi - 1) / config.fixed_chunk_tokens - k.lo / config.fixed_chunk_tokens + 1
               : 1;
       total += config.num_kv_heads * (k.hi - k.lo + c0 * pieces);
-      longest = std::max<int64_t>(longest, k.hi - k.lo + c0);
     }
-  }
-  // Short segments only: all of them whole in the pool.
-  DecodePlanConfig effective = config;
-  if (config.whole_pool_ratio > 0 && config.fixed_chunk_tokens == 0 &&
-      longest * config.whole_pool_ratio * config.num_ctas <= total) {
-    effective.pool_permille = 1000;
-    effective.pool_min_piece_tokens = INT_MAX / 2;
   }
 
   // Longest visible range first; equal lengths keep batch order (the index breaks ties).
@@ -308,10 +294,33 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   auto* cta_begin = reinterpret_cast<int32_t*>(base + kernels::kDecodePlanCtaBeginOffset);
   const int64_t unit_off = units_offset(limits.num_ctas);
   auto* units = reinterpret_cast<DecodeWorkUnit*>(base + unit_off);
-  CtaStream st(effective, total, cta_begin, units, limits.max_units);
   scratch.merges.clear();
   scratch.merge_units.clear();
   int64_t partial_rows = 0;
+  int num_units = 0, pool_units = 0;
+  int64_t max_cost = 0;
+
+  // Uncut (decode_whole_plan.h) when the segments dealt whole stay within cut_penalty_tokens of an
+  // equal share: then in the pool if there are whole_pool_ratio segments per CTA, else in lists.
+  std::vector<detail::WholeRowTile>& tiles = scratch.row_tiles;
+  tiles.clear();
+  if (config.fixed_chunk_tokens == 0 && config.cut_penalty_tokens > 0) {
+    detail::collect_row_tiles(order, query_start_loc.data(), seq_lens.data(), group,
+                              config.window_left, tiles);
+  }
+  const int64_t segments = static_cast<int64_t>(tiles.size()) * config.num_kv_heads;
+  if (!tiles.empty() &&
+      detail::snake_makespan_bound(tiles, config.num_kv_heads, config.num_ctas, c0) <=
+          ceil_div(total, config.num_ctas) + config.cut_penalty_tokens) {
+    const bool pool = config.whole_pool_ratio > 0 &&
+                      segments >= int64_t{config.whole_pool_ratio} * config.num_ctas;
+    num_units = detail::write_whole_plan(tiles, query_start_loc.data(), seq_lens.data(),
+                                         config.num_kv_heads, config.num_ctas, c0, pool,
+                                         limits.max_units, cta_begin, units, &max_cost);
+    if (num_units < 0) return capacity_error("work units", segments, limits.max_units);
+    pool_units = pool ? num_units : 0;
+  } else {
+  CtaStream st(config, total, cta_begin, units, limits.max_units);
   for (const int64_t key : order) {
     const int r = static_cast<int>(key & 0xFFFFFFFF);
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
@@ -344,17 +353,21 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
     }
   }
   st.finish();
+  num_units = st.num_units();
+  pool_units = st.pool_units();
+  max_cost = st.max_cost();
+  }
   const int num_merges = static_cast<int>(scratch.merges.size());
   if (num_merges > limits.max_merges) {
     return capacity_error("merges", num_merges, limits.max_merges);
   }
-  const int64_t merge_off = unit_off + int64_t{st.num_units()} * sizeof(DecodeWorkUnit);
+  const int64_t merge_off = unit_off + int64_t{num_units} * sizeof(DecodeWorkUnit);
   std::copy(scratch.merges.begin(), scratch.merges.end(),
             reinterpret_cast<DecodeMergeItem*>(base + merge_off));
-  *header = {st.num_units(), num_merges, static_cast<int32_t>(unit_off),
+  *header = {num_units, num_merges, static_cast<int32_t>(unit_off),
              static_cast<int32_t>(merge_off)};
   auto* unit_merge = reinterpret_cast<int32_t*>(base + kernels::decode_unit_merge_offset(*header));
-  std::fill_n(unit_merge, st.num_units(), -1);
+  std::fill_n(unit_merge, num_units, -1);
   for (int m = 0; m < num_merges; ++m) {
     for (int k = 0; k < scratch.merges[m].num_pieces; ++k) {
       unit_merge[scratch.merge_units[m] + k] = m;
@@ -362,20 +375,20 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   }
   std::fill_n(reinterpret_cast<int32_t*>(base + kernels::decode_merge_done_offset(*header)),
               num_merges, 0);
-  int32_t pool_min_keys = st.pool_units() > 0 ? INT32_MAX : 0;
-  for (int u = st.num_units() - st.pool_units(); u < st.num_units(); ++u) {
+  int32_t pool_min_keys = pool_units > 0 ? INT32_MAX : 0;
+  for (int u = num_units - pool_units; u < num_units; ++u) {
     pool_min_keys = std::min(pool_min_keys, units[u].kv_end - units[u].kv_begin);
   }
   *reinterpret_cast<kernels::DecodePoolCounters*>(
       base + kernels::decode_pool_counters_offset(*header)) = {0, 0, pool_min_keys, 0};
 
   DecodePlanStats stats;
-  stats.num_units = st.num_units();
+  stats.num_units = num_units;
   stats.num_merges = num_merges;
   stats.partial_rows = partial_rows;
   stats.bytes_used = kernels::decode_plan_end(*header);
-  stats.max_cta_cost = st.max_cost();
-  stats.pool_units = st.pool_units();
+  stats.max_cta_cost = max_cost;
+  stats.pool_units = pool_units;
   return stats;
 }
 

@@ -16,16 +16,18 @@
 // piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
 // pieces, and therefore its output bits, do not depend on the rest of the batch.
 //
-// Pool. Static lists alone leave the SMs that stream faster idle at the end (on the H200 a tenth of
-// the CTAs finished a balanced plan ~25% early). The pool is a list of units that the CTAs take in
-// order once their own units are done, so the fast CTAs take more. Batches of short segments (each
-// at most a third of a CTA's equal share) put every segment whole into the pool, longest first: no
-// cuts and no merges (a cut piece costs its partial, its count and the merge: measured, more than
-// the balance a finer cut buys). With pool_permille > 0 (DecodeBench's comparisons) the static
-// lists hold that much less than the whole cost and the rest is cut into pieces of decreasing size
-// (guided: about the pool's remaining keys over 2 x num_ctas). Which CTA runs a unit changes from
-// launch to launch; its keys, partial and merge order do not (deterministic mode stays
-// bit-identical: its chunks are the pool's pieces).
+// Uncut plans and the pool. A cut piece costs its partial, its count and its share of a merge, so
+// when the segments dealt whole, longest first, round by round (decode_whole_plan.h) cost at most
+// cut_penalty_tokens more than an equal share, every segment is one unit: in the CTAs' static
+// lists, or, with at least whole_pool_ratio segments per CTA, in a shared pool that the CTAs take
+// from in order (one atomic each), so the CTAs on SMs that stream faster take more (static lists
+// leave them idle at the end: on the H200 a tenth of the CTAs finished ~25% early). With
+// pool_permille > 0 (DecodeBench's comparisons) the static lists hold that much less than the
+// whole cost and the rest is cut into pool pieces of decreasing size (guided: about the pool's
+// remaining keys over 2 x num_ctas): it balanced the CTAs' ends but its cuts cost more than that
+// gained. Which CTA runs a pool unit changes from launch to launch; its keys, partial and merge
+// order do not (deterministic mode stays bit-identical; it keeps its fixed chunks, uncut plans
+// never apply to it).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +36,7 @@
 
 #include "kernels/decode/decode_work.h"
 #include "pagedattn/status.h"
+#include "plan/decode_whole_plan.h"
 
 namespace pagedattn::plan {
 
@@ -46,8 +49,12 @@ inline constexpr int kUnitOverheadTokens = 64;
 // Pool defaults: the share of the cost left to the pool (per mille) and its shortest piece.
 inline constexpr int kDefaultPoolPermille = 0;
 inline constexpr int kMinPoolPieceTokens = 256;
-// Whole-segment pool: when every segment costs at most 1/kWholePoolRatio of a CTA's equal share,
-// all segments go whole into the pool (no cuts, no merges), longest first.
+// Uncut plans: taken when the segments dealt whole, round by round, cost at most this much more
+// than an equal share (H200: a cut piece's partial, count and merge cost 10-20 us of a CTA's time,
+// about 300-600 keys at D 128 bf16), then run as a pool when there are at least kWholePoolRatio
+// segments per CTA (fewer, and the dynamic deal of big units left some SMs with both CTAs busy at
+// the end: static lists then).
+inline constexpr int kCutPenaltyTokens = 640;
 inline constexpr int kWholePoolRatio = 3;
 // Decode query lengths the kernel serves (speculative verification packs q_len * G rows).
 inline constexpr int kMaxDecodeQueryLen = 8;
@@ -63,9 +70,8 @@ struct DecodePlanConfig {
   int unit_overhead_tokens = kUnitOverheadTokens;
   int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
   int pool_min_piece_tokens = kMinPoolPieceTokens;
-  // Batches whose every segment costs at most 1/whole_pool_ratio of a CTA's share: all segments
-  // whole in the pool (0: never).
-  int whole_pool_ratio = kWholePoolRatio;
+  int cut_penalty_tokens = kCutPenaltyTokens;  // 0: the balanced plan with cuts always
+  int whole_pool_ratio = kWholePoolRatio;      // 0: uncut plans in static lists only
 };
 
 // Capacities of one builder's plan, fixed at construction.
@@ -97,6 +103,7 @@ struct DecodePlanScratch {
   std::vector<int64_t> order;  // sort keys: longest visible range first, then batch order
   std::vector<kernels::DecodeMergeItem> merges;
   std::vector<int32_t> merge_units;  // each merge's first unit (its pieces are consecutive units)
+  std::vector<detail::WholeRowTile> row_tiles;  // uncut plans: the row tiles, longest first
 };
 
 // Plans the decode requests: query_start_loc [n + 1] (host, starting at the first decode token's

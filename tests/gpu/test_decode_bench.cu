@@ -36,38 +36,33 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the static
-// plan (no pool: every unit in a CTA's list), with the default plan (batches of short segments
-// whole in the pool), with everything in a guided pool (segments cut towards the end) and with
-// whole segments in the pool as soon as each is at most one CTA's share (whole1),
-// interleaved and repeated (differences of 1-2 % need it); then, once: a 15 % guided pool, the
-// static plan without any merge (the kernel alone; its output is wrong where segments are cut)
-// and with the combine kernel, cp.async tiles, a 256-CTA grid (the suite's power-of-two segment
-// counts divide evenly: no cuts) and the copies alone.
+// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the
+// balanced plan with cuts (static: the plan before this session's), with the default plan (uncut
+// when the segments fit whole: in the pool or, with few per CTA, in static lists), uncut in static
+// lists only, and with everything in a guided pool (segments cut towards the end), interleaved and
+// repeated (differences of 1-2 % need it); then, once: the balanced plan without any merge (the
+// kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid and the
+// copies alone. DECODE_BENCH_VARIANTS picks variants by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 2; ++rep) {
       const bool timeline = rep == 0;
-      time_config<Tma>(t, "tma_static", {.whole_ratio = 0, .merge_in_kernel = true,
+      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true,
                                          .timeline = timeline});
       time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .whole_ratio = 0,
-                                           .merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma>(t, "tma_whole1", {.whole_ratio = 1, .merge_in_kernel = true,
-                                         .timeline = timeline});
+      time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
     }
-    time_config<Tma>(t, "tma_pool150", {.pool_permille = 150, .whole_ratio = 0,
-                                        .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_nomerge", {.whole_ratio = 0, .combine = false});
-    time_config<Tma>(t, "tma_static_combine", {.whole_ratio = 0});
+    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .cut_penalty = 0,
+                                         .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_static_nomerge", {.cut_penalty = 0, .combine = false});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .whole_ratio = 0,
+    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .cut_penalty = 0,
                                            .merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(
-        t, "tma_loads", {.whole_ratio = 0});
+        t, "tma_loads", {.cut_penalty = 0});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
@@ -146,6 +141,7 @@ void run_shape(const BenchShape& s) {
     config.unit_overhead_tokens = opt.overhead;
     config.pool_permille = opt.pool_permille;
     config.pool_min_piece_tokens = opt.pool_min_piece;
+    config.cut_penalty_tokens = opt.cut_penalty;
     config.whole_pool_ratio = opt.whole_ratio;
     const plan::DecodePlanLimits limits =
         plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);

@@ -51,7 +51,8 @@ struct TimeOptions {
   int overhead = plan::kUnitOverheadTokens;
   int pool_permille = plan::kDefaultPoolPermille;
   int pool_min_piece = plan::kMinPoolPieceTokens;
-  int whole_ratio = plan::kWholePoolRatio;  // DecodePlanConfig::whole_pool_ratio
+  int cut_penalty = plan::kCutPenaltyTokens;  // DecodePlanConfig::cut_penalty_tokens
+  int whole_ratio = plan::kWholePoolRatio;    // DecodePlanConfig::whole_pool_ratio
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
   bool timeline = false;

@@ -77,7 +77,8 @@ int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const Planned
   EXPECT_EQ(p.cta_begin()[0], 0);
   // The static lists, then the pool.
   EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units - p.stats.pool_units);
-  if (config.pool_permille == 0 && config.whole_pool_ratio == 0) {
+  const bool no_pool = config.cut_penalty_tokens == 0 || config.whole_pool_ratio == 0;
+  if (config.pool_permille == 0 && no_pool) {
     EXPECT_EQ(p.stats.pool_units, 0);
   }
   const int32_t* counters = p.at(kernels::decode_pool_counters_offset(h));
@@ -207,7 +208,7 @@ int64_t flashinfer_makespan(const Batch& b, const DecodePlanConfig& config, int 
 DecodePlanConfig h200_config() {
   DecodePlanConfig c;
   c.pool_permille = 0;
-  c.whole_pool_ratio = 0;
+  c.cut_penalty_tokens = 0;
   c.num_ctas = 264;
   c.num_heads = 32;
   c.num_kv_heads = 8;
@@ -289,21 +290,23 @@ TEST(PlanDecode, PoolTakesTheShareInShrinkingPieces) {
   }
 }
 
-// Batches of short segments (each at most a third of a CTA's share) go whole into the pool,
-// longest first: no static lists, no cuts, no merges. Longer segments keep the static plan.
-TEST(PlanDecode, ShortSegmentsGoWholeIntoThePool) {
-  std::mt19937 rng(3);
-  std::vector<Batch> pooled(3), planned(2);
-  for (int i = 0; i < 128; ++i) pooled[0].add(1, 1024);
-  for (int i = 0; i < 256; ++i) pooled[1].add(1, 1 + static_cast<int>(rng() % 2048));
-  for (int i = 0; i < 32; ++i) pooled[2].add(1 + i % 4, 8192);
-  for (int i = 0; i < 64; ++i) planned[0].add(1, 4096);  // about 2 segments per CTA: cut
-  for (int i = 0; i < 8; ++i) planned[1].add(1, 32768);
+// Batches whose segments fit the CTAs nearly evenly whole (the round-by-round deal within
+// kCutPenaltyTokens of an equal share) are not cut: with at least kWholePoolRatio segments per
+// CTA every segment goes into the pool, longest first; with fewer, into static lists in snake
+// order. Batches that need cuts keep the balanced plan.
+TEST(PlanDecode, UncutPlansWhenSegmentsFitWhole) {
+  std::vector<Batch> pooled(3), listed(2), planned(2);
+  for (int i = 0; i < 128; ++i) pooled[0].add(1, 1024);             // 64/8 heads: 3.9 per CTA
+  for (int i = 0; i < 256; ++i) pooled[1].add(1, 1000 + i % 100);   // 7.8 per CTA
+  for (int i = 0; i < 200; ++i) pooled[2].add(2, 500 + i % 21);     // speculative, 6 per CTA
+  for (int i = 0; i < 64; ++i) listed[0].add(1, 4096);              // 1.9 per CTA
+  for (int i = 0; i < 33; ++i) listed[1].add(1, 8000 - 3 * i);      // 1 per CTA
+  for (int i = 0; i < 8; ++i) planned[0].add(1, 32768);             // needs cuts
+  for (int i = 0; i < 32; ++i) planned[1].add(1, 8192);             // 32/32 heads: 3.9 per CTA
   DecodePlanConfig config = h200_config();
-  config.whole_pool_ratio = kWholePoolRatio;
+  config.cut_penalty_tokens = kCutPenaltyTokens;
   for (size_t i = 0; i < pooled.size(); ++i) {
-    config.num_heads = i == 2 ? 32 : 64;
-    config.num_kv_heads = i == 2 ? 32 : 8;
+    config.num_heads = i == 0 ? 64 : 32;
     const Planned p = plan(pooled[i], config);
     check_plan(pooled[i], config, p);
     EXPECT_EQ(p.stats.pool_units, p.stats.num_units) << i;
@@ -316,13 +319,26 @@ TEST(PlanDecode, ShortSegmentsGoWholeIntoThePool) {
     }
   }
   config.num_heads = 32;
-  config.num_kv_heads = 8;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const Planned p = plan(listed[i], config);
+    const int64_t makespan = check_plan(listed[i], config, p);
+    EXPECT_EQ(p.stats.pool_units, 0) << i;
+    EXPECT_EQ(p.stats.num_merges, 0) << i;
+    EXPECT_EQ(p.stats.num_units, static_cast<int>(listed[i].seq.size()) * 8) << i;
+    if (i == 0) {
+      EXPECT_EQ(makespan, 2 * (4096 + kUnitOverheadTokens));
+    }
+  }
   for (size_t i = 0; i < planned.size(); ++i) {
+    config.num_kv_heads = i == 1 ? 32 : 8;
     const Planned p = plan(planned[i], config);
     check_plan(planned[i], config, p);
     EXPECT_EQ(p.stats.pool_units, 0) << i;
+    EXPECT_GT(p.stats.num_merges, 0) << i;
   }
-  // Deterministic mode keeps its fixed chunks (no whole-segment pool).
+  // Deterministic mode keeps its fixed chunks.
+  config.num_kv_heads = 8;
+  config.num_heads = 64;
   config.fixed_chunk_tokens = 512;
   const Planned d = plan(pooled[0], config);
   check_plan(pooled[0], config, d);
@@ -341,7 +357,7 @@ TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
         config.num_heads = heads;
         config.window_left = window;
         config.pool_permille = permille;
-        config.whole_pool_ratio = permille == 0 ? kWholePoolRatio : 0;
+        config.cut_penalty_tokens = permille == 0 ? kCutPenaltyTokens : 0;
         check_plan(b, config, plan(b, config));
       }
     }
