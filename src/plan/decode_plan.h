@@ -13,20 +13,20 @@
 // empty CTA, into equal pieces of about one budget each, so the makespan stays close to the
 // average. Cuts fall anywhere: the KV tile at a cut is read by both units, each loading and
 // counting only its own keys. Cut segments write f32 partials that a combine merges by LSE, in
-// piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
-// pieces, and therefore its output bits, do not depend on the rest of the batch.
+// piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a
+// request's pieces, and therefore its output bits, do not depend on the rest of the batch.
 //
 // Uncut plans and the pool. A cut piece costs its partial, its count and its share of a merge, so
 // when the segments dealt whole, longest first, round by round (decode_whole_plan.h) cost at most
-// cut_penalty_tokens more than an equal share, every segment is one unit: in the CTAs' static
-// lists, or, with at least whole_pool_ratio segments per CTA, in a shared pool that the CTAs take
-// from in order (one atomic each), so the CTAs on SMs that stream faster take more (static lists
-// leave them idle at the end: on the H200 a tenth of the CTAs finished ~25% early). With
-// pool_permille > 0 (DecodeBench's comparisons) the static lists hold that much less than the
-// whole cost and the rest is cut into pool pieces of decreasing size (guided: about the pool's
-// remaining keys over 2 x num_ctas): it balanced the CTAs' ends but its cuts cost more than that
-// gained. Which CTA runs a pool unit changes from launch to launch; its keys, partial and merge
-// order do not (deterministic mode stays bit-identical; it keeps its fixed chunks, uncut plans
+// cut_penalty_tokens (and at most an eighth of the share) more than an equal share, every segment
+// is one unit: in the CTAs' static lists, or, with at least whole_pool_ratio segments per CTA, in
+// a shared pool that the CTAs take from in order (one atomic each), so the CTAs on SMs that stream
+// faster take more (static lists leave them idle at the end: on the H200 a tenth of the CTAs
+// finished ~25% early). With pool_permille > 0 (DecodeBench's comparisons) the static lists hold
+// that much less than the whole cost and the rest is cut into pool pieces of decreasing size
+// (guided: about the pool's remaining keys over 2 x num_ctas): it balanced the CTAs' ends but its
+// cuts cost more than that gained. Which CTA runs a pool unit changes from launch to launch; its
+// keys, partial and merge order do not (deterministic mode keeps its fixed chunks: uncut plans
 // never apply to it).
 #pragma once
 

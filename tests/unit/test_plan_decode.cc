@@ -298,7 +298,7 @@ TEST(PlanDecode, UncutPlansWhenSegmentsFitWhole) {
   std::vector<Batch> pooled(3), listed(2), planned(2);
   for (int i = 0; i < 128; ++i) pooled[0].add(1, 1024);             // 64/8 heads: 3.9 per CTA
   for (int i = 0; i < 256; ++i) pooled[1].add(1, 1000 + i % 100);   // 7.8 per CTA
-  for (int i = 0; i < 200; ++i) pooled[2].add(2, 500 + i % 21);     // speculative, 6 per CTA
+  for (int i = 0; i < 396; ++i) pooled[2].add(2, 500 + i % 5);      // speculative, 12 per CTA
   for (int i = 0; i < 64; ++i) listed[0].add(1, 4096);              // 1.9 per CTA
   for (int i = 0; i < 33; ++i) listed[1].add(1, 8000 - 3 * i);      // 1 per CTA
   for (int i = 0; i < 8; ++i) planned[0].add(1, 32768);             // needs cuts
