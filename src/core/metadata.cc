@@ -1,6 +1,7 @@
 // CommonAttentionMetadata::validate (every field against the others and the cache geometry) and
 // validate_common_prefix (the blocks a cascade shares).
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -109,8 +110,13 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   if (read_int(qsl, 0) != 0) {
     return invalid_argument("query_start_loc_cpu[0] must be 0, got " + str(read_int(qsl, 0)));
   }
+  // It and seq_lens_cpu are int32 host vectors (checked above): the per-request loops, which
+  // every build() of every backend runs, read them through their pointers.
+  const int32_t* starts = qsl.data_as<const int32_t>();
+  const int32_t* seqs = seq_lens_cpu.data_as<const int32_t>();
+  const int64_t starts_stride = qsl.stride(0), seqs_stride = seq_lens_cpu.stride(0);
   for (int r = 0; r < num_reqs; ++r) {
-    if (read_int(qsl, r + 1) < read_int(qsl, r)) {
+    if (starts[(r + 1) * starts_stride] < starts[r * starts_stride]) {
       return invalid_argument("query_start_loc_cpu must be non-decreasing: entry " + str(r + 1) +
                               " = " + str(read_int(qsl, r + 1)) + " is below entry " + str(r) +
                               " = " + str(read_int(qsl, r)));
@@ -133,9 +139,13 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   const int64_t table_width = block_table_tensor.size(1);
   int64_t longest_query = 0;
   int64_t longest_seq = 0;
+  // Each length against the keys the table holds (no division per request).
+  const int64_t table_keys =
+      checked_mul(table_width, int64_t{block_size}).value_or(std::numeric_limits<int64_t>::max());
   for (int r = 0; r < num_reqs; ++r) {
-    const int64_t query_len = read_int(qsl, r + 1) - read_int(qsl, r);
-    const int64_t seq_len = read_int(seq_lens_cpu, r);
+    const int64_t query_len =
+        int64_t{starts[(r + 1) * starts_stride]} - int64_t{starts[r * starts_stride]};
+    const int64_t seq_len = seqs[r * seqs_stride];
     if (seq_len < 0) {
       return invalid_argument("seq_lens_cpu[" + str(r) + "] = " + str(seq_len) + " is negative");
     }
@@ -144,8 +154,8 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                               " (from query_start_loc_cpu) exceeds seq_lens_cpu[" + str(r) +
                               "] = " + str(seq_len));
     }
-    const int64_t blocks_needed = (seq_len + block_size - 1) / block_size;
-    if (blocks_needed > table_width) {
+    if (seq_len > table_keys) {  // needs more than table_width blocks
+      const int64_t blocks_needed = (seq_len + block_size - 1) / block_size;
       return invalid_argument("block_table_tensor is too narrow: request " + str(r) +
                               " has seq_len " + str(seq_len) + " and needs " + str(blocks_needed) +
                               " blocks of " + str(block_size) + ", the table has " +

@@ -21,8 +21,11 @@ struct KeyRange {
 };
 inline KeyRange visible_keys(int q_len, int kv_len, int group, int row0, int rows,
                              int window_left) {
-  const int first_pos = kv_len - q_len + row0 / group;
-  const int last_pos = kv_len - q_len + (row0 + rows - 1) / group;
+  // A request in one tile (q_len * group <= 16: every decode of the usual models) spans all its
+  // tokens: no divisions.
+  const bool whole = row0 == 0 && rows == q_len * group;
+  const int first_pos = kv_len - q_len + (whole ? 0 : row0 / group);
+  const int last_pos = kv_len - q_len + (whole ? q_len - 1 : (row0 + rows - 1) / group);
   return {window_left >= 0 ? std::max(0, first_pos - window_left) : 0, last_pos + 1};
 }
 

@@ -74,12 +74,15 @@ StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
   }
   const int min_blocks = min_blocks_per_split(config.block_size);
   SplitSchedule schedule;
-  schedule.num_splits_per_req.assign(num_reqs, 1);
-
-  std::vector<int> blocks(num_reqs, 0);
-  std::vector<bool> splittable(num_reqs, false);
+  // First each request's KV blocks when it may be split, 0 when not (a splittable request has
+  // at least 2 * min_blocks); then its split count. One vector, no other allocation per step.
+  std::vector<int32_t>& splits = schedule.num_splits_per_req;
+  splits.resize(num_reqs);
   int64_t splittable_ctas = 0, fixed_ctas = 0;
   int max_blocks = 0;
+  const uint32_t block_size = static_cast<uint32_t>(config.block_size);
+  int last_q_len = -1;  // consecutive requests mostly share a query length (decodes: 1)
+  int64_t last_ctas = 0;
   for (size_t r = 0; r < num_reqs; ++r) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     if (q_len < 0 || seq_lens[r] < q_len) {
@@ -90,27 +93,35 @@ StatusOr<SplitSchedule> plan_split_kv(std::span<const int32_t> query_start_loc,
     const int64_t keys = config.window_left >= 0
                              ? std::min<int64_t>(seq_lens[r], int64_t{config.window_left} + q_len)
                              : seq_lens[r];
-    blocks[r] = static_cast<int>(ceil_div(keys, config.block_size));
-    const int64_t ctas =
-        request_ctas(q_len, config.num_heads, config.num_kv_heads, config.head_size);
+    // keys <= seq_len < 2^31: a 32-bit division (ceil(keys / block_size)).
+    const int blocks =
+        static_cast<int>(keys == 0 ? 0 : (static_cast<uint32_t>(keys) - 1) / block_size + 1);
+    if (q_len != last_q_len) {
+      last_q_len = q_len;
+      last_ctas = request_ctas(q_len, config.num_heads, config.num_kv_heads, config.head_size);
+    }
     const bool short_query =
         q_len >= 1 && (q_len <= kMaxSplitQueryLen || config.split_long_queries);
-    splittable[r] = short_query && blocks[r] >= 2 * min_blocks;
-    if (splittable[r]) {
-      splittable_ctas += ctas;
-      max_blocks = std::max(max_blocks, blocks[r]);
+    const bool splittable = short_query && blocks >= 2 * min_blocks;
+    splits[r] = splittable ? blocks : 0;
+    if (splittable) {
+      splittable_ctas += last_ctas;
+      max_blocks = std::max(max_blocks, blocks);
     } else {
-      fixed_ctas += ctas;
+      fixed_ctas += last_ctas;
     }
   }
   schedule.num_ctas_unsplit = splittable_ctas + fixed_ctas;
   const int global = choose_num_splits(splittable_ctas, fixed_ctas, max_blocks, min_blocks,
                                        config.num_sms, std::max(1, config.max_splits));
   for (size_t r = 0; r < num_reqs; ++r) {
-    if (!splittable[r] || global == 1) continue;
+    if (splits[r] == 0 || global == 1) {
+      splits[r] = 1;
+      continue;
+    }
     // Shorter requests get fewer splits so that each split keeps at least kMinKeysPerSplit keys.
-    const int s = std::clamp(blocks[r] / min_blocks, 1, global);
-    schedule.num_splits_per_req[r] = s;
+    const int s = std::clamp(splits[r] / min_blocks, 1, global);
+    splits[r] = s;
     schedule.max_splits_used = std::max(schedule.max_splits_used, s);
   }
   return schedule;

@@ -23,12 +23,14 @@ inline Status check_launch(std::string_view kernel_name) {
   return cuda_status(cudaGetLastError(), std::string("launch of ") + std::string(kernel_name));
 }
 
-// Makes `device` current for the scope and restores the caller's device afterwards.
+// Makes `device` current for the scope and restores the caller's device afterwards. When it is
+// current already (the common case: build() runs once per step) the guard costs one
+// cudaGetDevice and no cudaSetDevice.
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device) : status_(activate(device)) {}
   ~ScopedDevice() {
-    if (previous_ >= 0) cudaSetDevice(previous_);
+    if (restore_) cudaSetDevice(previous_);
   }
   ScopedDevice(const ScopedDevice&) = delete;
   ScopedDevice& operator=(const ScopedDevice&) = delete;
@@ -38,10 +40,13 @@ class ScopedDevice {
   Status activate(int device) {
     if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
     if (previous_ == device) return ok_status();
+    restore_ = previous_ >= 0;
     return cuda_status(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
   }
 
-  int previous_ = -1;  // declared before status_: activate() sets it during status_'s init
+  // Declared before status_: activate() sets them during status_'s init.
+  int previous_ = -1;
+  bool restore_ = false;
   Status status_;
 };
 

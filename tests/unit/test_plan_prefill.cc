@@ -3,6 +3,7 @@
 // vLLM's split tests (seq_lens 10 (i + 1), page 16).
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 #include "plan/page_indptr.h"
@@ -105,6 +106,27 @@ TEST(PagedKvIndptr, MatchesVllmOnItsSplitTestBatches) {
   std::vector<int32_t> indices(4);
   paged_kv_indices(table, 4, indptr, indices);
   EXPECT_EQ(indices, (std::vector<int32_t>{5, 7, 3, 4}));
+}
+
+// Every page size through both ways of dividing (a shift for powers of two, a division for
+// others), against the formula: random lengths with the edges (0, multiples, one past).
+TEST(PagedKvIndptr, EveryPageSizeMatchesTheFormula) {
+  std::mt19937 rng(11);
+  for (int page : {1, 16, 48, 64, 80, 1024, 1000}) {
+    std::vector<int32_t> seqs = {0, page, page + 1, 1, 2 * page, 3 * page - 1};
+    for (int i = 0; i < 37; ++i) seqs.push_back(static_cast<int32_t>(rng() % 70000));
+    std::vector<int32_t> indptr(seqs.size() + 1, -7), last(seqs.size(), -7);
+    paged_kv_indptr(seqs, page, indptr, last);
+    int64_t pages = 0;
+    ASSERT_EQ(indptr[0], 0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      pages += (seqs[i] + page - 1) / page;
+      EXPECT_EQ(indptr[i + 1], pages) << "page " << page << " request " << i;
+      const int rem = seqs[i] % page;
+      EXPECT_EQ(last[i], rem == 0 && seqs[i] > 0 ? page : rem)
+          << "page " << page << " request " << i;
+    }
+  }
 }
 
 }  // namespace
