@@ -27,7 +27,8 @@ __device__ __forceinline__ int* queue_slot(char* smem, int k) {
 // Thread 0's publishing state (the other threads carry it unused). Pool units are taken one
 // publication ahead (the atomic's result is read at the next publication, a unit later) and
 // counted at the pool's shortest unit's tiles (a lower bound: publishing by lower bounds still
-// covers the cursors' reach), so neither the atomic nor a load of the unit stalls the warp.
+// covers the cursors' reach), so neither the atomic nor a load of the unit stalls the warp; when
+// that bound is too short to cover the cursors' reach with one unit, the unit is loaded.
 template <typename Cfg>
 struct UnitPublisher {
   const DecodeWorkUnit* units;
@@ -42,13 +43,17 @@ struct UnitPublisher {
   int reserved = -1;   // a pool index taken ahead, -1: none
   bool ended = false;
 
+  __device__ __forceinline__ int unit_tiles(int u) const {
+    const int4 range = reinterpret_cast<const int4*>(units + u)[1];  // head_row, begin, end
+    return (range.z + Cfg::kBlockN - 1) / Cfg::kBlockN - range.y / Cfg::kBlockN;
+  }
+
   __device__ __forceinline__ void publish_one(char* smem) {
     int u = -1;
     int tiles = 0;
     if (next_static < end_static) {
       u = next_static++;
-      const int4 range = reinterpret_cast<const int4*>(units + u)[1];  // head_row, begin, end
-      tiles = (range.z + Cfg::kBlockN - 1) / Cfg::kBlockN - range.y / Cfg::kBlockN;
+      tiles = unit_tiles(u);
     } else {
       if (pool_begin < pool_end) {
         const int taken = pool_begin + (reserved >= 0 ? reserved : atomicAdd(pool_next, 1));
@@ -56,6 +61,9 @@ struct UnitPublisher {
         if (taken < pool_end) u = taken;
       }
       tiles = pool_tiles;
+      // A pool with short units: their lower bound would publish (and so take) several units
+      // ahead, which the other CTAs then cannot take; count this one's tiles instead.
+      if (u >= 0 && pool_tiles <= Cfg::kRingTiles) tiles = unit_tiles(u);
     }
     int* slot = queue_slot<Cfg>(smem, published++);
     if (u < 0) ended = true;
