@@ -41,9 +41,9 @@ __device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, in
 
 // Inside the decode kernel: the counts of finished pieces in the plan's merge_done. The CTA lists
 // its cut units' merge items (thread 0, at each cut unit's start) and counts them all when its
-// stream is done: one fence per CTA where nothing else is in flight (a fence in the stream waited
-// for the in-flight block-id copies: ~4 us per cut unit at 64 x 4096), the atomics issued side by
-// side by one thread each. The CTA whose count was a segment's last merges the segment and resets
+// stream is done: one fence per CTA where nothing else is in flight (a fence in the stream waits
+// for the thread's copies in flight: cut units cost a few us each when counted there), the atomics
+// issued side by side by one thread each. The CTA whose count was a segment's last merges the segment and resets
 // its count to 0 for the next launch of the plan. Past kListed cut units a CTA counts and merges
 // at each unit's end instead (waiting for the count).
 template <typename Cfg>
