@@ -13,8 +13,21 @@
 // empty CTA, into equal pieces of about one budget each, so the makespan stays close to the
 // average. Cuts fall anywhere: the KV tile at a cut is read by both units, each loading and
 // counting only its own keys. Cut segments write f32 partials that a combine merges by LSE, in
-// piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a request's
-// pieces, and therefore its output bits, do not depend on the rest of the batch.
+// piece order. Deterministic mode cuts only at fixed multiples of fixed_chunk_tokens instead, so a
+// request's pieces, and therefore its output bits, do not depend on the rest of the batch.
+//
+// Uncut plans and the pool. A cut piece costs its partial, its count and its share of a merge, so
+// when the segments dealt whole, longest first, round by round (decode_whole_plan.h) cost at most
+// cut_penalty_tokens (and at most an eighth of the share) more than an equal share, every segment
+// is one unit: in the CTAs' static lists, or, with at least whole_pool_ratio segments per CTA, in
+// a shared pool that the CTAs take from in order (one atomic each), so the CTAs on SMs that stream
+// faster take more (static lists leave them idle at the end: on the H200 a tenth of the CTAs
+// finished ~25% early). With pool_permille > 0 (DecodeBench's comparisons) the static lists hold
+// that much less than the whole cost and the rest is cut into pool pieces of decreasing size
+// (guided: about the pool's remaining keys over 2 x num_ctas): it balanced the CTAs' ends but its
+// cuts cost more than that gained. Which CTA runs a pool unit changes from launch to launch; its
+// keys, partial and merge order do not (deterministic mode keeps its fixed chunks: uncut plans
+// never apply to it).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +36,7 @@
 
 #include "kernels/decode/decode_work.h"
 #include "pagedattn/status.h"
+#include "plan/decode_whole_plan.h"
 
 namespace pagedattn::plan {
 
@@ -32,6 +46,16 @@ inline constexpr int kMinChunkTokens = 128;
 // epilogue at the ~17 GB/s one of two CTAs per SM streams (D 128 bf16: 512 bytes per key).
 // An estimate, to be replaced by a measured value.
 inline constexpr int kUnitOverheadTokens = 64;
+// Pool defaults: the share of the cost left to the pool (per mille) and its shortest piece.
+inline constexpr int kDefaultPoolPermille = 0;
+inline constexpr int kMinPoolPieceTokens = 256;
+// Uncut plans: taken when the segments dealt whole, round by round, cost at most this much more
+// than an equal share (H200: a cut piece's partial, count and merge cost 10-20 us of a CTA's time,
+// about 300-600 keys at D 128 bf16), then run as a pool when there are at least kWholePoolRatio
+// segments per CTA (fewer, and the dynamic deal of big units left some SMs with both CTAs busy at
+// the end: static lists then).
+inline constexpr int kCutPenaltyTokens = 640;
+inline constexpr int kWholePoolRatio = 3;
 // Decode query lengths the kernel serves (speculative verification packs q_len * G rows).
 inline constexpr int kMaxDecodeQueryLen = 8;
 // vLLM's batch-invariant decode split (flashinfer.py: decode_fixed_split_size = 2048).
@@ -44,6 +68,10 @@ struct DecodePlanConfig {
   int window_left = -1;          // keys before a query it sees (-1: all)
   int fixed_chunk_tokens = 0;    // > 0: deterministic mode, cuts at multiples of this only
   int unit_overhead_tokens = kUnitOverheadTokens;
+  int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
+  int pool_min_piece_tokens = kMinPoolPieceTokens;
+  int cut_penalty_tokens = kCutPenaltyTokens;  // 0: the balanced plan with cuts always
+  int whole_pool_ratio = kWholePoolRatio;      // 0: uncut plans in static lists only
 };
 
 // Capacities of one builder's plan, fixed at construction.
@@ -66,7 +94,8 @@ struct DecodePlanStats {
   int num_merges = 0;
   int64_t partial_rows = 0;
   int64_t bytes_used = 0;  // prefix of the plan to copy to the device
-  int64_t max_cta_cost = 0;  // the makespan in the cost model (keys + overheads)
+  int64_t max_cta_cost = 0;  // the largest static list's cost (keys + overheads)
+  int pool_units = 0;        // units in the shared pool
 };
 
 // Host scratch reused across steps (no allocation once warm).
@@ -74,6 +103,7 @@ struct DecodePlanScratch {
   std::vector<int64_t> order;  // sort keys: longest visible range first, then batch order
   std::vector<kernels::DecodeMergeItem> merges;
   std::vector<int32_t> merge_units;  // each merge's first unit (its pieces are consecutive units)
+  std::vector<detail::WholeRowTile> row_tiles;  // uncut plans: the row tiles, longest first
 };
 
 // Plans the decode requests: query_start_loc [n + 1] (host, starting at the first decode token's

@@ -36,28 +36,33 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The default configuration (tma_merge: warp TMA tiles, split segments merged in the kernel)
-// beside cp.async tiles with a block barrier per tile (cta, the fallback), each also as loads
-// only (the copies without the compute), with the combine kernel or without any merge, with other
-// unit overheads (how often the plan cuts), on a 256-CTA grid (the suite's power-of-two segment
-// counts divide evenly: no cuts), and with the CTA timeline.
+// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the
+// balanced plan with cuts (static: the plan before this session's), with the default plan (uncut
+// when the segments fit whole: in the pool or, with few per CTA, in static lists), uncut in static
+// lists only, and with everything in a guided pool (segments cut towards the end), interleaved and
+// repeated (differences of 1-2 % need it); then, once: the balanced plan without any merge (the
+// kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid and the
+// copies alone. DECODE_BENCH_VARIANTS picks variants by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
-    time_config<Cta>(t, "cta", {.timeline = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kCta, true>>(t, "cta_loads");
-    time_config<Tma>(t, "tma", {.timeline = true});
-    time_config<Tma>(t, "tma_nocombine", {.combine = false});
-    time_config<Tma>(t, "tma_merge", {.merge_in_kernel = true, .timeline = true});
-    time_config<Cta>(t, "cta_merge", {.merge_in_kernel = true});
-    time_config<Tma>(t, "tma_merge_oh0", {.overhead = 0, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_merge_oh256", {.overhead = 256, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_merge_oh1024", {.overhead = 1024, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_256", {.num_ctas = 256, .timeline = true});
-    time_config<Tma>(t, "tma_merge_256", {.num_ctas = 256, .merge_in_kernel = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads");
+    for (int rep = 0; rep < 2; ++rep) {
+      const bool timeline = rep == 0;
+      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true,
+                                         .timeline = timeline});
+      time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
+      time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
+    }
+    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .cut_penalty = 0,
+                                         .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_static_nomerge", {.cut_penalty = 0, .combine = false});
+    time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
+    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .cut_penalty = 0,
+                                           .merge_in_kernel = true});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(
+        t, "tma_loads", {.cut_penalty = 0});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
@@ -126,14 +131,18 @@ void run_shape(const BenchShape& s) {
   p.lse_head_stride = s.num_reqs;
   std::vector<void*> owned;
   // Plans for num_ctas CTAs with this unit overhead, then times `launch` on that grid.
-  auto time_decode = [&](int num_ctas, int overhead,
+  auto time_decode = [&](int num_ctas, const TimeOptions& opt,
                          const std::function<void(const kernels::DecodeAttentionParams&)>& launch,
                          plan::DecodePlanStats* stats_out) {
     plan::DecodePlanConfig config;
     config.num_ctas = num_ctas;
     config.num_heads = s.hq;
     config.num_kv_heads = s.hkv;
-    config.unit_overhead_tokens = overhead;
+    config.unit_overhead_tokens = opt.overhead;
+    config.pool_permille = opt.pool_permille;
+    config.pool_min_piece_tokens = opt.pool_min_piece;
+    config.cut_penalty_tokens = opt.cut_penalty;
+    config.whole_pool_ratio = opt.whole_ratio;
     const plan::DecodePlanLimits limits =
         plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
     std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
@@ -165,15 +174,14 @@ void run_shape(const BenchShape& s) {
   // up to 20% slow (call B: 4x32768 0.1676 ms against 0.1381 for the same kernel timed later).
   double decode_ms = 0.0;
   for (int pass = 0; pass < (s.profile ? 1 : 2); ++pass) {
-    decode_ms =
-        time_decode(sms * std::max(1, lib_per_sm), plan::kUnitOverheadTokens, library, &stats);
+    decode_ms = time_decode(sms * std::max(1, lib_per_sm), TimeOptions{}, library, &stats);
   }
   std::printf(
       "decode bench %dx%d hq %d hkv %d d %d block %d %s %s%s: decode %.4f ms (%.2f TB/s, %d "
-      "units, %d merges, %d ctas/SM, makespan %lld cost)\n",
+      "units, %d merges, %d pool, %d ctas/SM, makespan %lld cost)\n",
       s.num_reqs, s.seq_len, s.hq, s.hkv, s.d, s.block, std::string(dtype_name(s.cache)).c_str(),
       s.hnd ? "HND" : "NHD", s.shuffle ? "" : " blocks-in-order", decode_ms,
-      kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, lib_per_sm,
+      kv_bytes / decode_ms / 1e9, stats.num_units, stats.num_merges, stats.pool_units, lib_per_sm,
       static_cast<long long>(stats.max_cta_cost));
   std::fflush(stdout);
   if (s.profile) {
@@ -247,50 +255,34 @@ void run_shape(const BenchShape& s) {
   for (void* ptr : owned) cudaFree(ptr);
 }
 
-// The issue's shapes: 64 x 4096 (32/8 heads) at pages 16 and 1024, and the peer suite's decode
-// shapes (256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024 with 64/8, 32 x 8192 with 32/32),
-// each bf16 and FP8 e4m3, NHD and HND; then few long and many short requests.
+// The peer suite's decode shapes (64 x 4096, 256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024
+// with 64/8, 32 x 8192 with 32/32; bf16, NHD), then the issue's shape with an FP8 e4m3 cache, at
+// page 1024 and HND, and few long requests.
 std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
-  auto both_dtypes_and_layouts = [&](BenchShape s) {
-    for (DType cache : {DType::kBF16, DType::kFP8E4M3}) {
-      for (bool hnd : {false, true}) {
-        s.cache = cache;
-        s.hnd = hnd;
-        shapes.push_back(s);
-      }
-    }
-  };
-  for (int block : {16, 1024}) {
-    BenchShape s;
-    s.block = block;
-    both_dtypes_and_layouts(s);
-  }
-  for (const auto& [reqs, len, hq] : {std::tuple{256, 2048, 32}, {8, 32768, 32}, {128, 1024, 64}}) {
+  for (const auto& [reqs, len, hq, hkv] :
+       {std::tuple{64, 4096, 32, 8}, {256, 2048, 32, 8}, {8, 32768, 32, 8}, {128, 1024, 64, 8},
+        {32, 8192, 32, 32}}) {
     BenchShape s;
     s.num_reqs = reqs;
     s.seq_len = len;
     s.hq = hq;
-    both_dtypes_and_layouts(s);
+    s.hkv = hkv;
+    shapes.push_back(s);
   }
-  BenchShape mha;
-  mha.num_reqs = 32;
-  mha.seq_len = 8192;
-  mha.hkv = 32;
-  both_dtypes_and_layouts(mha);
+  BenchShape fp8;  // the issue's shape with an FP8 cache, and at page 1024
+  fp8.cache = DType::kFP8E4M3;
+  shapes.push_back(fp8);
+  BenchShape page;
+  page.block = 1024;
+  shapes.push_back(page);
+  BenchShape hnd;
+  hnd.hnd = true;
+  shapes.push_back(hnd);
   BenchShape small;  // few long requests: the plan must split
   small.num_reqs = 4;
   small.seq_len = 32768;
   shapes.push_back(small);
-  small.cache = DType::kFP8E4M3;
-  shapes.push_back(small);
-  BenchShape in_order;  // the issue's shape with each request's blocks in memory order
-  in_order.shuffle = false;
-  shapes.push_back(in_order);
-  BenchShape many;  // many short requests
-  many.num_reqs = 256;
-  many.seq_len = 1024;
-  shapes.push_back(many);
   return shapes;
 }
 

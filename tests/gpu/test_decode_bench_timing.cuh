@@ -42,43 +42,49 @@ __global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sin
 }
 
 namespace decode_ns = kernels::decode;
-// (num_ctas, unit overhead, launch, plan stats out) -> median ms of launch on a plan for num_ctas.
+
+// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
+// overhead and pool, the combine launched after it or not (the kernel alone), the CTA timeline.
+struct TimeOptions {
+  int ctas_per_sm = 0;
+  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
+  int overhead = plan::kUnitOverheadTokens;
+  int pool_permille = plan::kDefaultPoolPermille;
+  int pool_min_piece = plan::kMinPoolPieceTokens;
+  int cut_penalty = plan::kCutPenaltyTokens;  // DecodePlanConfig::cut_penalty_tokens
+  int whole_ratio = plan::kWholePoolRatio;    // DecodePlanConfig::whole_pool_ratio
+  bool combine = true;
+  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
+  bool timeline = false;
+};
+
+// (num_ctas, plan options, launch, plan stats out) -> median ms of launch on a plan for num_ctas.
 using TimeDecode = std::function<double(
-    int, int, const std::function<void(const kernels::DecodeAttentionParams&)>&,
+    int, const TimeOptions&, const std::function<void(const kernels::DecodeAttentionParams&)>&,
     plan::DecodePlanStats*)>;
 
 template <typename F>
 double median_ms(F&& launch, bool once = false) {
+  constexpr int kBackToBack = 4;
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (int i = 0; i < (once ? 0 : 3); ++i) launch();
+  const int per_sample = once ? 1 : kBackToBack;
   std::vector<float> ms;
-  for (int i = 0; i < (once ? 1 : 20); ++i) {
+  for (int i = 0; i < (once ? 1 : 17); ++i) {
     cudaEventRecord(a);
-    launch();
+    for (int k = 0; k < per_sample; ++k) launch();
     cudaEventRecord(b);
     cudaEventSynchronize(b);
     float t = 0;
     cudaEventElapsedTime(&t, a, b);
-    ms.push_back(t);
+    if (once || i >= 2) ms.push_back(t / per_sample);
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
-
-// How a configuration is timed: CTAs per SM (0: what its occupancy allows), the plan's unit
-// overhead, the combine launched after it or not (the kernel alone), the CTA timeline recorded.
-struct TimeOptions {
-  int ctas_per_sm = 0;
-  int num_ctas = 0;  // > 0: the grid (and plan) of exactly this many CTAs
-  int overhead = plan::kUnitOverheadTokens;
-  bool combine = true;
-  bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
-  bool timeline = false;
-};
 
 // The CTAs' start and end times of the last launch, in us from the first start: the span, the
 // spread of the starts, the ends (first, p10, p50, p90) and the idle share (the mean gap between
@@ -136,18 +142,19 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
-    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     a.merge_in_kernel = opt.merge_in_kernel;
+    (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (opt.combine && !opt.merge_in_kernel) {
       (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
     }
   };
   plan::DecodePlanStats stats;
-  const double ms = time_decode(ctas, opt.overhead, launch, &stats);
+  const double ms = time_decode(ctas, opt, launch, &stats);
   std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
                     " (grid " + std::to_string(ctas) + ", units " +
                     std::to_string(stats.num_units) + ", merges " +
-                    std::to_string(stats.num_merges) + ")";
+                    std::to_string(stats.num_merges) + ", pool " + std::to_string(stats.pool_units) +
+                    ")";
   if (clock != nullptr) {
     std::vector<unsigned long long> host(size_t{2} * ctas);
     cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);

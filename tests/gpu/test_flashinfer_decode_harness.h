@@ -26,6 +26,8 @@ struct DecodeRunOptions {
   int ctas_per_sm = 0;
   int fixed_chunk_tokens = 0;  // deterministic mode
   int unit_overhead_tokens = plan::kUnitOverheadTokens;
+  int pool_permille = plan::kDefaultPoolPermille;  // the plan's guided pool of cut pieces
+  int cut_penalty_tokens = plan::kCutPenaltyTokens;  // 0: never an uncut plan
   // The same plan launched this many times, outputs and partials poisoned before each (as every
   // layer of a step runs it): the plan's merge counts must be back at 0 after each launch.
   int launches = 1;
@@ -69,6 +71,8 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   config.window_left = b.params.sliding_window.left;
   config.fixed_chunk_tokens = opt.fixed_chunk_tokens;
   config.unit_overhead_tokens = opt.unit_overhead_tokens;
+  config.pool_permille = opt.pool_permille;
+  config.cut_penalty_tokens = opt.cut_penalty_tokens;
   const int T = static_cast<int>(spec.num_tokens());
   int max_seq = 1;
   for (int s : spec.seq_lens) max_seq = std::max(max_seq, s);

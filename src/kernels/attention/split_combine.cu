@@ -3,9 +3,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "device/convert.cuh"
-#include "device/softmax_state.cuh"
-
 namespace pagedattn::kernels::attention {
 namespace {
 
@@ -30,32 +27,20 @@ __global__ void __launch_bounds__(kCombineThreads)
                              : p.max_num_splits;
   const int64_t lse_stride = static_cast<int64_t>(p.num_heads) * p.num_tokens;
   const float* split_lse = p.split_lse + static_cast<int64_t>(head) * p.num_tokens + token;
-  device::LseAccumulator accum;
-  for (int s = 0; s < num_splits; ++s) accum.add(split_lse[s * lse_stride]);
-  if (p.sinks != nullptr) accum.add(p.sinks[head]);
-
-  const int col = threadIdx.x * 4;
-  if (col < p.head_size) {
-    const int64_t out_stride = static_cast<int64_t>(p.num_tokens) * p.num_heads * p.head_size;
-    const float* part =
-        p.split_out + (static_cast<int64_t>(token) * p.num_heads + head) * p.head_size + col;
-    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < num_splits; ++s) {
-      const float wgt = accum.weight(split_lse[s * lse_stride]);
-      if (wgt == 0.0f) continue;  // empty split: its partial may be anything finite or not
-      const float4 v = *reinterpret_cast<const float4*>(part + s * out_stride);
-      o.x += wgt * v.x;
-      o.y += wgt * v.y;
-      o.z += wgt * v.z;
-      o.w += wgt * v.w;
-    }
-    T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
-    uint2 packed;
-    packed.x = device::pack_float2<T>(o.x, o.y);
-    packed.y = device::pack_float2<T>(o.z, o.w);
-    *reinterpret_cast<uint2*>(out) = packed;
-  }
-  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[head * p.lse_head_stride + token] = accum.lse();
+  const int col = threadIdx.x * 4;  // thread 0 (column 0) writes the LSE
+  if (col >= p.head_size) return;
+  const int64_t out_stride = static_cast<int64_t>(p.num_tokens) * p.num_heads * p.head_size;
+  const float* part =
+      p.split_out + (static_cast<int64_t>(token) * p.num_heads + head) * p.head_size + col;
+  float lse = 0.0f;
+  const float4 o = merge_split_parts(
+      num_splits, [&](int s) { return split_lse[s * lse_stride]; },
+      [&](int s) { return *reinterpret_cast<const float4*>(part + s * out_stride); },
+      p.sinks != nullptr ? p.sinks + head : nullptr, lse);
+  store_columns4(static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride +
+                     col,
+                 o);
+  if (threadIdx.x == 0 && p.lse != nullptr) p.lse[head * p.lse_head_stride + token] = lse;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "device/tma.cuh"
+#include "kernels/attention/split_combine.cuh"
 #include "kernels/decode/decode_compute.cuh"
 
 namespace pagedattn::kernels::decode {
@@ -71,11 +72,8 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
     o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
     const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
     if (final_out) {
-      T* out = static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col;
-      uint2 packed;
-      packed.x = device::pack_float2<T>(o.x, o.y);
-      packed.y = device::pack_float2<T>(o.z, o.w);
-      *reinterpret_cast<uint2*>(out) = packed;
+      attention::store_columns4(
+          static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col, o);
       if (p.lse != nullptr && col == 0) p.lse[head * p.lse_head_stride + token] = lse;
     } else {
       const int64_t prow = w.partial + row;

@@ -1,6 +1,6 @@
-// The decode kernel: a fixed grid of CTAs, each running the work units the plan gave it as one
-// stream of KV tiles through a kStages-deep pipeline; and the host-side launch of one
-// instantiation. The grid is the plan's num_ctas whatever the batch, so a captured CUDA graph
+// The decode kernel: a fixed grid of CTAs, each running the work units the plan gave it, then
+// units of the plan's shared pool, as one stream of KV tiles through a kStages-deep pipeline; and
+// the host-side launch of one instantiation. The grid is the plan's num_ctas whatever the batch, so a captured CUDA graph
 // replays any plan made for it.
 #pragma once
 
@@ -16,7 +16,7 @@ __device__ __forceinline__ unsigned long long global_timer() {
   return ns;
 }
 
-// The kernel's body: the CTA's units of the plan as one tile stream.
+// The kernel's body: the CTA's units of the plan, then pool units, as one tile stream.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
   extern __shared__ __align__(128) char smem_base[];
@@ -26,14 +26,23 @@ __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
         reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(smem_base) + 1023) & ~uintptr_t{1023});
     init_slice_barriers<Cfg>(smem);
   }
-  const char* plan = static_cast<const char*>(a.p.plan);
+  char* plan = static_cast<char*>(const_cast<void*>(a.p.plan));  // the pool counters change
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* cta_begin = reinterpret_cast<const int32_t*>(plan + kDecodePlanCtaBeginOffset);
   const auto* units = reinterpret_cast<const DecodeWorkUnit*>(plan + header->units_offset);
-  const int begin = cta_begin[blockIdx.x], end = cta_begin[blockIdx.x + 1];
+  auto* counters = reinterpret_cast<DecodePoolCounters*>(plan + decode_pool_counters_offset(*header));
+  const int pool_tiles = max(1, (counters->min_keys + Cfg::kBlockN - 1) / Cfg::kBlockN);
+  UnitPublisher<Cfg> q{units,
+                       cta_begin[blockIdx.x],
+                       cta_begin[blockIdx.x + 1],
+                       cta_begin[gridDim.x],
+                       header->num_units,
+                       &counters->next,
+                       pool_tiles};
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
-  run_stream<Cfg, T>(a, units, begin, end, smem);
+  run_stream<Cfg, T>(a, units, q, smem);
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();
+  leave_pool(counters);
 }
 
 // TMA, mbarrier waits and async-proxy fences are sm_90 instructions: below it the TMA

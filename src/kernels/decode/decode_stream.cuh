@@ -1,45 +1,42 @@
-// The decode kernel's stream pipeline: a CTA's units are one sequence of KV tiles, and the
-// cp.async pipeline (and the block-id ring ahead of it) runs across unit boundaries, so the next
-// unit's first tiles are in flight while this unit finishes and writes its output. Stream position
+// The decode kernel's stream pipeline: a CTA's units (its queue, decode_queue.cuh) are one sequence
+// of KV tiles, and the copy pipeline (and the block-id ring ahead of it) runs across unit
+// boundaries, so the next unit's first tiles are in flight while this unit finishes and writes its
+// output. Stream position
 // p: stage p % kStages, ring slot p % kRingTiles.
 #pragma once
 
 #include "kernels/decode/decode_epilogue.cuh"
 #include "kernels/decode/decode_merge.cuh"
+#include "kernels/decode/decode_queue.cuh"
 #include "kernels/decode/decode_tma.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
 namespace pagedattn::kernels::decode {
 
-__device__ __forceinline__ int first_tile(const UnitWork& w, int block_n) {
-  return w.kv_begin / block_n;
-}
-__device__ __forceinline__ int end_tile(const UnitWork& w, int block_n) {
-  return (w.kv_end + block_n - 1) / block_n;
-}
-
-// A position in the CTA's tile stream: unit u (of [u, u_end)), its tile t. Past the last unit it
-// stays dead (copies zero-fill without reading).
+// A position in the CTA's tile stream: entry k of the unit queue, its tile t. Past the last entry
+// it stays dead (copies zero-fill without reading).
 template <typename Cfg>
 struct TileCursor {
   const DecodeWorkUnit* units;
+  char* smem;
   int group;
-  int u;
-  int u_end;
+  int k = 0;
+  int unit = -1;
   int t = 0;
   int t_end = 0;
   UnitWork w{};
 
-  __device__ __forceinline__ TileCursor(const DecodeWorkUnit* units_, int group_, int u_begin,
-                                        int u_end_)
-      : units(units_), group(group_), u(u_begin), u_end(u_end_) {
+  __device__ __forceinline__ TileCursor(const DecodeWorkUnit* units_, char* smem_, int group_)
+      : units(units_), smem(smem_), group(group_) {
     enter();
   }
-  __device__ __forceinline__ bool live() const { return u < u_end; }
-  // Moves to the first tile of unit u or the next unit that has one.
+  __device__ __forceinline__ bool live() const { return unit >= 0; }
+  // Moves to the first tile of entry k or the next entry that has one.
   __device__ __forceinline__ void enter() {
-    for (; live(); ++u) {
-      w = load_unit(units, u, group);
+    for (;; ++k) {
+      unit = queue_slot<Cfg>(smem, k)[0];
+      if (unit < 0) return;
+      w = load_unit(units, unit, group);
       t = first_tile(w, Cfg::kBlockN);
       t_end = end_tile(w, Cfg::kBlockN);
       if (t < t_end) return;
@@ -48,7 +45,7 @@ struct TileCursor {
   __device__ __forceinline__ void advance() {
     if (!live()) return;
     if (++t == t_end) {
-      ++u;
+      ++k;
       enter();
     }
   }
@@ -64,22 +61,25 @@ __device__ __forceinline__ void tile_barrier() {
   }
 }
 
+// Runs the CTA's unit sequence (`q`: thread 0's publisher, nothing published yet).
 template <typename Cfg, typename T>
 __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWorkUnit* units,
-                                           int u_begin, int u_end, char* smem) {
-  if (u_begin >= u_end) return;
+                                           UnitPublisher<Cfg>& q, char* smem) {
+  if (threadIdx.x == 0) q.cover(smem, 0);
+  __syncthreads();
+  if (queue_slot<Cfg>(smem, 0)[0] < 0) return;
   constexpr int kAhead = Cfg::kStages - 1;  // K/V copies in flight ahead of the tile computed
   auto stage = [smem](int p) { return smem + (p % Cfg::kStages) * Cfg::kStageBytes; };
   auto* ring = reinterpret_cast<int32_t*>(smem + Cfg::kRingOffset);
   // Block ids run kRingTiles positions ahead; a slot is rewritten only after its copies issued.
-  TileCursor<Cfg> ids(units, a.group, u_begin, u_end);
+  TileCursor<Cfg> ids(units, smem, a.group);
   for (int x = 0; x < Cfg::kRingTiles; ++x, ids.advance()) {
     fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, x);
   }
   device::cp_async_commit();
   device::cp_async_wait<0>();
   tile_barrier<Cfg>();
-  TileCursor<Cfg> kv(units, a.group, u_begin, u_end);
+  TileCursor<Cfg> kv(units, smem, a.group);
   auto issue_kv = [&](int x) {  // position x (kv's) into its stage
     if constexpr (Cfg::kTma) {
       issue_kv_slice_tma<Cfg>(a, kv.w, kv.t, kv.live(), ring, x % Cfg::kRingTiles, stage(x),
@@ -94,9 +94,19 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     device::cp_async_commit();
   }
 
+  int* merge_list = reinterpret_cast<int*>(smem + Cfg::kMergeListOffset);
+  int* merge_flag = reinterpret_cast<int*>(smem + Cfg::kMergeFlagOffset);
+  PieceCounter<Cfg> pieces;
   int p = 0;
-  for (int u = u_begin; u < u_end; ++u) {
+  for (int j = 0;; ++j) {
+    const int u = queue_slot<Cfg>(smem, j)[0];
+    if (u < 0) break;
     const UnitWork w = load_unit(units, u, a.group);
+    // The entries the cursors reach during the next entry, published before the barriers of
+    // this entry's epilogue (the atomic's latency overlaps this entry's tiles).
+    if (threadIdx.x == 0) q.cover(smem, j + 1);
+    const bool count_now = a.merge_in_kernel && w.partial >= 0 &&
+                           !pieces.begin_cut(a, u, merge_list);
     UnitContext<Cfg> c;
     WarpState<Cfg> st;
     begin_unit<Cfg, T>(a, w, c, st);
@@ -120,11 +130,10 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
     store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
-    if (a.merge_in_kernel && w.partial >= 0) {
-      merge_if_last_piece<T, Cfg::kThreads>(a, u, reinterpret_cast<int*>(smem + Cfg::kMlOffset));
-    }
+    if (count_now) pieces.template count_now<T>(a, u, merge_flag);
   }
   device::cp_async_wait<0>();  // no copy outlives the CTA
+  pieces.template count_listed<T>(a, merge_list);
 }
 
 }  // namespace pagedattn::kernels::decode

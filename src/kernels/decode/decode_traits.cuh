@@ -69,12 +69,25 @@ struct DecodeConfig {
   static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
   static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
   static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;
-  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, then the epilogue's O rows unless
-  // they fit in the stage of the unit's last tile (the other stages hold the next tiles in flight).
+  // The CTA's unit sequence (decode_queue.cuh): slots of (unit, stream end), enough for the
+  // entries the cursors and the compute can hold at once (units have at least one tile, the
+  // cursors run kRingTiles + 1 tiles ahead) with room to spare.
+  static constexpr int kQueueSlots = 4 * kRingTiles;
+  static constexpr int kQueueBytes = kQueueSlots * 2 * 4;
+  // Layout: stages, block-id ring, epilogue m/l, TMA barriers, unit queue, the merge list and
+  // flag, then the epilogue's O
+  // rows unless they fit in the stage of the unit's last tile (the other stages hold the next
+  // tiles in flight).
   static constexpr int kRingOffset = kStages * kStageBytes;
   static constexpr int kMlOffset = kRingOffset + kRingBytes;
   static constexpr int kBarrierOffset = kMlOffset + kEpilogueMlBytes;
-  static constexpr int kPipelineBytes = kBarrierOffset + kBarrierBytes;
+  static constexpr int kQueueOffset = kBarrierOffset + kBarrierBytes;
+  // The merge items of the CTA's cut units, counted when its stream is done (decode_merge.cuh),
+  // then a flag for those counted at once (past the list).
+  static constexpr int kMergeListSlots = kThreads < 64 ? kThreads : 64;
+  static constexpr int kMergeListOffset = kQueueOffset + kQueueBytes;
+  static constexpr int kMergeFlagOffset = kMergeListOffset + kMergeListSlots * 4;
+  static constexpr int kPipelineBytes = kMergeFlagOffset + 16;
   static constexpr bool kEpilogueInStage = kEpilogueOBytes <= kStageBytes;
   // TMA's swizzled panels need 1024-byte alignment: the kernel rounds its base up.
   static constexpr int kAlignSlack = kTma ? 1024 : 0;

@@ -44,13 +44,25 @@ struct alignas(16) DecodePlanHeader {
   int32_t merges_offset;
 };
 
-// Plan layout: header, then cta_begin [num_ctas + 1] int32 (units of CTA c are
-// [cta_begin[c], cta_begin[c + 1]) in the unit array), then units, then merges, then
-// unit_merge [num_units] int32 (the merge item of a cut unit's segment, -1 for a whole segment),
-// then merge_done [num_merges] int32 (pieces of the segment finished in this launch, 0 from the
-// host; the CTA that finishes the last piece merges the segment and resets it to 0, so that the
-// next launch of the same plan starts from 0 again).
+// Plan layout: header, then cta_begin [num_ctas + 1] int32 (the static units of CTA c are
+// [cta_begin[c], cta_begin[c + 1]) in the unit array; units [cta_begin[num_ctas], num_units) are
+// the shared pool, which every CTA takes from in order once its static units are done), then
+// units, then merges, then unit_merge [num_units] int32 (the merge item of a cut unit's segment,
+// -1 for a whole segment), then merge_done [num_merges] int32 (pieces of the segment finished in
+// this launch, 0 from the host; the CTA that finishes the last piece merges the segment and resets
+// it to 0, so that the next launch of the same plan starts from 0 again), then the pool counters
+// (DecodePoolCounters, 0 from the host; the last CTA to finish resets them).
 inline constexpr int64_t kDecodePlanCtaBeginOffset = sizeof(DecodePlanHeader);
+
+// next: pool units taken so far in this launch; exited: CTAs finished (both 0 from the host);
+// min_keys: the keys of the pool's shortest unit (the host's; the kernel publishes pool units
+// ahead of its cursors by this lower bound of their tiles, without loading them).
+struct alignas(16) DecodePoolCounters {
+  int32_t next;
+  int32_t exited;
+  int32_t min_keys;
+  int32_t unused;
+};
 
 inline constexpr int64_t decode_unit_merge_offset(const DecodePlanHeader& h) {
   return h.merges_offset + int64_t{h.num_merges} * static_cast<int64_t>(sizeof(DecodeMergeItem));
@@ -58,9 +70,12 @@ inline constexpr int64_t decode_unit_merge_offset(const DecodePlanHeader& h) {
 inline constexpr int64_t decode_merge_done_offset(const DecodePlanHeader& h) {
   return decode_unit_merge_offset(h) + (int64_t{h.num_units} * 4 + 15) / 16 * 16;
 }
+inline constexpr int64_t decode_pool_counters_offset(const DecodePlanHeader& h) {
+  return decode_merge_done_offset(h) + (int64_t{h.num_merges} * 4 + 15) / 16 * 16;
+}
 // One past the plan's last used byte (the prefix the host copies).
 inline constexpr int64_t decode_plan_end(const DecodePlanHeader& h) {
-  return decode_merge_done_offset(h) + int64_t{h.num_merges} * 4;
+  return decode_pool_counters_offset(h) + static_cast<int64_t>(sizeof(DecodePoolCounters));
 }
 
 inline constexpr int32_t decode_head_row(int kv_head, int row0) { return kv_head << 16 | row0; }
