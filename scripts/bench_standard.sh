@@ -33,6 +33,7 @@ REPEATS=${REPEATS:-20}
 WARMUP=${WARMUP:-3}
 STEPS=${STEPS:-"standard peer overhead block16 pages"}
 PY=${PYTHON:-python3}
+source "$HERE/stage_unpack.sh" && unpack_stage "$STAGE"
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 CLI=$STAGE/bin/pagedattn

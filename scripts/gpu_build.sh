@@ -38,6 +38,8 @@ cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"
 cudart=$(ldd "$BUILD_DIR/tests/pagedattn_gpu_tests" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$STAGE/lib/"
 strip --strip-unneeded "$STAGE/bin/"* "$STAGE/lib/libpagedattn.so.0"
+# Compressed: with every head size the library is over 50 MiB (scripts/stage_unpack.sh unpacks it).
+xz -f -T "$JOBS" -6 "$STAGE/lib/libpagedattn.so.0"
 # The team's shared case files and peer tools when this checkout sits beside them, else our own cases.
 if [[ -d "$SHARED" ]]; then
   cp "$SHARED"/cases/*.json "$STAGE/cases/"

@@ -19,6 +19,7 @@ STAGE=$ROOT/.device
 OUT=${OUT:-$ROOT/out}
 STAGES=${STAGES:-"tests check bench peer"}
 mkdir -p "$OUT"
+source "$ROOT/scripts/stage_unpack.sh" && unpack_stage "$STAGE"
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 CLI=$STAGE/bin/pagedattn

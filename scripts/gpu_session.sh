@@ -15,6 +15,7 @@ mkdir -p "$OUT/check"
 STAGE=${STAGE:-$PWD/.device}
 PARTS=${PARTS:-"tests sanitize serve bench"}
 has_part() { [[ " $PARTS " == *" $1 "* ]]; }
+source scripts/stage_unpack.sh && unpack_stage "$STAGE"
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
 : >"$OUT/summary_tests.txt"
 
