@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -149,23 +151,45 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
 }
 
 // The FP8 kernel's variants (kFp8Tune*) beside the dispatch's (kFp8DefaultTuning: S issued before
-// waiting for Vᵀ, the rescale skipped where no maximum grew): none of them, the skip alone, a
-// quarter or half of the softmax's exponentials on the FMA pipe (with the skip), S issued before
-// waiting for Vᵀ (alone and with the skip), no ping-pong turns between the consumers (with the
-// skip, and with early S).
+// waiting for Vᵀ, the rescale skipped where no maximum grew): without the consumers' turns; the
+// lazy softmax (alone, with tree reductions, and without turns); V transposed two loads behind
+// (alone, with the lazy softmax, and without turns); V transposed by ldmatrix (alone, two loads
+// behind, with the lazy softmax, without turns); and two diagnostics that drop
+// work to show what bounds the kernel (timing only, their outputs are wrong): no softmax, no V
+// transpose, neither. PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the variants out (a library that
+// does not have them).
 namespace tune = kernels::attention::v3;
 const std::pair<const char*, int> kFp8Variants[] = {
-    {"v3 FP8 t0 none", 0},
-    {"v3 FP8 t4 skip", tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t1 fma/4", tune::kFp8TuneExp2FmaQuarter},
-    {"v3 FP8 t5 skip+f/4", tune::kFp8TuneSkipRescale | tune::kFp8TuneExp2FmaQuarter},
-    {"v3 FP8 t6 skip+f/2", tune::kFp8TuneSkipRescale | tune::kFp8TuneExp2FmaHalf},
-    {"v3 FP8 t8 early S", tune::kFp8TuneEarlyScores},
     {"v3 FP8 t12 early+skip", tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t20 no turns", tune::kFp8TuneNoTurns | tune::kFp8TuneSkipRescale},
     {"v3 FP8 t28 nt+early",
      tune::kFp8TuneNoTurns | tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
+    {"v3 FP8 t32 lazy", tune::kFp8TuneLazyRescale},
+    {"v3 FP8 t96 lazy+tree", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce},
+    {"v3 FP8 t112 l+t+nt",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneNoTurns},
+    {"v3 FP8 t524 deep transp", tune::kFp8DefaultTuning | tune::kFp8TuneDeepTranspose},
+    {"v3 FP8 t608 l+t+deep",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose},
+    {"v3 FP8 t624 l+t+nt+deep", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
+                                    tune::kFp8TuneNoTurns | tune::kFp8TuneDeepTranspose},
+    {"v3 FP8 t1036 ldsm", tune::kFp8DefaultTuning | tune::kFp8TuneLdsmTranspose},
+    {"v3 FP8 t1548 ldsm+deep",
+     tune::kFp8DefaultTuning | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneDeepTranspose},
+    {"v3 FP8 t1632 l+t+d+ldsm", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
+                                    tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose},
+    {"v3 FP8 t1648 l+t+d+ldsm+nt",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose |
+         tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
+    {"v3 FP8 DIAG no softmax", tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax},
+    {"v3 FP8 DIAG no transp", tune::kFp8DefaultTuning | tune::kFp8DiagNoTranspose},
+    {"v3 FP8 DIAG neither",
+     tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax | tune::kFp8DiagNoTranspose},
 };
+
+bool time_variants() {
+  const char* v = std::getenv("PAGEDATTN_FP8_BENCH_VARIANTS");
+  return v == nullptr || std::string(v) != "0";
+}
 
 void run_shape(const char* name, int heads, int kv_heads, int d) {
   const Fp8Bench b{8192, heads, kv_heads, d};
@@ -186,6 +210,7 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       report("v3 bf16", launch_v3, false, 128);
       median_ms(launch_v3, b.params(true, 128, causal));
       for (const auto& [variant, bits] : kFp8Variants) {
+        if (!time_variants()) break;
         tune::set_fp8_tuning(bits);
         report(variant, launch_v3, true, 128);
       }
@@ -203,6 +228,19 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
     // measured.
     EXPECT_LT(vs_v2, 0.25) << name << " " << mask;
   }
+}
+
+// One warm-up and one timed launch of the FP8 kernel at D 128, non-causal, with the tuning bits of
+// PAGEDATTN_FP8_TUNING (default: the dispatch's): for Nsight Compute (--launch-skip 1 -c 1).
+TEST(V3Fp8Bench, DISABLED_Profile) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
+  const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
+  tune::set_fp8_tuning(bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning);
+  const Fp8Bench b{8192, 32, 8, 128};
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(launch_v3(b.params(true, 128, false), nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  tune::set_fp8_tuning(tune::kFp8DefaultTuning);
 }
 
 TEST(V3Fp8Bench, DISABLED_Prefill8192) {

@@ -12,17 +12,14 @@
 #include <cmath>
 #include <cstdint>
 
-#include "device/convert.cuh"
-#include "device/exp2_fma.cuh"
 #include "device/mbarrier.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_softmax.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
-
-inline constexpr float kFp8MaxOffset = 8.0f;  // log2 of P's largest value
 
 // S = Q_rows · K_tileᵀ, k32 steps over the head columns (four per 128-column panel), one group.
 template <int kD>
@@ -57,95 +54,24 @@ __device__ __forceinline__ void issue_pv_fp8(
   device::wgmma_commit_group();
 }
 
-// The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima. kFmaEvery > 0: the exponentials of every
-// kFmaEvery-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
-// Returns whether a row maximum of the thread grew (else alpha is exactly 1).
-template <int kFmaEvery, int kRegs>
-__device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st,
-                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
-  bool grew = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = st.m[h];
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
-    alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
-    grew = grew || mx > st.m[h];
-    st.m[h] = mx;
-    const float offset = kFp8MaxOffset - base;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * h + e];
-        const float arg = fmaf(x, scale_log2[h], offset);
-        if constexpr (kFmaEvery > 0) {
-          x = j % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
-        } else {
-          x = device::fast_exp2(arg);
-        }
-        sum += x;
-      }
-    }
-    st.l[h] = st.l[h] * alpha[h] + sum;
-  }
-  return grew;
-}
-
-// Normalises and stores the rows that belong to the request, as the bf16 kernel's store_rows with
-// the FP8 factors: O times v_scale / l, LSE = the row's scaled max less the offset 8 (log 2) plus
-// log(l). Its own function (not store_rows with adjusted inputs): the bf16 store's signature moves
-// with the bf16 kernel's epilogue.
-template <int kChunks, int kRegs>
-__device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs], const RowState& st,
-                                               const float (&scale_log2)[2], float v_scale,
-                                               const PrefillArgs& a, const PrefillTile& w,
-                                               int row) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = st.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row + 8 * h;
-    if (r >= w.q_len) continue;
-    const int64_t token = w.q_start + r;
-    const float factor = l > 0.0f ? v_scale / l : 0.0f;
-    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
-            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * factor,
-                                               o[c][4 * j + 2 * h + 1] * factor);
-      }
-    }
-    if (a.lse != nullptr && t == 0) {
-      a.lse[w.head * a.lse_head_stride + token] =
-          l > 0.0f ? (st.m[h] * scale_log2[h] - kFp8MaxOffset) * 0.6931471805599453f + logf(l)
-                   : -INFINITY;
-    }
-  }
-}
-
 // Where a consumer is in the rings and in its tiles, carried from one work tile to the next.
 struct Fp8ConsumerPosition {
   int use = 0;         // of the K and Vᵀ rings
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
+// The consumers' softmax, chosen at compile time by consume_fp8 from the tuning bits.
+enum class Fp8Softmax {
+  kExact,     // softmax_tile_fp8 (its exponentials on the FMA pipe by the runtime bits)
+  kLazy,      // kFp8TuneLazyRescale
+  kLazyTree,  // kFp8TuneLazyRescale | kFp8TuneTreeReduce
+  kNone,      // kFp8DiagNoSoftmax: timing only, wrong results
+};
+
 // One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
 // kEarlyScores: kFp8TuneEarlyScores (a template parameter: a runtime choice between the two
 // groups made ptxas fence the accumulators).
-template <int kD, bool kEarlyScores>
+template <int kD, bool kEarlyScores, Fp8Softmax kSoftmax>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
@@ -173,13 +99,23 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   RowState st;
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
+  constexpr bool kLazy = kSoftmax == Fp8Softmax::kLazy || kSoftmax == Fp8Softmax::kLazyTree;
+  constexpr float kOffset = kLazy ? kLazyOffset : kFp8MaxOffset;
+  float margin[2];
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    // One branch per tile, the same for the whole CTA.
-    if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
-    if (fma_every == 4) return softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
-    return softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
+    if constexpr (kSoftmax == Fp8Softmax::kNone) {
+      return false;
+    } else if constexpr (kLazy) {
+      return softmax_tile_fp8_lazy<kSoftmax == Fp8Softmax::kLazyTree>(sc, st, scale_log2, margin,
+                                                                      alpha);
+    } else {
+      // One branch per tile, the same for the whole CTA.
+      if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
+      if (fma_every == 4) return softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
+    }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
@@ -187,6 +123,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
+    margin[h] = kLazyThreshold / scale_log2[h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
   if (take_turns) turns.begin();
@@ -217,7 +154,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
-    if (!skip_rescale || __any_sync(0xffffffffu, grew)) rescale(o, alpha);
+    if (!(skip_rescale || kLazy) || __any_sync(0xffffffffu, grew)) rescale(o, alpha);
     pack_p_fp8(sc, p);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
@@ -231,7 +168,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   device::mbarrier_arrive(&s.vt_empty[last]);
-  store_rows_fp8(o, st, scale_log2, v_scale, a, w, row);
+  store_rows_fp8(o, st, scale_log2, kOffset, v_scale, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }
@@ -249,10 +186,18 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   for (;;) {
     walk.advance();
     const bool more = walk.find<kD>(a.base, next);
-    if (a.tuning & kFp8TuneEarlyScores) {
-      consume_tile_fp8<kD, true>(a, w, s, turns, !more, pos);
+    if (a.tuning & kFp8DiagNoSoftmax) {
+      consume_tile_fp8<kD, true, Fp8Softmax::kNone>(a, w, s, turns, !more, pos);
+    } else if (a.tuning & kFp8TuneLazyRescale) {
+      if (a.tuning & kFp8TuneTreeReduce) {
+        consume_tile_fp8<kD, true, Fp8Softmax::kLazyTree>(a, w, s, turns, !more, pos);
+      } else {
+        consume_tile_fp8<kD, true, Fp8Softmax::kLazy>(a, w, s, turns, !more, pos);
+      }
+    } else if (a.tuning & kFp8TuneEarlyScores) {
+      consume_tile_fp8<kD, true, Fp8Softmax::kExact>(a, w, s, turns, !more, pos);
     } else {
-      consume_tile_fp8<kD, false>(a, w, s, turns, !more, pos);
+      consume_tile_fp8<kD, false, Fp8Softmax::kExact>(a, w, s, turns, !more, pos);
     }
     if (!more) return;
     w = next;

@@ -79,6 +79,17 @@ inline constexpr int kFp8TuneExp2FmaHalf = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
 inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
+// The lazy softmax (prefill_fp8_softmax.cuh: the base moves only when a maximum passes it by 2.75
+// log2 units; early S and the skip implied), and with tree reductions for maxima and sums.
+inline constexpr int kFp8TuneLazyRescale = 32;
+inline constexpr int kFp8TuneTreeReduce = 64;
+// The producer transposes V two items behind its loads (with three stages: D 128), not one.
+inline constexpr int kFp8TuneDeepTranspose = 512;
+// V transposed by ldmatrix.trans (transpose_v_tile_ldsm), not 32-bit loads and 4 x 4 byte permutes.
+inline constexpr int kFp8TuneLdsmTranspose = 1024;
+// Diagnostics, timing only (wrong results): no softmax (P = the raw scores); no V transpose.
+inline constexpr int kFp8DiagNoSoftmax = 128;
+inline constexpr int kFp8DiagNoTranspose = 256;
 // H200, V3Fp8Bench (calls B and C): the skip + 5 % at D 256 non-causal, within 1 % elsewhere; early
 // S with the skip + 2.5-3 % at D 128 over the skip alone, within 1 % at D 256; the FMA exponentials
 // 3-5 % slower (the kernel is not bound by ex2's unit).
