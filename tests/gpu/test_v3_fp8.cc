@@ -150,7 +150,8 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
 // The variants kept for timing (kFp8Tune*; the other tests run the dispatch's, kFp8DefaultTuning):
 // none, a share of the exponentials on the FMA pipe, the rescale skipped where no maximum grew, S
 // issued before waiting for Vᵀ, no turns between the consumers, the lazy softmax (alone, with tree
-// reductions, without turns), V transposed two loads behind, V transposed by ldmatrix.
+// reductions, without turns), V transposed two loads behind, V transposed by ldmatrix, the row
+// sums by the tensor cores.
 TEST(PagedAttentionV3Fp8, TuningVariants) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
@@ -165,6 +166,9 @@ TEST(PagedAttentionV3Fp8, TuningVariants) {
           kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneDeepTranspose,
           kFp8DefaultTuning | kFp8TuneLdsmTranspose,
           kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneDeepTranspose |
+              kFp8TuneLdsmTranspose,
+          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums,
+          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums | kFp8TuneDeepTranspose |
               kFp8TuneLdsmTranspose}) {
       set_fp8_tuning(bits);
       CaseSpec c = fp8_case(20 + bits, d, (bits & kFp8TuneSkipRescale) != 0);
@@ -196,7 +200,8 @@ TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
     EXPECT_LT(exact.cmp.rel_frobenius, 4 * kRelFrobenius) << c.name;
     EXPECT_LT(exact.cmp.max_abs_error, 4 * kMaxAbs) << c.name;
     EXPECT_LT(exact.cmp.max_lse_error, 4 * kMaxLse) << c.name;
-    for (int bits : {kFp8TuneLazyRescale, kFp8TuneLazyRescale | kFp8TuneTreeReduce}) {
+    for (int bits : {kFp8TuneLazyRescale, kFp8TuneLazyRescale | kFp8TuneTreeReduce,
+                     kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums}) {
       set_fp8_tuning(bits);
       const RunResult lazy = run_paged_case(c, KVCacheLayout::kNHD, {}, launch_v3_fp8);
       const std::string what = "v3 FP8 tuning " + std::to_string(bits);

@@ -150,14 +150,11 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
   return worst;
 }
 
-// The FP8 kernel's variants (kFp8Tune*) beside the dispatch's (kFp8DefaultTuning: S issued before
-// waiting for Vᵀ, the rescale skipped where no maximum grew): without the consumers' turns; the
-// lazy softmax (alone, with tree reductions, and without turns); V transposed two loads behind
-// (alone, with the lazy softmax, and without turns); V transposed by ldmatrix (alone, two loads
-// behind, with the lazy softmax, without turns); and two diagnostics that drop
-// work to show what bounds the kernel (timing only, their outputs are wrong): no softmax, no V
-// transpose, neither. PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the variants out (a library that
-// does not have them).
+// The FP8 kernel's variants (kFp8Tune* bits in each name) beside the dispatch's
+// (kFp8DefaultTuning): no turns (nt), the lazy softmax (l), tree reductions (t), V transposed two
+// loads behind (d), by ldmatrix (ldsm), the row sums by the tensor cores (s); and diagnostics that
+// drop work to show what bounds the kernel (timing only, their outputs are wrong): no softmax,
+// no V transpose. PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the variants out (a library without them).
 namespace tune = kernels::attention::v3;
 const std::pair<const char*, int> kFp8Variants[] = {
     {"v3 FP8 t12 early+skip", tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
@@ -165,25 +162,27 @@ const std::pair<const char*, int> kFp8Variants[] = {
      tune::kFp8TuneNoTurns | tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
     {"v3 FP8 t32 lazy", tune::kFp8TuneLazyRescale},
     {"v3 FP8 t96 lazy+tree", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce},
-    {"v3 FP8 t112 l+t+nt",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneNoTurns},
     {"v3 FP8 t524 deep transp", tune::kFp8DefaultTuning | tune::kFp8TuneDeepTranspose},
     {"v3 FP8 t608 l+t+deep",
      tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose},
-    {"v3 FP8 t624 l+t+nt+deep", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
-                                    tune::kFp8TuneNoTurns | tune::kFp8TuneDeepTranspose},
     {"v3 FP8 t1036 ldsm", tune::kFp8DefaultTuning | tune::kFp8TuneLdsmTranspose},
-    {"v3 FP8 t1548 ldsm+deep",
-     tune::kFp8DefaultTuning | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneDeepTranspose},
     {"v3 FP8 t1632 l+t+d+ldsm", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
                                     tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose},
     {"v3 FP8 t1648 l+t+d+ldsm+nt",
      tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose |
          tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
+    {"v3 FP8 t2144 l+t+sums", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
+                                  tune::kFp8TuneTensorSums},
+    {"v3 FP8 t3680 l+t+s+d+ldsm",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
+         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose},
+    {"v3 FP8 t3696 all+nt",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
+         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
     {"v3 FP8 DIAG no softmax", tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax},
     {"v3 FP8 DIAG no transp", tune::kFp8DefaultTuning | tune::kFp8DiagNoTranspose},
-    {"v3 FP8 DIAG neither",
-     tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax | tune::kFp8DiagNoTranspose},
+    {"v3 FP8 DIAG nosm+ldsm",
+     tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax | tune::kFp8TuneLdsmTranspose},
 };
 
 bool time_variants() {

@@ -37,10 +37,11 @@ __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD>:
 }
 
 // O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127, k32 steps of 32 keys.
-template <int kD>
+// kTensorSum: also l += P · ones (kFp8TuneTensorSums; l: the m64n8 accumulators).
+template <int kD, bool kTensorSum>
 __device__ __forceinline__ void issue_pv_fp8(
-    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs],
-    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base) {
+    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs], float (&l)[4],
+    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base, uint32_t ones) {
   using S = PrefillFp8Shape<kD>;
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -49,6 +50,12 @@ __device__ __forceinline__ void issue_pv_fp8(
       device::wgmma_k32_e4m3_rs(
           o[c], p[kk],
           device::wgmma_desc_sw128(vt_base + c * S::kOChunkCols * 128 + kk * 32, 16, 1024), true);
+    }
+  }
+  if constexpr (kTensorSum) {
+#pragma unroll
+    for (int kk = 0; kk < S::kKeySteps; ++kk) {
+      device::wgmma_k32_e4m3_rs_n8(l, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), true);
     }
   }
   device::wgmma_commit_group();
@@ -71,7 +78,7 @@ enum class Fp8Softmax {
 // One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
 // kEarlyScores: kFp8TuneEarlyScores (a template parameter: a runtime choice between the two
 // groups made ptxas fence the accumulators).
-template <int kD, bool kEarlyScores, Fp8Softmax kSoftmax>
+template <int kD, bool kEarlyScores, Fp8Softmax kSoftmax, bool kTensorSum = false>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
@@ -97,6 +104,8 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
   }
   RowState st;
+  float l_mma[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kTensorSum: rows g, g, g + 8, g + 8
+  const uint32_t ones = device::smem_addr(s.ones);
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
   constexpr bool kLazy = kSoftmax == Fp8Softmax::kLazy || kSoftmax == Fp8Softmax::kLazyTree;
@@ -108,8 +117,8 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     if constexpr (kSoftmax == Fp8Softmax::kNone) {
       return false;
     } else if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kSoftmax == Fp8Softmax::kLazyTree>(sc, st, scale_log2, margin,
-                                                                      alpha);
+      return softmax_tile_fp8_lazy<kSoftmax == Fp8Softmax::kLazyTree, !kTensorSum>(
+          sc, st, scale_log2, margin, alpha);
     } else {
       // One branch per tile, the same for the whole CTA.
       if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
@@ -143,7 +152,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     device::wgmma_fence();
     issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[prev]));
+    issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
     if (take_turns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
@@ -152,9 +161,16 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+    if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
     device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
-    if (!(skip_rescale || kLazy) || __any_sync(0xffffffffu, grew)) rescale(o, alpha);
+    if (!(skip_rescale || kLazy) || __any_sync(0xffffffffu, grew)) {
+      rescale(o, alpha);
+      if constexpr (kTensorSum) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) l_mma[i] *= alpha[i / 2];
+      }
+    }
     pack_p_fp8(sc, p);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
@@ -162,13 +178,18 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
   if (take_turns) turns.begin();
   device::wgmma_fence();
-  issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[last]));
+  issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
   if (take_turns) turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+  if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
   device::mbarrier_arrive(&s.vt_empty[last]);
-  store_rows_fp8(o, st, scale_log2, kOffset, v_scale, a, w, row);
+  if constexpr (kTensorSum) {
+    st.l[0] = l_mma[0];
+    st.l[1] = l_mma[2];
+  }
+  store_rows_fp8<!kTensorSum>(o, st, scale_log2, kOffset, v_scale, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }
@@ -189,7 +210,9 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
     if (a.tuning & kFp8DiagNoSoftmax) {
       consume_tile_fp8<kD, true, Fp8Softmax::kNone>(a, w, s, turns, !more, pos);
     } else if (a.tuning & kFp8TuneLazyRescale) {
-      if (a.tuning & kFp8TuneTreeReduce) {
+      if (a.tuning & kFp8TuneTensorSums) {
+        consume_tile_fp8<kD, true, Fp8Softmax::kLazyTree, true>(a, w, s, turns, !more, pos);
+      } else if (a.tuning & kFp8TuneTreeReduce) {
         consume_tile_fp8<kD, true, Fp8Softmax::kLazyTree>(a, w, s, turns, !more, pos);
       } else {
         consume_tile_fp8<kD, true, Fp8Softmax::kLazy>(a, w, s, turns, !more, pos);

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "device/mbarrier.cuh"
+#include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "kernels/attention/v3/prefill_fp8_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_producer.cuh"
@@ -42,6 +43,8 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     }
     device::mbarrier_init_fence();
   }
+  if (threadIdx.x < 256) reinterpret_cast<uint32_t*>(s.ones)[threadIdx.x] = 0x38383838u;  // 1.0
+  device::fence_proxy_async_shared();  // wgmma reads the ones
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {

@@ -58,6 +58,7 @@ struct PrefillFp8Smem {
   uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
   uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
+  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
   float q_descale[S::kBlockM];              // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
@@ -87,6 +88,10 @@ inline constexpr int kFp8TuneTreeReduce = 64;
 inline constexpr int kFp8TuneDeepTranspose = 512;
 // V transposed by ldmatrix.trans (transpose_v_tile_ldsm), not 32-bit loads and 4 x 4 byte permutes.
 inline constexpr int kFp8TuneLdsmTranspose = 1024;
+// With the lazy softmax: the row sums of P by the tensor cores (an m64n8k32 wgmma of P times ones
+// beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
+// the e4m3-rounded P that P·V uses.
+inline constexpr int kFp8TuneTensorSums = 2048;
 // Diagnostics, timing only (wrong results): no softmax (P = the raw scores); no V transpose.
 inline constexpr int kFp8DiagNoSoftmax = 128;
 inline constexpr int kFp8DiagNoTranspose = 256;

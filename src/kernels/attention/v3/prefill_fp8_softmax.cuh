@@ -86,9 +86,10 @@ __device__ __forceinline__ float reduce_row(const float (&s)[kRegs], int h, Op o
 }
 
 // The lazy softmax (above); margin[h] = kLazyThreshold / scale_log2[h] in raw score units. kTree:
-// maxima and sums by reduce_row. st.m holds each row's base. Returns whether a base of the
-// thread moved (else alpha is exactly 1).
-template <bool kTree, int kRegs>
+// maxima and sums by reduce_row. kSum: st.l advances (else the caller sums P by the tensor cores).
+// st.m holds each row's base. Returns whether a base of the thread moved (else alpha is exactly
+// 1).
+template <bool kTree, bool kSum, int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowState& st,
                                                       const float (&scale_log2)[2],
                                                       const float (&margin)[2],
@@ -123,15 +124,17 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
       float& x = s[4 * (i / 2) + 2 * h + i % 2];
       x = device::fast_exp2(fmaf(x, scale_log2[h], offset));
     }
-    float sum;
-    if constexpr (kTree) {
-      sum = reduce_row(s, h, add_op);
-    } else {
-      sum = 0.0f;
+    if constexpr (kSum) {
+      float sum;
+      if constexpr (kTree) {
+        sum = reduce_row(s, h, add_op);
+      } else {
+        sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kRegs / 2; ++i) sum += s[4 * (i / 2) + 2 * h + i % 2];
+        for (int i = 0; i < kRegs / 2; ++i) sum += s[4 * (i / 2) + 2 * h + i % 2];
+      }
+      st.l[h] = st.l[h] * alpha[h] + sum;
     }
-    st.l[h] = st.l[h] * alpha[h] + sum;
   }
   return moved;
 }
@@ -140,7 +143,8 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
 // the FP8 factors: O times v_scale / l, LSE = the row's scaled base less the offset (log 2) plus
 // log(l). Its own function (not store_rows with adjusted inputs): the bf16 store's signature moves
 // with the bf16 kernel's epilogue.
-template <int kChunks, int kRegs>
+// kQuadSum: st.l holds the thread's part of each row sum (else the whole sum).
+template <bool kQuadSum, int kChunks, int kRegs>
 __device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs], const RowState& st,
                                                const float (&scale_log2)[2], float p_offset,
                                                float v_scale, const PrefillArgs& a,
@@ -149,8 +153,10 @@ __device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs],
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float l = st.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if constexpr (kQuadSum) {
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+    }
     const int r = row + 8 * h;
     if (r >= w.q_len) continue;
     const int64_t token = w.q_start + r;
