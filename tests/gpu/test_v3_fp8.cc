@@ -147,29 +147,24 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
   }
 }
 
-// The variants kept for timing (kFp8Tune*; the other tests run the dispatch's, kFp8DefaultTuning):
-// none, a share of the exponentials on the FMA pipe, the rescale skipped where no maximum grew, S
-// issued before waiting for Vᵀ, no turns between the consumers, the lazy softmax (alone, with tree
-// reductions, without turns), V transposed two loads behind, V transposed by ldmatrix, the row
-// sums by the tensor cores.
+// The variants V3Fp8Bench times (kFp8Tune*; the other tests run the dispatch's,
+// kFp8DefaultTuning): no turns, the lazy softmax (with tree reductions, V transposed two loads
+// behind or by ldmatrix, the row sums by the tensor cores, a quarter of the exponentials on the
+// FMA pipe, no turns).
 TEST(PagedAttentionV3Fp8, TuningVariants) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
+  constexpr int kLazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
+  constexpr int kAll =
+      kLazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
   for (int d : fp8_head_sizes()) {
-    for (int bits :
-         {0, kFp8TuneSkipRescale, kFp8TuneExp2FmaQuarter, kFp8TuneSkipRescale | kFp8TuneExp2FmaHalf,
-          kFp8TuneEarlyScores, kFp8TuneEarlyScores | kFp8TuneSkipRescale, kFp8TuneNoTurns,
-          kFp8TuneNoTurns | kFp8TuneEarlyScores | kFp8TuneSkipRescale, kFp8TuneLazyRescale,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneNoTurns,
-          kFp8DefaultTuning | kFp8TuneDeepTranspose,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneDeepTranspose,
-          kFp8DefaultTuning | kFp8TuneLdsmTranspose,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneDeepTranspose |
-              kFp8TuneLdsmTranspose,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums,
-          kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums | kFp8TuneDeepTranspose |
-              kFp8TuneLdsmTranspose}) {
+    for (int bits : {kFp8DefaultTuning | kFp8TuneNoTurns, kFp8TuneLazyRescale, kLazyTree,
+                     kFp8DefaultTuning | kFp8TuneDeepTranspose, kLazyTree | kFp8TuneDeepTranspose,
+                     kFp8DefaultTuning | kFp8TuneLdsmTranspose,
+                     kLazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
+                     kLazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose | kFp8TuneNoTurns,
+                     kLazyTree | kFp8TuneTensorSums, kAll, kAll | kFp8TuneNoTurns,
+                     kAll | kFp8TuneExp2FmaQuarter}) {
       set_fp8_tuning(bits);
       CaseSpec c = fp8_case(20 + bits, d, (bits & kFp8TuneSkipRescale) != 0);
       c.name += "_tuning" + std::to_string(bits);

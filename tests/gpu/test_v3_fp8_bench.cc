@@ -152,7 +152,8 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
 
 // The FP8 kernel's variants (kFp8Tune* bits in each name) beside the dispatch's
 // (kFp8DefaultTuning): no turns (nt), the lazy softmax (l), tree reductions (t), V transposed two
-// loads behind (d), by ldmatrix (ldsm), the row sums by the tensor cores (s); and diagnostics that
+// loads behind (d), by ldmatrix (ldsm), the row sums by the tensor cores (s), a quarter of the
+// exponentials on the FMA pipe (f/4); and diagnostics that
 // drop work to show what bounds the kernel (timing only, their outputs are wrong): no softmax,
 // no V transpose. PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the variants out (a library without them).
 namespace tune = kernels::attention::v3;
@@ -179,6 +180,9 @@ const std::pair<const char*, int> kFp8Variants[] = {
     {"v3 FP8 t3696 all+nt",
      tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
          tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
+    {"v3 FP8 t3681 all+f/4",
+     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
+         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneExp2FmaQuarter},
     {"v3 FP8 DIAG no softmax", tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax},
     {"v3 FP8 DIAG no transp", tune::kFp8DefaultTuning | tune::kFp8DiagNoTranspose},
     {"v3 FP8 DIAG nosm+ldsm",

@@ -117,8 +117,14 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     if constexpr (kSoftmax == Fp8Softmax::kNone) {
       return false;
     } else if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kSoftmax == Fp8Softmax::kLazyTree, !kTensorSum>(
-          sc, st, scale_log2, margin, alpha);
+      constexpr bool kTree = kSoftmax == Fp8Softmax::kLazyTree;
+      if (fma_every == 2) {
+        return softmax_tile_fp8_lazy<kTree, !kTensorSum, 2>(sc, st, scale_log2, margin, alpha);
+      }
+      if (fma_every == 4) {
+        return softmax_tile_fp8_lazy<kTree, !kTensorSum, 4>(sc, st, scale_log2, margin, alpha);
+      }
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum, 0>(sc, st, scale_log2, margin, alpha);
     } else {
       // One branch per tile, the same for the whole CTA.
       if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);

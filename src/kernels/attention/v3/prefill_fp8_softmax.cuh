@@ -87,9 +87,9 @@ __device__ __forceinline__ float reduce_row(const float (&s)[kRegs], int h, Op o
 
 // The lazy softmax (above); margin[h] = kLazyThreshold / scale_log2[h] in raw score units. kTree:
 // maxima and sums by reduce_row. kSum: st.l advances (else the caller sums P by the tensor cores).
-// st.m holds each row's base. Returns whether a base of the thread moved (else alpha is exactly
-// 1).
-template <bool kTree, bool kSum, int kRegs>
+// kFmaEvery: as softmax_tile_fp8's. st.m holds each row's base. Returns whether a base of the
+// thread moved (else alpha is exactly 1).
+template <bool kTree, bool kSum, int kFmaEvery, int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowState& st,
                                                       const float (&scale_log2)[2],
                                                       const float (&margin)[2],
@@ -122,7 +122,12 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
 #pragma unroll
     for (int i = 0; i < kRegs / 2; ++i) {
       float& x = s[4 * (i / 2) + 2 * h + i % 2];
-      x = device::fast_exp2(fmaf(x, scale_log2[h], offset));
+      const float arg = fmaf(x, scale_log2[h], offset);
+      if constexpr (kFmaEvery > 0) {  // i / 2: the n8 block
+        x = (i / 2) % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
+      } else {
+        x = device::fast_exp2(arg);
+      }
     }
     if constexpr (kSum) {
       float sum;
