@@ -147,24 +147,14 @@ TEST(PagedAttentionV3Fp8, LongRequests) {
   }
 }
 
-// The variants V3Fp8Bench times (kFp8Tune*; the other tests run the dispatch's,
-// kFp8DefaultTuning): no turns, the lazy softmax (with tree reductions, V transposed two loads
-// behind or by ldmatrix, the row sums by the tensor cores, a quarter of the exponentials on the
-// FMA pipe, no turns).
+// Every built variant (kFp8BuiltTunings, what V3Fp8Bench times; the other tests run the
+// dispatch's, kFp8DefaultTuning) but the timing-only diagnostics.
 TEST(PagedAttentionV3Fp8, TuningVariants) {
   PAGEDATTN_REQUIRE_V3();
   using namespace kernels::attention::v3;
-  constexpr int kLazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
-  constexpr int kAll =
-      kLazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
   for (int d : fp8_head_sizes()) {
-    for (int bits : {kFp8DefaultTuning | kFp8TuneNoTurns, kFp8TuneLazyRescale, kLazyTree,
-                     kFp8DefaultTuning | kFp8TuneDeepTranspose, kLazyTree | kFp8TuneDeepTranspose,
-                     kFp8DefaultTuning | kFp8TuneLdsmTranspose,
-                     kLazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
-                     kLazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose | kFp8TuneNoTurns,
-                     kLazyTree | kFp8TuneTensorSums, kAll, kAll | kFp8TuneNoTurns,
-                     kAll | kFp8TuneExp2FmaQuarter}) {
+    for (int bits : kFp8BuiltTunings) {
+      if (bits == kFp8DefaultTuning || (bits & (kFp8DiagNoSoftmax | kFp8DiagNoTranspose))) continue;
       set_fp8_tuning(bits);
       CaseSpec c = fp8_case(20 + bits, d, (bits & kFp8TuneSkipRescale) != 0);
       c.name += "_tuning" + std::to_string(bits);

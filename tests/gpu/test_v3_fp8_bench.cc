@@ -15,7 +15,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "common/numeric.h"
@@ -150,44 +149,11 @@ double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t
   return worst;
 }
 
-// The FP8 kernel's variants (kFp8Tune* bits in each name) beside the dispatch's
-// (kFp8DefaultTuning): no turns (nt), the lazy softmax (l), tree reductions (t), V transposed two
-// loads behind (d), by ldmatrix (ldsm), the row sums by the tensor cores (s), a quarter of the
-// exponentials on the FMA pipe (f/4); and diagnostics that
-// drop work to show what bounds the kernel (timing only, their outputs are wrong): no softmax,
-// no V transpose. PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the variants out (a library without them).
+// The FP8 kernel's built variants (kFp8BuiltTunings, named by their kFp8Tune* bits) beside the
+// dispatch's (kFp8DefaultTuning); DIAG marks the diagnostics that drop work to show what bounds
+// the kernel (timing only, their outputs are wrong). PAGEDATTN_FP8_BENCH_VARIANTS=0 leaves the
+// variants out (a library without them).
 namespace tune = kernels::attention::v3;
-const std::pair<const char*, int> kFp8Variants[] = {
-    {"v3 FP8 t12 early+skip", tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t28 nt+early",
-     tune::kFp8TuneNoTurns | tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t32 lazy", tune::kFp8TuneLazyRescale},
-    {"v3 FP8 t96 lazy+tree", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce},
-    {"v3 FP8 t524 deep transp", tune::kFp8DefaultTuning | tune::kFp8TuneDeepTranspose},
-    {"v3 FP8 t608 l+t+deep",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose},
-    {"v3 FP8 t1036 ldsm", tune::kFp8DefaultTuning | tune::kFp8TuneLdsmTranspose},
-    {"v3 FP8 t1632 l+t+d+ldsm", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
-                                    tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose},
-    {"v3 FP8 t1648 l+t+d+ldsm+nt",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneDeepTranspose |
-         tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
-    {"v3 FP8 t2144 l+t+sums", tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce |
-                                  tune::kFp8TuneTensorSums},
-    {"v3 FP8 t3680 l+t+s+d+ldsm",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
-         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose},
-    {"v3 FP8 t3696 all+nt",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
-         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneNoTurns},
-    {"v3 FP8 t3681 all+f/4",
-     tune::kFp8TuneLazyRescale | tune::kFp8TuneTreeReduce | tune::kFp8TuneTensorSums |
-         tune::kFp8TuneDeepTranspose | tune::kFp8TuneLdsmTranspose | tune::kFp8TuneExp2FmaQuarter},
-    {"v3 FP8 DIAG no softmax", tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax},
-    {"v3 FP8 DIAG no transp", tune::kFp8DefaultTuning | tune::kFp8DiagNoTranspose},
-    {"v3 FP8 DIAG nosm+ldsm",
-     tune::kFp8DefaultTuning | tune::kFp8DiagNoSoftmax | tune::kFp8TuneLdsmTranspose},
-};
 
 bool time_variants() {
   const char* v = std::getenv("PAGEDATTN_FP8_BENCH_VARIANTS");
@@ -212,10 +178,13 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       report("v3 FP8", launch_v3, true, 128);
       report("v3 bf16", launch_v3, false, 128);
       median_ms(launch_v3, b.params(true, 128, causal));
-      for (const auto& [variant, bits] : kFp8Variants) {
+      for (int bits : tune::kFp8BuiltTunings) {
         if (!time_variants()) break;
+        if (bits == tune::kFp8DefaultTuning) continue;
+        const bool diag = bits & (tune::kFp8DiagNoSoftmax | tune::kFp8DiagNoTranspose);
+        const std::string variant = "v3 FP8 t" + std::to_string(bits) + (diag ? " DIAG" : "");
         tune::set_fp8_tuning(bits);
-        report(variant, launch_v3, true, 128);
+        report(variant.c_str(), launch_v3, true, 128);
       }
       tune::set_fp8_tuning(tune::kFp8DefaultTuning);
     }

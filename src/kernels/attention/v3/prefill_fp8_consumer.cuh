@@ -67,22 +67,24 @@ struct Fp8ConsumerPosition {
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
-// The consumers' softmax, chosen at compile time by consume_fp8 from the tuning bits.
-enum class Fp8Softmax {
-  kExact,     // softmax_tile_fp8 (its exponentials on the FMA pipe by the runtime bits)
-  kLazy,      // kFp8TuneLazyRescale
-  kLazyTree,  // kFp8TuneLazyRescale | kFp8TuneTreeReduce
-  kNone,      // kFp8DiagNoSoftmax: timing only, wrong results
-};
-
-// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
-// kEarlyScores: kFp8TuneEarlyScores (a template parameter: a runtime choice between the two
-// groups made ptxas fence the accumulators).
-template <int kD, bool kEarlyScores, Fp8Softmax kSoftmax, bool kTensorSum = false>
+// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands),
+// in the variant kTuning (kFp8Tune* bits, compile-time: runtime choices cost branches and made
+// ptxas fence the accumulators).
+template <int kD, int kTuning>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
   using S = PrefillFp8Shape<kD>;
+  constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
+  constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
+  constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
+  constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
+  constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
+  constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
+  constexpr bool kNoSoftmax = (kTuning & kFp8DiagNoSoftmax) != 0;
+  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaHalf)      ? 2
+                            : (kTuning & kFp8TuneExp2FmaQuarter) ? 4
+                                                                 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
@@ -92,11 +94,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   const int scale_index = fa.per_head_scales ? w.kv_head : 0;
   const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
-  const int fma_every = fa.tuning & kFp8TuneExp2FmaHalf      ? 2
-                        : fa.tuning & kFp8TuneExp2FmaQuarter ? 4
-                                                             : 0;
-  const bool skip_rescale = fa.tuning & kFp8TuneSkipRescale;
-  const bool take_turns = !(fa.tuning & kFp8TuneNoTurns);
   float o[S::kOChunks][S::kOChunkRegs];
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -108,28 +105,18 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   const uint32_t ones = device::smem_addr(s.ones);
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
-  constexpr bool kLazy = kSoftmax == Fp8Softmax::kLazy || kSoftmax == Fp8Softmax::kLazyTree;
   constexpr float kOffset = kLazy ? kLazyOffset : kFp8MaxOffset;
   float margin[2];
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    if constexpr (kSoftmax == Fp8Softmax::kNone) {
+    if constexpr (kNoSoftmax) {
       return false;
     } else if constexpr (kLazy) {
-      constexpr bool kTree = kSoftmax == Fp8Softmax::kLazyTree;
-      if (fma_every == 2) {
-        return softmax_tile_fp8_lazy<kTree, !kTensorSum, 2>(sc, st, scale_log2, margin, alpha);
-      }
-      if (fma_every == 4) {
-        return softmax_tile_fp8_lazy<kTree, !kTensorSum, 4>(sc, st, scale_log2, margin, alpha);
-      }
-      return softmax_tile_fp8_lazy<kTree, !kTensorSum, 0>(sc, st, scale_log2, margin, alpha);
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, margin,
+                                                                 alpha);
     } else {
-      // One branch per tile, the same for the whole CTA.
-      if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
-      if (fma_every == 4) return softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
-      return softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
@@ -141,10 +128,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     margin[h] = kLazyThreshold / scale_log2[h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  if (take_turns) turns.begin();
+  if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
   issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  if (take_turns) turns.end(false);
+  if constexpr (kTurns) turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
   device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
@@ -154,12 +141,12 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    if (take_turns) turns.begin();
+    if constexpr (kTurns) turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
-    if (take_turns) turns.end(false);
+    if constexpr (kTurns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
@@ -170,7 +157,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
     device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
-    if (!(skip_rescale || kLazy) || __any_sync(0xffffffffu, grew)) {
+    if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
       rescale(o, alpha);
       if constexpr (kTensorSum) {
 #pragma unroll
@@ -182,10 +169,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  if (take_turns) turns.begin();
+  if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
   issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
-  if (take_turns) turns.end(last_tile);
+  if constexpr (kTurns) turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
@@ -201,33 +188,19 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 }
 
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
-template <int kD>
+template <int kD, int kTuning>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD>& s, int consumer) {
   const IssueTurns turns{consumer, PrefillFp8Shape<kD>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
-  if (!(a.tuning & kFp8TuneNoTurns)) turns.start();
+  if constexpr ((kTuning & kFp8TuneNoTurns) == 0) turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
     const bool more = walk.find<kD>(a.base, next);
-    if (a.tuning & kFp8DiagNoSoftmax) {
-      consume_tile_fp8<kD, true, Fp8Softmax::kNone>(a, w, s, turns, !more, pos);
-    } else if (a.tuning & kFp8TuneLazyRescale) {
-      if (a.tuning & kFp8TuneTensorSums) {
-        consume_tile_fp8<kD, true, Fp8Softmax::kLazyTree, true>(a, w, s, turns, !more, pos);
-      } else if (a.tuning & kFp8TuneTreeReduce) {
-        consume_tile_fp8<kD, true, Fp8Softmax::kLazyTree>(a, w, s, turns, !more, pos);
-      } else {
-        consume_tile_fp8<kD, true, Fp8Softmax::kLazy>(a, w, s, turns, !more, pos);
-      }
-    } else if (a.tuning & kFp8TuneEarlyScores) {
-      consume_tile_fp8<kD, true, Fp8Softmax::kExact>(a, w, s, turns, !more, pos);
-    } else {
-      consume_tile_fp8<kD, false, Fp8Softmax::kExact>(a, w, s, turns, !more, pos);
-    }
+    consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;
   }

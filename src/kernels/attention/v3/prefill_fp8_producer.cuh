@@ -121,17 +121,17 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
 
 // Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
 // landed and its Vᵀ slot is free.
-// ldsm: kFp8TuneLdsmTranspose; skip: kFp8DiagNoTranspose (timing only).
-template <int kD>
+// By ldmatrix with kFp8TuneLdsmTranspose; not at all with kFp8DiagNoTranspose (timing only).
+template <int kD, int kTuning>
 __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
-                                                  int tid, bool ldsm, bool skip) {
+                                                  int tid) {
   using S = PrefillFp8Shape<kD>;
   const int stage = use % S::kStages;
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
-  if (skip) {
-  } else if (!ldsm) {
+  if constexpr (kTuning & kFp8DiagNoTranspose) {
+  } else if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
     transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else if (valid_keys >= S::kBlockN) {
     transpose_v_tile_ldsm<kD, true>(s.v[stage], s.vt[stage], valid_keys, tid);
@@ -168,7 +168,7 @@ __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const P
 // consumers need first). lag 1 waits for the V tile loaded one item before; with
 // kFp8TuneDeepTranspose and three stages, lag 2 keeps two V tiles in flight ahead of the
 // transposes (the stage of V u - 2 is reloaded at item u + 1, after its transpose).
-template <int kD>
+template <int kD, int kTuning>
 __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD>& s) {
@@ -176,9 +176,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
   const int tid = threadIdx.x % 128;
   const bool loader = tid / 32 == 0;
   const bool leader = device::elect_one() && loader;
-  const bool skip_transpose = a.tuning & kFp8DiagNoTranspose;
-  const bool ldsm = a.tuning & kFp8TuneLdsmTranspose;
-  const int lag = S::kStages >= 3 && (a.tuning & kFp8TuneDeepTranspose) ? 2 : 1;
+  constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
@@ -196,7 +194,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
                          s);
       }
       if (use >= lag) {
-        transpose_kv_tile<kD>(use - lag, lag == 2 ? valid2 : valid1, s, tid, ldsm, skip_transpose);
+        transpose_kv_tile<kD, kTuning>(use - lag, lag == 2 ? valid2 : valid1, s, tid);
       }
       valid2 = valid1;
       valid1 = w.k_len - i * S::kBlockN;
@@ -206,8 +204,8 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
     walk = ahead;
     w = next;
   }
-  if (lag == 2 && use >= 2) transpose_kv_tile<kD>(use - 2, valid2, s, tid, ldsm, skip_transpose);
-  transpose_kv_tile<kD>(use - 1, valid1, s, tid, ldsm, skip_transpose);
+  if (lag == 2 && use >= 2) transpose_kv_tile<kD, kTuning>(use - 2, valid2, s, tid);
+  transpose_kv_tile<kD, kTuning>(use - 1, valid1, s, tid);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

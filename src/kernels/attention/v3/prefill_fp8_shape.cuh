@@ -26,10 +26,13 @@ struct PrefillFp8Shape {
   static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
-  // The producer transposes and converts (it spills at the bf16 kernel's 56); the consumers hold
-  // fewer P registers than bf16's. 128 * 72 + 256 * 216 = 64,512, what the launch allocates.
-  static constexpr int kProducerRegisters = 72;
-  static constexpr int kConsumerRegisters = 216;
+  // The producer transposes and converts: with 32-bit loads and byte permutes it spills at the
+  // bf16 kernel's 56, so 128 * 72 + 256 * 216 = 64,512 (what the launch allocates); the ldmatrix
+  // transpose fits 56, which leaves the consumers 224 (the lazy softmax's at D 256 spill at 216).
+  template <bool kLdsmTranspose>
+  static constexpr int kProducerRegisters = kLdsmTranspose ? 64 : 72;
+  template <bool kLdsmTranspose>
+  static constexpr int kConsumerRegisters = kLdsmTranspose ? 224 : 216;
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
@@ -71,8 +74,8 @@ constexpr size_t prefill_fp8_smem_bytes() {
   return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
 }
 
-// Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
-// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
+// Variants kept selectable for same-run timing (PrefillFp8Args::tuning, one of kFp8BuiltTunings;
+// the dispatch's choice is kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
 // O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
 // waiting for Vᵀ_{i-1} (the producer's transpose), P·V after; the consumers' turns left out.
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
@@ -100,13 +103,37 @@ inline constexpr int kFp8DiagNoTranspose = 256;
 // 3-5 % slower (the kernel is not bound by ex2's unit).
 inline constexpr int kFp8DefaultTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
 
+// The variants compiled, each its own kernel (the bits are template parameters, so the dispatch's
+// pays no branch for the others): the dispatch's and those V3Fp8Bench times.
+inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
+inline constexpr int kFp8AllNew =
+    kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
+inline constexpr int kFp8BuiltTunings[] = {
+    kFp8DefaultTuning,
+    kFp8DefaultTuning | kFp8TuneNoTurns,
+    kFp8TuneLazyRescale,
+    kFp8LazyTree,
+    kFp8DefaultTuning | kFp8TuneDeepTranspose,
+    kFp8LazyTree | kFp8TuneDeepTranspose,
+    kFp8DefaultTuning | kFp8TuneLdsmTranspose,
+    kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
+    kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose | kFp8TuneNoTurns,
+    kFp8LazyTree | kFp8TuneTensorSums,
+    kFp8AllNew,
+    kFp8AllNew | kFp8TuneNoTurns,
+    kFp8AllNew | kFp8TuneExp2FmaQuarter,
+    kFp8DefaultTuning | kFp8DiagNoSoftmax,
+    kFp8DefaultTuning | kFp8DiagNoTranspose,
+    kFp8DefaultTuning | kFp8DiagNoSoftmax | kFp8TuneLdsmTranspose,
+};
+
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
   PrefillArgs base;
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
-  int tuning;  // kFp8Tune* bits
+  int tuning;  // kFp8Tune* bits: which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3
