@@ -106,15 +106,13 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
   constexpr float kOffset = kLazy ? kLazyOffset : kFp8MaxOffset;
-  float margin[2];
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
     if constexpr (kNoSoftmax) {
       return false;
     } else if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, margin,
-                                                                 alpha);
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, alpha);
     } else {
       return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);
     }
@@ -125,7 +123,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
-    margin[h] = kLazyThreshold / scale_log2[h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
   if constexpr (kTurns) turns.begin();

@@ -48,12 +48,11 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
   device::fence_proxy_async_shared();  // wgmma reads the ones
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
-  constexpr bool kLdsm = (kTuning & kFp8TuneLdsmTranspose) != 0;
   if (warpgroup == 0) {
-    device::setmaxnreg_dec<S::template kProducerRegisters<kLdsm>>();
+    device::setmaxnreg_dec<S::kProducerRegisters>();
     produce_fp8<kD, kTuning>(&q_map, &kv_map, a, total_tiles, s);
   } else {
-    device::setmaxnreg_inc<S::template kConsumerRegisters<kLdsm>>();
+    device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume_fp8<kD, kTuning>(a, total_tiles, s, warpgroup - 1);
   }
 }

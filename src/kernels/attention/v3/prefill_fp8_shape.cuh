@@ -26,13 +26,15 @@ struct PrefillFp8Shape {
   static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
-  // The producer transposes and converts: with 32-bit loads and byte permutes it spills at the
-  // bf16 kernel's 56, so 128 * 72 + 256 * 216 = 64,512 (what the launch allocates); the ldmatrix
-  // transpose fits 56, which leaves the consumers 224 (the lazy softmax's at D 256 spill at 216).
-  template <bool kLdsmTranspose>
-  static constexpr int kProducerRegisters = kLdsmTranspose ? 64 : 72;
-  template <bool kLdsmTranspose>
-  static constexpr int kConsumerRegisters = kLdsmTranspose ? 224 : 216;
+  // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
+  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
+  // split did). The producer transposes and converts (it spills at the bf16 kernel's 56, and at
+  // 56 with the ldmatrix transpose at D 256); the consumers hold fewer P registers than bf16's:
+  // 128 * 72 + 256 * 216 = 64,512. At D 256 the tensor-core row sums spill 12 bytes.
+  static constexpr int kProducerRegisters = 72;
+  static constexpr int kConsumerRegisters = 216;
+  static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
+                "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
@@ -124,7 +126,8 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8AllNew | kFp8TuneExp2FmaQuarter,
     kFp8DefaultTuning | kFp8DiagNoSoftmax,
     kFp8DefaultTuning | kFp8DiagNoTranspose,
-    kFp8DefaultTuning | kFp8DiagNoSoftmax | kFp8TuneLdsmTranspose,
+    kFp8AllNew | kFp8DiagNoSoftmax,
+    kFp8AllNew | kFp8DiagNoTranspose,
 };
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.

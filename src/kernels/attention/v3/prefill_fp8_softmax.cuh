@@ -85,14 +85,13 @@ __device__ __forceinline__ float reduce_row(const float (&s)[kRegs], int h, Op o
   return op(op(r0, r1), op(r2, r3));
 }
 
-// The lazy softmax (above); margin[h] = kLazyThreshold / scale_log2[h] in raw score units. kTree:
+// The lazy softmax (above). kTree:
 // maxima and sums by reduce_row. kSum: st.l advances (else the caller sums P by the tensor cores).
 // kFmaEvery: as softmax_tile_fp8's. st.m holds each row's base. Returns whether a base of the
 // thread moved (else alpha is exactly 1).
 template <bool kTree, bool kSum, int kFmaEvery, int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowState& st,
                                                       const float (&scale_log2)[2],
-                                                      const float (&margin)[2],
                                                       float (&alpha)[2]) {
   const auto max_op = [](float a, float b) { return fmaxf(a, b); };
   const auto add_op = [](float a, float b) { return a + b; };
@@ -111,8 +110,8 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    // -inf + margin is -inf: the first visible key always sets the base.
-    const bool move = mx > st.m[h] + margin[h];
+    // The first visible key sets the base (inf > threshold); no visible key yet keeps -inf (NaN).
+    const bool move = (mx - st.m[h]) * scale_log2[h] > kLazyThreshold;
     const float m = move ? mx : st.m[h];
     const float base = m == -INFINITY ? 0.0f : m * scale_log2[h];  // no visible key yet: no NaN
     alpha[h] = move ? device::fast_exp2(st.m[h] * scale_log2[h] - base) : 1.0f;
