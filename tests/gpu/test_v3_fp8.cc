@@ -194,14 +194,13 @@ TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
     c.query_lens = {900, 201, 40};
     c.scale = 4.0 / std::sqrt(static_cast<double>(d));
     c.name += "_sharp";
-    set_fp8_tuning(kFp8DefaultTuning);
+    set_fp8_tuning(kFp8ExactTuning);
     const RunResult exact = run_paged_case(c, KVCacheLayout::kNHD, {}, launch_v3_fp8);
     print_errors("v3 FP8 exact", c.name, exact);
     EXPECT_LT(exact.cmp.rel_frobenius, 4 * kRelFrobenius) << c.name;
     EXPECT_LT(exact.cmp.max_abs_error, 4 * kMaxAbs) << c.name;
     EXPECT_LT(exact.cmp.max_lse_error, 4 * kMaxLse) << c.name;
-    for (int bits : {kFp8TuneLazyRescale, kFp8TuneLazyRescale | kFp8TuneTreeReduce,
-                     kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums}) {
+    for (int bits : {kFp8TuneLazyRescale, kFp8LazyTree | kFp8TuneTensorSums, kFp8AllNew}) {
       set_fp8_tuning(bits);
       const RunResult lazy = run_paged_case(c, KVCacheLayout::kNHD, {}, launch_v3_fp8);
       const std::string what = "v3 FP8 tuning " + std::to_string(bits);
