@@ -82,9 +82,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
   constexpr bool kNoSoftmax = (kTuning & kFp8DiagNoSoftmax) != 0;
-  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaHalf)      ? 2
-                            : (kTuning & kFp8TuneExp2FmaQuarter) ? 4
-                                                                 : 0;
+  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;

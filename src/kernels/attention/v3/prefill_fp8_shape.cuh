@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention/v3/prefill_fp8_tuning.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -76,68 +77,13 @@ constexpr size_t prefill_fp8_smem_bytes() {
   return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
 }
 
-// Variants kept selectable for same-run timing (PrefillFp8Args::tuning, one of kFp8BuiltTunings;
-// the dispatch's choice is kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
-// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
-// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after; the consumers' turns left out.
-inline constexpr int kFp8TuneExp2FmaQuarter = 1;
-inline constexpr int kFp8TuneExp2FmaHalf = 2;
-inline constexpr int kFp8TuneSkipRescale = 4;
-inline constexpr int kFp8TuneEarlyScores = 8;
-inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
-// The lazy softmax (prefill_fp8_softmax.cuh: the base moves only when a maximum passes it by 2.75
-// log2 units; early S and the skip implied), and with tree reductions for maxima and sums.
-inline constexpr int kFp8TuneLazyRescale = 32;
-inline constexpr int kFp8TuneTreeReduce = 64;
-// The producer transposes V two items behind its loads (with three stages: D 128), not one.
-inline constexpr int kFp8TuneDeepTranspose = 512;
-// V transposed by ldmatrix.trans (transpose_v_tile_ldsm), not 32-bit loads and 4 x 4 byte permutes.
-inline constexpr int kFp8TuneLdsmTranspose = 1024;
-// With the lazy softmax: the row sums of P by the tensor cores (an m64n8k32 wgmma of P times ones
-// beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
-// the e4m3-rounded P that P·V uses.
-inline constexpr int kFp8TuneTensorSums = 2048;
-// Diagnostics, timing only (wrong results): no softmax (P = the raw scores); no V transpose.
-inline constexpr int kFp8DiagNoSoftmax = 128;
-inline constexpr int kFp8DiagNoTranspose = 256;
-// H200, V3Fp8Bench (calls B and C): the skip + 5 % at D 256 non-causal, within 1 % elsewhere; early
-// S with the skip + 2.5-3 % at D 128 over the skip alone, within 1 % at D 256; the FMA exponentials
-// 3-5 % slower (the kernel is not bound by ex2's unit).
-inline constexpr int kFp8ExactTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
-inline constexpr int kFp8DefaultTuning = kFp8ExactTuning;
-
-// The variants compiled, each its own kernel (the bits are template parameters, so the dispatch's
-// pays no branch for the others): the dispatch's and those V3Fp8Bench times.
-inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
-inline constexpr int kFp8AllNew =
-    kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
-inline constexpr int kFp8BuiltTunings[] = {
-    kFp8ExactTuning,
-    kFp8ExactTuning | kFp8TuneNoTurns,
-    kFp8TuneLazyRescale,
-    kFp8LazyTree,
-    kFp8ExactTuning | kFp8TuneDeepTranspose,
-    kFp8LazyTree | kFp8TuneDeepTranspose,
-    kFp8ExactTuning | kFp8TuneLdsmTranspose,
-    kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
-    kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose | kFp8TuneNoTurns,
-    kFp8LazyTree | kFp8TuneTensorSums,
-    kFp8AllNew,
-    kFp8AllNew | kFp8TuneNoTurns,
-    kFp8AllNew | kFp8TuneExp2FmaQuarter,
-    kFp8ExactTuning | kFp8DiagNoSoftmax,
-    kFp8ExactTuning | kFp8DiagNoTranspose,
-    kFp8AllNew | kFp8DiagNoSoftmax,
-    kFp8AllNew | kFp8DiagNoTranspose,
-};
-
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
   PrefillArgs base;
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
-  int tuning;  // kFp8Tune* bits: which kernel the launch picks
+  int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3
