@@ -202,9 +202,8 @@ __device__ __forceinline__ void wgmma_k32_e4m3_rs(float (&d)[kRegs], const uint3
 __device__ __forceinline__ void wgmma_k32_e4m3_rs_n8(float (&d)[4], const uint32_t (&a)[4],
                                                      uint64_t desc_b, bool accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  PAGEDATTN_WGMMA_E4M3(8, "{%0, %1, %2, %3}",
-                       PAGEDATTN_WGMMA_D4_OPERANDS, "%9", "{%4, %5, %6, %7}, %8, p, 1, 1",
-                       PAGEDATTN_WGMMA_E4M3_RS_INPUTS);
+  PAGEDATTN_WGMMA_E4M3(8, "{%0, %1, %2, %3}", PAGEDATTN_WGMMA_D4_OPERANDS, "%9",
+                       "{%4, %5, %6, %7}, %8, p, 1, 1", PAGEDATTN_WGMMA_E4M3_RS_INPUTS);
 #endif
 }
 

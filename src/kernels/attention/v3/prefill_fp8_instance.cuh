@@ -30,8 +30,8 @@ template <int kD, size_t... kI>
 Status launch_built_fp8_variant(const CUtensorMap& q_map, const CUtensorMap& kv_map,
                                 const PrefillFp8Args& args, int grid, cudaStream_t stream,
                                 std::index_sequence<kI...>) {
-  using Launch = Status (*)(const CUtensorMap&, const CUtensorMap&, const PrefillFp8Args&, int,
-                            cudaStream_t);
+  using Launch =
+      Status (*)(const CUtensorMap&, const CUtensorMap&, const PrefillFp8Args&, int, cudaStream_t);
   constexpr Launch kLaunches[] = {&launch_prefill_fp8_variant<kD, kFp8BuiltTunings[kI]>...};
   for (size_t i = 0; i < sizeof...(kI); ++i) {
     if (kFp8BuiltTunings[i] == args.tuning) return kLaunches[i](q_map, kv_map, args, grid, stream);

@@ -125,10 +125,10 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
                                                    device::swizzle128_offset(key, chunk % 8)));
     if constexpr (!kWhole) {
       const int k0 = 16 * static_cast<int>(group) + 2 * t;  // bytes 0-1: key k0, 2-3: k0 + 1
-      const uint32_t lo = (k0 < valid_keys ? 0x0000FFFFu : 0u) |
-                          (k0 + 1 < valid_keys ? 0xFFFF0000u : 0u);
-      const uint32_t hi = (k0 + 8 < valid_keys ? 0x0000FFFFu : 0u) |
-                          (k0 + 9 < valid_keys ? 0xFFFF0000u : 0u);
+      const uint32_t lo =
+          (k0 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 1 < valid_keys ? 0xFFFF0000u : 0u);
+      const uint32_t hi =
+          (k0 + 8 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 9 < valid_keys ? 0xFFFF0000u : 0u);
       r[0] &= lo;
       r[1] &= hi;
       r[2] &= lo;

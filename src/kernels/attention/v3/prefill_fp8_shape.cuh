@@ -65,7 +65,7 @@ struct PrefillFp8Smem {
   uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
   uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
-  float q_descale[S::kBlockM];              // per query row: 1 / the row's Q scale
+  float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
   uint64_t k_full[S::kStages], k_empty[S::kStages];

@@ -38,9 +38,9 @@ inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
 // run): every piece together 723-727 / 689-691 at D 128 (non-causal / causal) and 713-719 / 694
 // at D 256, against main's 612-630 / 574-609 and 533-573 / 534-557. Over kFp8ExactTuning: the
 // ldmatrix transpose +6-19 % (most at D 256); the lazy softmax, tree reductions or the deep
-// transpose alone -3 to +5 %, together +1-3 % over ldmatrix alone; the tensor-core sums +1-7 % more.
-// No turns -3 to -8 %, a quarter of the exponentials on the FMA pipe -3 to -9 % (the MUFU is not
-// the bound). Without the V transpose (diagnostic) 811-820 at D 128 and 982-987 at D 256: the
+// transpose alone -3 to +5 %, together +1-3 % over ldmatrix alone; the tensor-core sums +1-7 %
+// more. No turns -3 to -8 %, a quarter of the exponentials on the FMA pipe -3 to -9 % (the MUFU is
+// not the bound). Without the V transpose (diagnostic) 811-820 at D 128 and 982-987 at D 256: the
 // producer's transpose bounds the kernel now, most at D 256.
 inline constexpr int kFp8DefaultTuning =
     kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
