@@ -19,12 +19,10 @@
 
 #include "common/numeric.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
-#include "test_v3_support.h"
+#include "test_v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
-
-using Launcher = Status (*)(const kernels::PagedAttentionParams&, void*);
 
 std::vector<float> random_values(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -109,28 +107,6 @@ struct Fp8Bench {
   }
 };
 
-double median_ms(Launcher launch, const kernels::PagedAttentionParams& p) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  std::vector<float> times;
-  for (int i = 0; i < 23; ++i) {
-    cudaEventRecord(start);
-    const Status st = launch(p, nullptr);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (i >= 3) times.push_back(ms);
-  }
-  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
 std::vector<uint16_t> output_of(Launcher launch, const Fp8Bench& b,
                                 const kernels::PagedAttentionParams& p) {
   cudaMemset(b.out.get(), 0xFF, size_t(b.len) * b.heads * b.d * 2);
@@ -138,15 +114,6 @@ std::vector<uint16_t> output_of(Launcher launch, const Fp8Bench& b,
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   return b.out.to_host();
-}
-
-double max_difference(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::fabs(bf16_bits_to_float(a[i]) - bf16_bits_to_float(b[i]));
-    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-  }
-  return worst;
 }
 
 // The FP8 kernel's built variants (kFp8BuiltTunings, named by their kFp8Tune* bits) beside the

@@ -21,15 +21,6 @@ namespace {
 
 using testing::CaseSpec;
 
-// The v3 head sizes this build has.
-std::vector<int> built_head_sizes() {
-  std::vector<int> sizes;
-  for (int d : {64, 96, 128, 192, 256}) {
-    if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
-  }
-  return sizes;
-}
-
 // A full prefill over several query tiles, chunked prefills whose queries follow a context,
 // single-token rows and a request shorter than one KV tile.
 CaseSpec prefill_case(uint64_t seed, int head_size) {
@@ -84,7 +75,7 @@ void expect_pass(const CaseSpec& c, KVCacheLayout layout) {
 
 TEST(PagedAttentionV3, CausalBothLayouts) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     expect_pass(prefill_case(1, d), KVCacheLayout::kNHD);
     expect_pass_with(prefill_case(2, d), KVCacheLayout::kHND, launch_v3, "dispatch");
   }
@@ -92,7 +83,7 @@ TEST(PagedAttentionV3, CausalBothLayouts) {
 
 TEST(PagedAttentionV3, NonCausal) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c = prefill_case(3, d);
     c.causal = false;
     c.name += "_noncausal";
@@ -103,7 +94,7 @@ TEST(PagedAttentionV3, NonCausal) {
 
 TEST(PagedAttentionV3, GqaGroupsAndBlockSizes) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     // Every group at D 128; one at the other sizes (the oracle's time).
     for (int group : d == 128 ? std::vector<int>{1, 4, 7} : std::vector<int>{4}) {
       // Head sizes 192 and 256 have 64-key tiles, so they also serve pages of 64.
@@ -139,7 +130,7 @@ CaseSpec small_page_case(uint64_t seed, int head_size, int block) {
 // with the same requests once, at 128 keys per tile the one-box-per-tile case.
 TEST(PagedAttentionV3, SmallPagesByTma) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (int block : {16, 32, 64, 128}) {
       CaseSpec c = small_page_case(90 + block + d, d, block);
       expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3>, "dispatch");
@@ -163,7 +154,7 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
 // and 32, causal with three CTAs and non-causal, the table's tail entries invalid.
 TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     for (int block : {16, 32}) {
       CaseSpec c = small_page_case(150 + block + d, d, block);
       expect_pass_with(c, KVCacheLayout::kNHD,
@@ -195,7 +186,7 @@ Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params
 
 TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c = small_page_case(110 + d, d, 16);
     c.name += "_chosen";
     expect_pass_with(
@@ -213,7 +204,7 @@ TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
 // Many query and KV tiles: the ring wraps many times, causal tiles below the diagonal are unmasked.
 TEST(PagedAttentionV3, LongSequences) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c;
     c.name = "v3_long_d" + std::to_string(d);
     c.seed = 40 + d;
@@ -235,7 +226,7 @@ TEST(PagedAttentionV3, LongSequences) {
 // bit-identical repeated runs.
 TEST(PagedAttentionV3, PaddingUpperBoundAndDeterminism) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : built_head_sizes()) {
+  for (int d : v3_head_sizes_built()) {
     CaseSpec c = prefill_case(50, d);
     c.seq_lens = {40, 300, 18, 1};
     c.query_lens = {40, 0, 5, 1};
@@ -275,15 +266,14 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
             std::string::npos)
       << s.message();
   p.block_size = 128;
+  p.cache_dtype = DType::kFP8E4M3;  // the FP8 kernel has no features (test_v3_features.cc: bf16)
+  p.fp8_tensor_cores = true;
+  p.k_scale = p.v_scale = reinterpret_cast<const float*>(never_read);
   p.softcap = 30.0f;
   s = launch_v3(p, nullptr);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("soft cap"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("with an fp8_e4m3 cache"), std::string::npos) << s.message();
   p.softcap = 0.0f;
-  p.window_left = 64;
-  s = launch_v3(p, nullptr);
-  EXPECT_NE(s.message().find("sliding window"), std::string::npos) << s.message();
-  p.window_left = -1;
+  p.cache_dtype = DType::kBF16;
   p.head_size = 80;  // a v2 size with no v3 shape
   s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);

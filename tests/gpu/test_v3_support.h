@@ -21,6 +21,15 @@ inline bool hopper_device_present() {
          major == 9 && minor == 0;
 }
 
+// The v3 head sizes this build has.
+inline std::vector<int> v3_head_sizes_built() {
+  std::vector<int> sizes;
+  for (int d : {64, 96, 128, 192, 256}) {
+    if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
+  }
+  return sizes;
+}
+
 // Launches through the one dispatch point with generation v3 selected.
 inline Status launch_v3(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;

@@ -289,21 +289,21 @@ TEST(BaseBackend, DefaultsAndEveryReason) {
             }));
 }
 
-TEST(PreferredGeneration, V2OnAmpereV3OnHopperWithoutAlibi) {
+TEST(PreferredGeneration, V2OnAmpereV3OnHopper) {
   const auto flash_attn_version = gpu::preferred_generation;  // vLLM's get_flash_attn_version
-  EXPECT_EQ(flash_attn_version({8, 0}, 128, false), 2);
-  EXPECT_EQ(flash_attn_version({8, 6}, 64, true), 2);
-  // Hopper prefers v3 where this build has it (launches v3 does not serve run v2), except with
-  // ALiBi, as vLLM chooses FA2 then.
-  const int hopper = kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3) ? 3 : 2;
-  EXPECT_EQ(flash_attn_version({9, 0}, 128, false), hopper);
-  EXPECT_EQ(flash_attn_version({9, 0}, 128, true), 2);
+  EXPECT_EQ(flash_attn_version({8, 0}, 128), 2);
+  EXPECT_EQ(flash_attn_version({8, 6}, 64), 2);
+  // Hopper prefers v3 where this build has it (launches v3 does not serve run v2), ALiBi included
+  // (vLLM chooses FA2 then; our v3 serves it).
+  const int hopper =
+      kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3) ? 3 : 2;
+  EXPECT_EQ(flash_attn_version({9, 0}, 128), hopper);
   // 512 has its own kernel, which a narrowed CUDA build (PAGEDATTN_HEAD_SIZES) may leave out.
   const bool has_512 = !built_with_cuda() || kernels::paged_attention_kernel_head_size(512) == 512;
-  EXPECT_EQ(flash_attn_version({9, 0}, 512, false), has_512 ? hopper : 0);
-  EXPECT_EQ(flash_attn_version({7, 5}, 128, false), 0);
-  EXPECT_EQ(flash_attn_version({9, 0}, 100, false), 0);
-  EXPECT_EQ(flash_attn_version({9, 0}, 384, false), 0);
+  EXPECT_EQ(flash_attn_version({9, 0}, 512), has_512 ? hopper : 0);
+  EXPECT_EQ(flash_attn_version({7, 5}, 128), 0);
+  EXPECT_EQ(flash_attn_version({9, 0}, 100), 0);
+  EXPECT_EQ(flash_attn_version({9, 0}, 384), 0);
 }
 
 // Per launch: the preferred generation where it serves, v2 elsewhere unless forced; the report
@@ -324,7 +324,7 @@ TEST(LaunchGenerations, FallBackUnlessForcedAndReportWhatRan) {
   EXPECT_EQ(prefers_v3.used(), "v2");
 
   gpu::LaunchGenerations forced_v3(kernels::KernelGeneration::kV3, /*forced=*/true);
-  forced_v3.choose(p, true);  // forced beats prefer_v2
+  forced_v3.choose(p, true);                                // forced beats prefer_v2
   EXPECT_EQ(p.generation, kernels::KernelGeneration::kV3);  // the launch itself will refuse it
   EXPECT_EQ(forced_v3.used(), "v3");
 }

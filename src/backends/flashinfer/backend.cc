@@ -29,8 +29,7 @@ class FlashInferBackend final : public gpu::GpuBackend {
   }
   std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
     if (!config.compute_capability) return "";
-    const int prefill = gpu::preferred_generation(*config.compute_capability, config.head_size,
-                                                  config.use_alibi);
+    const int prefill = gpu::preferred_generation(*config.compute_capability, config.head_size);
     if (prefill == 0) return "";
     return prefill == 3 ? "the decode kernel for decodes; prefills v3 where it serves the launch, "
                           "else v2 (docs/kernels.md)"

@@ -25,10 +25,9 @@ bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const
   return num_heads * prefill_score_pairs < 183.0 * (num_heads - num_kv_heads) * decode_keys;
 }
 
-int preferred_generation(ComputeCapability cc, int head_size, bool requires_alibi) {
+int preferred_generation(ComputeCapability cc, int head_size) {
   if (cc < ComputeCapability{8, 0} || !serves_head_size(head_size)) return 0;
-  if (cc.major == 9 && !requires_alibi &&
-      kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
+  if (cc.major == 9 && kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {
     return 3;
   }
   return 2;

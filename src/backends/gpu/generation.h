@@ -1,8 +1,8 @@
 // The kernel generation of a GPU impl's paged attention launches, one rule for every GPU backend:
 // preferred_generation is vLLM's get_flash_attn_version (v3, Hopper wgmma + TMA, on compute
-// capability 9.x in builds with sm_90a unless ALiBi is required, as vLLM chooses FA2 then; else v2,
-// mma.sync, sm_80+), chosen once per layer; each launch runs it where it serves
-// (kernels::paged_attention_serves) and v2 elsewhere, unless the layer forced a generation
+// capability 9.x in builds with sm_90a; else v2, mma.sync, sm_80+) except that ALiBi keeps v3 (vLLM
+// chooses FA2 then; our v3 serves ALiBi), chosen once per layer; each launch runs it where it
+// serves (kernels::paged_attention_serves) and v2 elsewhere, unless the layer forced a generation
 // (AttentionImplParams::kernel_generation); and what the launches used is reported.
 #pragma once
 
@@ -17,7 +17,7 @@
 namespace pagedattn::gpu {
 
 // 2 or 3; 0 when no generation of this build serves the head size on that device.
-int preferred_generation(ComputeCapability cc, int head_size, bool requires_alibi);
+int preferred_generation(ComputeCapability cc, int head_size);
 
 // Whether a pass that v3 serves should still run v2: v3 has no GQA packing, so it reads the K/V
 // of a decode-shaped request (query_len x group <= 16) once per query head where v2's decode tile

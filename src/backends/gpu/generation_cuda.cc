@@ -19,8 +19,7 @@ StatusOr<kernels::KernelGeneration> LaunchGenerations::for_layer(
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, params.device.index),
       "reading the compute capability");
   const std::string name(backend);
-  const int preferred =
-      preferred_generation({major, minor}, params.head_size, !params.alibi_slopes.empty());
+  const int preferred = preferred_generation({major, minor}, params.head_size);
   if (preferred == 0) {
     return invalid_argument(name + " impl: no kernel generation serves head_size " +
                             str(params.head_size) + " on compute capability " + str(major) + "." +

@@ -2,15 +2,18 @@
 // 9.0, encodes the Q and paged K/V tensor maps, picks the grid, launches the head size's kernel
 // (prefill_hd<D>_sm90.cu). Built for sm_90a alone (the _sm90 suffix).
 #include <cuda.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include "device/tma.cuh"
 #include "kernels/attention/mask.h"
+#include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
 #include "kernels/attention/v3/prefill_instance.h"
@@ -43,6 +46,9 @@ int query_tile_rows(int d) {
 }
 int kv_tile_keys(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kBlockN; });
+}
+bool o_stage_built(int d) {
+  return with_shape(d, [](auto shape) { return decltype(shape)::kStagedO; });
 }
 int num_query_tiles(const PagedAttentionParams& p) {
   const int rows = query_tile_rows(p.head_size);
@@ -95,23 +101,31 @@ Status check_served(const PagedAttentionParams& p) {
     return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
                        "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
-  if (p.alibi_slopes != nullptr || p.sinks != nullptr || attention::soft_cap_applies(p.softcap) ||
-      p.window_left >= 0 || p.window_right >= 0 || p.max_num_splits > 1) {
-    return unsupported("ALiBi, sinks, soft cap, sliding window and split-KV are not written yet");
+  const bool features = p.alibi_slopes != nullptr || p.sinks != nullptr ||
+                        attention::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
+                        p.window_right >= 0;
+  if (p.cache_dtype == DType::kFP8E4M3 && (features || p.max_num_splits > 1)) {
+    return unsupported(
+        "ALiBi, sinks, soft cap, sliding window and split-KV with an fp8_e4m3 cache (the FP8 "
+        "kernel has none of them; the bf16 kernel has all)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
   // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
   // (measured 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
+  if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
+    return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
+  }
   if (p.num_kv_heads > 0 && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
     return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
                        str(p.num_heads / p.num_kv_heads) +
                        " query heads per KV head <= 16 (v2's decode tile serves it)");
   }
-  const int64_t tiles = int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p);
+  const int64_t tiles =
+      int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p) * std::max(1, p.max_num_splits);
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
                             " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
-                            " and num_heads * num_reqs * query tiles < 2^31");
+                            " and num_heads * num_reqs * query tiles * splits < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
   const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
@@ -218,8 +232,28 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p);
-  a.scale = p.scale;
-  a.scale_log2 = p.scale * 1.4426950408889634f;
+  // Split-KV: partials (f32) for the combine, which adds the sinks once.
+  const bool split = p.max_num_splits > 1;
+  a.max_splits = split ? p.max_num_splits : 1;
+  a.splits_per_req = p.num_splits_per_req;
+  a.split_out = p.split_out;
+  a.split_lse = p.split_lse;
+  a.num_tokens = static_cast<int>(p.num_tokens);
+  // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
+  const bool staged_o = !split && o_stage_built(p.head_size) && aligned(p.out, 16) &&
+                        p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0;
+  a.staged_o = staged_o;
+  // Score units (ScoreRule): raw scores, or tanh(x * scale / cap) with a soft cap; the softmax
+  // scales them (its maxima of unscaled scores are the scaled ones' for a positive factor).
+  a.score.capped = attention::soft_cap_applies(p.softcap);
+  const float unit = a.score.capped ? p.softcap : p.scale;  // natural-log units per score unit
+  if (a.score.capped) a.score.cap_pre = attention::make_soft_cap(p.scale, p.softcap, 1.0f).pre;
+  a.score.alibi_slopes = p.alibi_slopes;
+  a.score.slope_factor = 1.0f / unit;
+  a.score.transform = a.score.capped || p.alibi_slopes != nullptr;
+  a.scale = unit;
+  a.scale_log2 = unit * 1.4426950408889634f;
+  a.sinks = split ? nullptr : p.sinks;
   a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);
   a.out_token_stride = p.out_token_stride;
@@ -227,7 +261,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.lse = p.lse;
   a.lse_head_stride = p.lse_head_stride;
 
-  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles;  // < 2^31 (check_served)
+  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
   int ctas = tiles;
   if (grid.persistent) {
     int device = 0, sms = 0;
@@ -243,7 +277,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
     constexpr int kD = decltype(shape)::kHeadDim;
     // A size the build leaves out (PAGEDATTN_HEAD_SIZES) has no instantiation file to link.
     if constexpr (prefill_head_size_built(kD)) {
-      return attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s);
+      PAGEDATTN_RETURN_IF_ERROR(
+          attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s));
+      if (!split) return ok_status();
+      PAGEDATTN_CUDA_RETURN_IF_ERROR(attention::launch_split_combine<__nv_bfloat16>(p, s),
+                                     "v3 split-KV combine");
+      return ok_status();
     } else {
       return unsupported("head_size " + str(kD) + " (built: " + built_sizes() + ")");
     }

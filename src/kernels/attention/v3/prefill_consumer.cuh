@@ -1,11 +1,8 @@
 // A consumer warpgroup of the v3 prefill kernel: for its 64 query rows of each work tile and every
-// KV tile, S = Q·Kᵀ by wgmma from shared memory, mask (boundary tiles only), online softmax in
-// registers, O += P·V by wgmma with P from registers; then the normalised output and the LSE.
-//
-// Each thread holds two rows (g and g + 8 of its warp's 16) and, per row, a quarter of the
-// columns of S (kBlockN / 4) and of O (D / 4): element 4j + 2h + e of an accumulator is row h,
-// column 8j + 2t + e (wgmma.cuh). A row's four threads are the lanes of one quad, so row maxima
-// take two shuffles. O is held in chunks of at most 128 columns (one P·V wgmma each).
+// KV tile, S = Q·Kᵀ by wgmma from shared memory, the score transforms (kTransform) and the mask
+// (boundary tiles only; prefill_score.cuh), online softmax in registers (prefill_softmax.cuh), O +=
+// P·V by wgmma with P from registers; then the normalised output and the LSE
+// (prefill_epilogue.cuh). O is held in chunks of at most 128 columns (one P·V wgmma each).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,22 +10,19 @@
 #include <cmath>
 #include <cstdint>
 
-#include "device/convert.cuh"
 #include "device/mbarrier.cuh"
 #include "device/mma.cuh"
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/mask.h"
+#include "kernels/attention/v3/prefill_epilogue.cuh"
+#include "kernels/attention/v3/prefill_score.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/attention/v3/prefill_softmax.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
-
-struct RowState {
-  float m[2] = {-INFINITY, -INFINITY};  // running max of the raw scores
-  float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
-};
 
 // Issues S = Q_rows · K_tileᵀ over the head columns (k16 steps, four per panel) as one group. The
 // caller fences before and waits after.
@@ -66,111 +60,6 @@ __device__ __forceinline__ void issue_pv(
   device::wgmma_commit_group();
 }
 
-// Keys a row does not see (mask.h: past k_len, causally past its position) score -inf: a select,
-// so NaN in unused page slots cannot leak.
-template <int kRegs>
-__device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& a,
-                                          const PrefillTile& w, int row, int key0) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, row + 8 * h + w.k_len - w.q_len);
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int key = key0 + 8 * j + 2 * t + e;
-        if (key < seen.lo || key > seen.hi) s[4 * j + 2 * h + e] = -INFINITY;
-      }
-    }
-  }
-}
-
-// Online softmax over the tile, in place: S becomes P, the sums and maxima advance, and alpha is
-// the factor O must be rescaled by (done by the caller once no P·V group is running).
-template <int kRegs>
-__device__ __forceinline__ void softmax_tile(float (&s)[kRegs], RowState& st, float scale_log2,
-                                             float (&alpha)[2]) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = st.m[h];
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float offset = mx == -INFINITY ? 0.0f : mx * scale_log2;  // no visible key yet: no NaN
-    alpha[h] = device::fast_exp2(st.m[h] * scale_log2 - offset);
-    st.m[h] = mx;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * h + e];
-        x = device::fast_exp2(fmaf(x, scale_log2, -offset));
-        sum += x;
-      }
-    }
-    st.l[h] = st.l[h] * alpha[h] + sum;
-  }
-}
-
-template <int kChunks, int kRegs>
-__device__ __forceinline__ void rescale(float (&o)[kChunks][kRegs], const float (&alpha)[2]) {
-#pragma unroll
-  for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) o[c][i] *= alpha[(i / 2) % 2];
-  }
-}
-
-// P as the A fragments of P·V: keys 16kk..16kk+15 are S columns of n8 blocks 2kk and 2kk + 1.
-template <int kSteps>
-__device__ __forceinline__ void pack_p(const float (&s)[4 * kSteps * 2], uint32_t (&p)[kSteps][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      p[kk][r] = device::pack_float2<__nv_bfloat16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-    }
-  }
-}
-
-// Normalises and stores the rows that belong to the request, columns below kD (at D 96 the
-// chunk's columns 96..127 are not the output's); LSE in natural log.
-template <int kD, int kChunks, int kRegs>
-__device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
-                                           const PrefillArgs& a, const PrefillTile& w, int row) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = st.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row + 8 * h;
-    if (r >= w.q_len) continue;
-    const int64_t token = w.q_start + r;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        if (c * 2 * kRegs + 8 * j >= kD) break;
-        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
-            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * inv,
-                                               o[c][4 * j + 2 * h + 1] * inv);
-      }
-    }
-    if (a.lse != nullptr && t == 0) {
-      a.lse[w.head * a.lse_head_stride + token] =
-          l > 0.0f ? st.m[h] * a.scale + logf(l) : -INFINITY;
-    }
-  }
-}
-
 // The consumer warpgroups take turns issuing their matrix products, in a ring (named barrier
 // 1 + c is consumer c's turn; "ping-pong" with two), so that one's softmax runs while another's
 // products keep the tensor cores busy. All walk the same work tiles, so the ring runs on across
@@ -190,109 +79,204 @@ struct IssueTurns {
   }
 };
 
-// Where a consumer is in the ring and in its tiles, carried from one work tile to the next.
-struct ConsumerPosition {
-  int use = 0;         // of the K/V ring
-  int tile_count = 0;  // work tiles done (the phase of q_full)
+// A consumer's rows of one work tile.
+struct TileRows {
+  int row;  // this thread's row g within the request
+  // Keys in [unmasked_lo, unmasked_hi] are visible to every row of the warpgroup.
+  int unmasked_lo;
+  int unmasked_hi;
+  float slope;  // ALiBi slope of the tile's head in score units (ScoreRule); 0 without ALiBi
 };
 
-// One work tile for consumer warpgroup `turns.consumer`. Step i issues S_i = Q·K_iᵀ, then
-// O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that P·V still runs, then
-// rescales O once it is done (intra-warpgroup overlap). Q is released once the tile's last S is
-// done, so the producer loads the next tile's Q during the last P·V and the stores. `last_tile`:
-// no work tile follows in this CTA.
-template <int kD>
-__device__ __forceinline__ void consume_tile(const PrefillArgs& a, const PrefillTile& w,
-                                             PrefillSmem<kD>& s, const IssueTurns& turns,
-                                             bool last_tile, ConsumerPosition& pos) {
+// One consumer warpgroup's pipeline over the CTA's work tiles. Step i of a tile issues
+// S_i = Q·K_iᵀ, then O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that
+// P·V still runs, then rescales O once it is done (intra-warpgroup overlap), and only when a row
+// maximum grew in the warp. Q is released as soon as the tile's last S is done. The schedule is
+// fixed at compile time (the dispatch's tuning of the second session, measured +3 % on 16 x 512
+// over the same bits read at run time); a bridge that issued the next tile's S_0 before the store
+// was measured 2-4 % slower on short requests and is gone.
+template <int kD, bool kTransform>
+struct Consumer {
   using S = PrefillShape<kD>;
-  const int tid = threadIdx.x % 128;
-  const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;  // of the warpgroup
-  const int row = first_row + 16 * (tid / 32) + (tid % 32) / 4;       // this thread's row g
-  const uint32_t q_base = device::smem_addr(s.q) + turns.consumer * S::kRowsPerConsumer * 128;
-  const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
+  const PrefillArgs& a;
+  PrefillSmem<kD>& s;
+  IssueTurns turns;
+  int use = 0;         // of the K/V ring, across work tiles
+  int tile_count = 0;  // work tiles begun before the current one (its Q slot and phase)
   float o[S::kOChunks][S::kOChunkRegs];
-#pragma unroll
-  for (int c = 0; c < S::kOChunks; ++c) {
-#pragma unroll
-    for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
-  }
-  RowState st;
-  float sc[S::kScoreRegs], alpha[2];
+  float sc[S::kScoreRegs];
+  float alpha[2];
   uint32_t p[S::kKeySteps][4];
-  // Scores of tile i: mask on boundary tiles, softmax.
-  auto scores_to_p = [&](int i) {
-    const int key0 = i * S::kBlockN;
-    // Only tiles past some row's last visible key need the mask (the warpgroup's first row sees
-    // the fewest keys).
-    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    softmax_tile(sc, st, a.scale_log2, alpha);
-  };
-  auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
-  auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
-  device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
-  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  turns.begin();
-  device::wgmma_fence();
-  issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  turns.end(false);
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(sc);
-  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
-  scores_to_p(0);
-  pack_p(sc, p);  // O is still zero: nothing to rescale
-  for (int i = 1; i < w.num_kv_tiles; ++i) {
-    const int stage = stage_of(i), prev = stage_of(i - 1);
-    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
-    device::mbarrier_wait(&s.v_full[prev], parity_of(i - 1));
-    turns.begin();
-    device::wgmma_fence();
-    issue_scores<kD>(sc, q_base, device::smem_addr(s.k[stage]));
-    issue_pv<kD>(o, p, device::smem_addr(s.v[prev]));
-    turns.end(false);
+  RowState st;
+
+  __device__ __forceinline__ TileRows rows_of(const PrefillTile& w) const {
+    const int tid = threadIdx.x % 128;
+    const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;  // of the warpgroup
+    const int ctx = w.k_len - w.q_len;
+    // Both ends of the visible range grow with the row: the first row has the lowest end, the
+    // last the highest start.
+    float slope = 0.0f;
+    if constexpr (kTransform) {
+      if (a.score.alibi_slopes != nullptr) {
+        slope = a.score.alibi_slopes[w.head] * a.score.slope_factor;
+      }
+    }
+    return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
+            visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
+            visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
+  }
+  __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
+  __device__ __forceinline__ uint32_t parity(int u) const {
+    return static_cast<uint32_t>((u / S::kStages) & 1);
+  }
+  // Tile t's Q buffer and phase (kQStages is 1 or 2).
+  __device__ __forceinline__ int q_slot(int t) const { return t % S::kQStages; }
+  __device__ __forceinline__ uint32_t q_phase(int t) const {
+    return static_cast<uint32_t>((t / S::kQStages) & 1);
+  }
+  __device__ __forceinline__ uint32_t q_base(int t) const {
+    return device::smem_addr(s.q[q_slot(t)]) + turns.consumer * S::kRowsPerConsumer * 128;
+  }
+  __device__ __forceinline__ void wait_q(int t) {
+    device::mbarrier_wait(&s.q_full[q_slot(t)], q_phase(t));
+  }
+  __device__ __forceinline__ void release_q(int t) {
+    device::mbarrier_arrive(&s.q_empty[q_slot(t)]);
+  }
+  __device__ __forceinline__ void wait_k(int u) {
+    device::mbarrier_wait(&s.k_full[stage(u)], parity(u));
+  }
+  __device__ __forceinline__ void wait_v(int u) {
+    device::mbarrier_wait(&s.v_full[stage(u)], parity(u));
+  }
+  __device__ __forceinline__ uint32_t k_at(int u) const { return device::smem_addr(s.k[stage(u)]); }
+  __device__ __forceinline__ uint32_t v_at(int u) const { return device::smem_addr(s.v[stage(u)]); }
+  __device__ __forceinline__ void wait_scores() {
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    device::mbarrier_arrive(&s.k_empty[stage]);
-    scores_to_p(i);
+  }
+  __device__ __forceinline__ void wait_all() {
     device::wgmma_wait_group<0>();
+    device::wgmma_fence_operands(sc);
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-    device::mbarrier_arrive(&s.v_empty[prev]);
-    rescale(o, alpha);
+  }
+  __device__ __forceinline__ void zero_o() {
+#pragma unroll
+    for (int c = 0; c < S::kOChunks; ++c) {
+#pragma unroll
+      for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
+    }
+  }
+  __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
+                                        const RowState& rows) {
+    if (a.max_splits > 1) {
+      store_split_rows<kD>(o, rows, a, w, r.row);
+      return;
+    }
+    if constexpr (S::kStagedO) {
+      if (a.staged_o) {
+        store_rows_staged<kD>(o, rows, a, w, r.row, w.q0 + turns.consumer * S::kRowsPerConsumer,
+                              s.o[turns.consumer], 1 + S::kConsumers + turns.consumer);
+        return;
+      }
+    }
+    store_rows<kD>(o, rows, a, w, r.row);
+  }
+  // S of the tile's KV tile i to P (transforms, mask on boundary tiles, softmax); true when O
+  // needs the rescale.
+  __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
+    const int key0 = (w.kv_tile0 + i) * S::kBlockN;
+    if constexpr (kTransform) {
+      transform_scores(sc, a.score, r.slope, r.row + w.k_len - w.q_len, key0);
+    }
+    if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
+      mask_tile(sc, a, w, r.row, key0);
+    }
+    return softmax_tile(sc, st, a.scale_log2, kRescaleThreshold, alpha);
+  }
+
+  // A tile's S_0.
+  __device__ __forceinline__ void first_step(const PrefillTile& w, const TileRows& r) {
+    zero_o();
+    wait_q(tile_count);
+    wait_k(use);
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
+    turns.end(false);
+    wait_all();
+    device::mbarrier_arrive(&s.k_empty[stage(use)]);
+    if (w.num_kv_tiles == 1) release_q(tile_count);
+    st = RowState{};
+    scores_to_p(w, r, 0);
+    pack_p(sc, p);  // O is still zero: nothing to rescale
+  }
+
+  // Step i (1 .. num_kv_tiles - 1): S_i with P_{i-1}·V_{i-1}.
+  __device__ __forceinline__ void middle_step(const PrefillTile& w, const TileRows& r, int i) {
+    const int k = use + i, v = use + i - 1;
+    wait_k(k);
+    wait_v(v);
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores<kD>(sc, q_base(tile_count), k_at(k));
+    issue_pv<kD>(o, p, v_at(v));
+    turns.end(false);
+    wait_scores();
+    device::mbarrier_arrive(&s.k_empty[stage(k)]);
+    if (i == w.num_kv_tiles - 1) release_q(tile_count);  // every S of the tile is complete
+    const bool grew = scores_to_p(w, r, i);
+    wait_all();
+    device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    // A row's factor is 1 unless its maximum grew: the warp skips the rescale when none did.
+    if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
     pack_p(sc, p);
   }
-  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete
-  const int last = stage_of(w.num_kv_tiles - 1);
-  device::mbarrier_wait(&s.v_full[last], parity_of(w.num_kv_tiles - 1));
-  turns.begin();
-  device::wgmma_fence();
-  issue_pv<kD>(o, p, device::smem_addr(s.v[last]));
-  turns.end(last_tile);
-  device::wgmma_wait_group<0>();
-#pragma unroll
-  for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-  device::mbarrier_arrive(&s.v_empty[last]);
-  store_rows<kD>(o, st, a, w, row);
-  pos.use += w.num_kv_tiles;
-  ++pos.tile_count;
-}
+
+  // The tile's last P·V alone, then its store. `last_tile`: no work tile follows in this CTA.
+  __device__ __forceinline__ void last_step(const PrefillTile& w, const TileRows& r,
+                                            bool last_tile) {
+    const int v = use + w.num_kv_tiles - 1;
+    wait_v(v);
+    turns.begin();
+    device::wgmma_fence();
+    issue_pv<kD>(o, p, v_at(v));
+    turns.end(last_tile);
+    wait_all();
+    device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    store(w, r, st);
+    use += w.num_kv_tiles;
+    ++tile_count;
+  }
+};
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD>
+template <int kD, bool kTransform>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
-  const IssueTurns turns{consumer, PrefillShape<kD>::kConsumers};
+  using S = PrefillShape<kD>;
+  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  const auto empty_split = [&](const PrefillTile& e) {
+    store_empty_split(a, e, e.q0 + consumer * S::kRowsPerConsumer);
+  };
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a, w)) return;
-  turns.start();
-  ConsumerPosition pos;
+  if (!walk.find<kD>(a, w, empty_split)) return;
+  c.turns.start();
+  TileRows r = c.rows_of(w);
+  c.first_step(w, r);
   for (;;) {
+    for (int i = 1; i < w.num_kv_tiles; ++i) c.middle_step(w, r, i);
     walk.advance();
-    const bool more = walk.find<kD>(a, next);
-    consume_tile<kD>(a, w, s, turns, !more, pos);
-    if (!more) return;
+    if (!walk.find<kD>(a, next, empty_split)) {
+      c.last_step(w, r, true);
+      return;
+    }
+    c.last_step(w, r, false);
     w = next;
+    r = c.rows_of(w);
+    c.first_step(w, r);
   }
 }
 

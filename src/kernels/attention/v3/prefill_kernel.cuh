@@ -16,18 +16,22 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template <int kD>
+// kTransform: the scores pass through the soft cap and ALiBi (PrefillArgs::score), a kernel of
+// its own so that the plain one keeps its registers and instructions.
+template <int kD, bool kTransform>
 __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
   using S = PrefillShape<kD>;
-  const int total_tiles = a.num_heads * a.num_reqs * a.num_q_tiles;
+  const int total_tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
   extern __shared__ uint8_t smem_raw[];
   PrefillSmem<kD>& s = *reinterpret_cast<PrefillSmem<kD>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
-    device::mbarrier_init(&s.q_full, 1);
-    device::mbarrier_init(&s.q_empty, S::kConsumers * 128);  // every consumer thread releases
+    for (int i = 0; i < S::kQStages; ++i) {
+      device::mbarrier_init(&s.q_full[i], 1);
+      device::mbarrier_init(&s.q_empty[i], S::kConsumers * 128);  // every consumer thread releases
+    }
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], 1);
       device::mbarrier_init(&s.v_full[i], 1);
@@ -43,7 +47,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     if (threadIdx.x / 32 < a.box_warps) produce<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume<kD>(a, total_tiles, s, warpgroup - 1);
+    consume<kD, kTransform>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

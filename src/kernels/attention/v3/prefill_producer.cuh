@@ -89,16 +89,18 @@ __device__ __forceinline__ int tile_page_id(const PrefillArgs& a, const PrefillT
   return in_request ? id : first;
 }
 
-// Q of one work tile: its panels, once the consumers are done with the previous tile's Q.
+// Q of one work tile: its panels into buffer tile_count % kQStages, once the consumers are done
+// with the tile that used that buffer before.
 template <int kD>
-__device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillTile& w,
-                                       PrefillSmem<kD>& s, int tile_count) {
+__device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillArgs& a,
+                                       const PrefillTile& w, PrefillSmem<kD>& s, int tile_count) {
   using S = PrefillShape<kD>;
-  device::mbarrier_wait(&s.q_empty, (tile_count & 1) ^ 1);
-  device::mbarrier_arrive_expect_tx(&s.q_full, S::kQTileBytes);
+  const int slot = tile_count % S::kQStages;
+  device::mbarrier_wait(&s.q_empty[slot], ((tile_count / S::kQStages) & 1) ^ 1);
+  device::mbarrier_arrive_expect_tx(&s.q_full[slot], S::kQTileBytes);
   for (int panel = 0; panel < S::kPanels; ++panel) {
     const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
-    device::tma_load<3>(s.q + panel * S::kQPanelBytes, q_map, c, &s.q_full);
+    device::tma_load<3>(s.q[slot] + panel * S::kQPanelBytes, q_map, c, &s.q_full[slot]);
   }
 }
 
@@ -113,14 +115,15 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   PrefillTile w;
   int use = 0;  // of the ring, across work tiles
   for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
-    if (warp == 0 && leader) load_q<kD>(q_map, w, s, tile_count);
+    if (warp == 0 && leader) load_q<kD>(q_map, a, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
     const bool small_pages = a.block_size < S::kBlockN;
-    int next_page_id = small_pages ? tile_page_id(a, w, table, 0) : 0;
+    const int first_key = w.kv_tile0 * S::kBlockN;
+    int next_page_id = small_pages ? tile_page_id(a, w, table, first_key) : 0;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
-      const int key0 = i * S::kBlockN;                       // is done
+      const int key0 = first_key + i * S::kBlockN;           // is done
       // Pages holding whole tiles: one entry, read by every lane (the same value in each).
       int page_id = small_pages ? next_page_id : table[key0 / a.block_size];
       if (small_pages && i + 1 < w.num_kv_tiles) {

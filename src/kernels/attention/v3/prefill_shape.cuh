@@ -40,6 +40,14 @@ struct PrefillShape {
   static constexpr int kBlockM = 64 * kConsumers;      // query rows per work tile
   static constexpr int kBlockN = kD > 128 ? 64 : 128;  // keys per KV tile
   static constexpr int kStages = kD == 64 ? 3 : 2;
+  // Q buffers: two where they fit, so a tile's Q loads during the previous tile (D 192: 48 KB
+  // each, D 256: 64 KB).
+  static constexpr int kQStages = kD > 128 ? 1 : 2;
+  // O staged through shared memory for 16-byte global stores: one 64-row tile per consumer where
+  // it fits (D 128: 192 + 32 KB of the 227), not above D 128; whole 64-column panels only (not
+  // D 96).
+  static constexpr bool kStagedO = kD == 64 || kD == 128;
+  static constexpr int kOStageBytes = kStagedO ? 64 * kD * 2 : 16;
   static constexpr int kPanels = (kD + 63) / 64;
   static constexpr int kQPanelBytes = kBlockM * 128;  // kBlockM rows of 64 16-bit columns
   static constexpr int kKvPanelBytes = kBlockN * 128;
@@ -63,11 +71,12 @@ struct PrefillShape {
 template <int kD>
 struct PrefillSmem {
   using S = PrefillShape<kD>;
-  uint8_t q[S::kQTileBytes];
+  uint8_t q[S::kQStages][S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];
-  uint64_t q_full;
-  uint64_t q_empty;  // both consumers are done with Q's last product of a work tile
+  uint8_t o[S::kConsumers][S::kOStageBytes];
+  uint64_t q_full[S::kQStages];
+  uint64_t q_empty[S::kQStages];  // every consumer is done with Q's last product of a work tile
   uint64_t k_full[S::kStages];
   uint64_t k_empty[S::kStages];
   uint64_t v_full[S::kStages];
@@ -78,6 +87,24 @@ template <int kD>
 constexpr size_t prefill_smem_bytes() {
   return sizeof(PrefillSmem<kD>) + 1024;
 }
+
+// Log2 units a row maximum must grow by to move (prefill_softmax.cuh): P stays below 2^8, and O's
+// rescale is rare once the maxima settle.
+inline constexpr float kRescaleThreshold = 8.0f;
+
+// The score transforms of mask.h for the consumers of the kernel that applies them (`transform`),
+// in the units the softmax scales (PrefillArgs::scale_log2): with a soft cap the score is
+// tanh(x * cap_pre) for a raw score x (make_soft_cap with out_scale 1: units of the cap, the
+// softmax's scale folds in cap_post = cap), else x itself; ALiBi subtracts slope[head] *
+// slope_factor * |pos - key| (slope_factor: natural-log units to score units). Each costs only
+// what it adds: the scale stays in the softmax's FMA.
+struct ScoreRule {
+  bool transform;
+  bool capped;
+  float cap_pre;
+  const float* alibi_slopes;  // [num_heads] natural-log units, or nullptr
+  float slope_factor;
+};
 
 // What the kernel reads besides the two tensor maps. Sizes and strides as in
 // kernels::PagedAttentionParams (elements).
@@ -100,13 +127,24 @@ struct PrefillArgs {
   int num_heads;
   int num_reqs;
   int num_q_tiles;  // of the longest request
-  float scale;
-  float scale_log2;  // scale * log2(e)
-  MaskRule mask;     // causal or not; no window yet (the launcher rejects one)
-  uint16_t* out;     // [num_tokens, num_heads, head size]
+  bool staged_o;    // O through shared memory (kStagedO sizes, 16-byte aligned output rows)
+  // Score units (ScoreRule): the raw score q . k, or tanh(q . k * scale / cap) with a soft cap.
+  float scale;         // natural-log units per score unit (the softmax scale, or the cap)
+  float scale_log2;    // base-2 units per score unit (scale * log2(e))
+  ScoreRule score;     // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
+  const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
+  MaskRule mask;       // causal or not, sliding window
+  uint16_t* out;       // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;
+  // Split-KV: work tile t serves split t % max_splits of its KV tiles (prefill_tiles.cuh) and
+  // writes partials for the combine (kernels/attention/split_combine.cuh) instead of out / lse.
+  int max_splits;                 // 1: no split (split_out and split_lse unused)
+  const int32_t* splits_per_req;  // [num_reqs] device, or nullptr: max_splits each
+  float* split_out;               // [max_splits, num_tokens, num_heads, head size] normalised
+  float* split_lse;               // [max_splits, num_heads, num_tokens] natural log, no sinks
+  int num_tokens;
 };
 
 }  // namespace pagedattn::kernels::attention::v3
