@@ -1,11 +1,11 @@
 // A consumer warpgroup of the v3 FP8 prefill kernel: the bf16 consumer's schedule
-// (prefill_consumer. cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
+// (prefill_consumer.cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
 // between the warpgroups) with both products on the FP8 tensor cores and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
 //   its softmax scale (softmax_tile_fp8), exactly;
-// - P = exp2(score - max + 8) lies in [0, 256] (FlashAttention-3's offset): e4m3's finer steps near
-//   its top, not its subnormals, carry the row's largest probabilities; the sum is kept in f32
-//   from the same values, so the factor 2^8 cancels in O / l, and the LSE subtracts it;
+// - P = exp2(score - base + offset) stays below e4m3's 448 (prefill_fp8_softmax.cuh: the exact
+//   softmax or the lazy one); the row sum, in f32 from the same values or by the tensor cores from
+//   the rounded ones (kFp8TuneTensorSums), cancels 2^offset in O / l, and the LSE subtracts it;
 // - O is v_scale times Σ P·V8 (applied once, before the store).
 #pragma once
 

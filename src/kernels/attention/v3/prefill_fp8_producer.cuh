@@ -7,7 +7,8 @@
 // - K and V by TMA into their rings (warp 0; one elected lane issues), whole tiles even at a
 //   request's end (the page holds them: pages are multiples of the KV tile);
 // - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
-//   the keys past the request's, one tile behind the loads so the TMA copies stay ahead.
+//   the keys past the request's, one or two tiles behind the loads (produce_fp8) so the TMA copies
+//   stay ahead.
 #pragma once
 
 #include <cuda.h>
