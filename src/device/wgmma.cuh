@@ -160,6 +160,8 @@ __device__ __forceinline__ void wgmma_k16_rs(float (&d)[kRegs], const uint32_t (
 #define PAGEDATTN_WGMMA_E4M3_RS_INPUTS \
   "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate))
 
+#define PAGEDATTN_WGMMA_D4_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+
 // FP8 (e4m3) forms, K = 32 per instruction. Register A fragment (the 8-bit one, four e4m3 per
 // register, the lowest k in bits 0-7): a[0] = row g, k 4t..4t+3; a[1] = row g + 8, same k; a[2] =
 // row g, k 16 + 4t..; a[3] = row g + 8, k 16 + 4t... The accumulator layout is the 16-bit forms'.
@@ -195,9 +197,20 @@ __device__ __forceinline__ void wgmma_k32_e4m3_rs(float (&d)[kRegs], const uint3
 #endif
 }
 
+// m64n8k32 e4m3 with A from registers: four accumulators per thread (rows g and g + 8, columns 2t,
+// 2t + 1). With B a block of ones it sums the rows of A (the FP8 attention's row sums of P).
+__device__ __forceinline__ void wgmma_k32_e4m3_rs_n8(float (&d)[4], const uint32_t (&a)[4],
+                                                     uint64_t desc_b, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  PAGEDATTN_WGMMA_E4M3(8, "{%0, %1, %2, %3}", PAGEDATTN_WGMMA_D4_OPERANDS, "%9",
+                       "{%4, %5, %6, %7}, %8, p, 1, 1", PAGEDATTN_WGMMA_E4M3_RS_INPUTS);
+#endif
+}
+
 #undef PAGEDATTN_WGMMA_E4M3
 #undef PAGEDATTN_WGMMA_E4M3_SS_INPUTS
 #undef PAGEDATTN_WGMMA_E4M3_RS_INPUTS
+#undef PAGEDATTN_WGMMA_D4_OPERANDS
 #undef PAGEDATTN_WGMMA
 #undef PAGEDATTN_WGMMA_SS_INPUTS
 #undef PAGEDATTN_WGMMA_RS_INPUTS

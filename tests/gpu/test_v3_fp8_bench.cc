@@ -11,9 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
 #include <random>
-#include <utility>
+#include <string>
 #include <vector>
 
 #include "common/numeric.h"
@@ -115,24 +116,20 @@ std::vector<uint16_t> output_of(Launcher launch, const Fp8Bench& b,
   return b.out.to_host();
 }
 
-// The FP8 kernel's variants (kFp8Tune*) beside the dispatch's (kFp8DefaultTuning: S issued before
-// waiting for Vᵀ, the rescale skipped where no maximum grew): none of them, the skip alone, a
-// quarter or half of the softmax's exponentials on the FMA pipe (with the skip), S issued before
-// waiting for Vᵀ (alone and with the skip), no ping-pong turns between the consumers (with the
-// skip, and with early S).
+// The FP8 kernel's built variants (kFp8BuiltTunings, named by their kFp8Tune* bits) beside the
+// dispatch's (kFp8DefaultTuning); DIAG marks the diagnostics that drop work to show what bounds
+// the kernel (timing only, their outputs are wrong).
 namespace tune = kernels::attention::v3;
-const std::pair<const char*, int> kFp8Variants[] = {
-    {"v3 FP8 t0 none", 0},
-    {"v3 FP8 t4 skip", tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t1 fma/4", tune::kFp8TuneExp2FmaQuarter},
-    {"v3 FP8 t5 skip+f/4", tune::kFp8TuneSkipRescale | tune::kFp8TuneExp2FmaQuarter},
-    {"v3 FP8 t6 skip+f/2", tune::kFp8TuneSkipRescale | tune::kFp8TuneExp2FmaHalf},
-    {"v3 FP8 t8 early S", tune::kFp8TuneEarlyScores},
-    {"v3 FP8 t12 early+skip", tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t20 no turns", tune::kFp8TuneNoTurns | tune::kFp8TuneSkipRescale},
-    {"v3 FP8 t28 nt+early",
-     tune::kFp8TuneNoTurns | tune::kFp8TuneEarlyScores | tune::kFp8TuneSkipRescale},
-};
+
+// PAGEDATTN_FP8_BENCH_TUNINGS: a comma-separated list of the built variants to time (default:
+// all; "none": only the dispatch's, for a library without them).
+bool time_variant(int bits) {
+  const char* list = std::getenv("PAGEDATTN_FP8_BENCH_TUNINGS");
+  if (list == nullptr) return true;
+  std::string padded(",");
+  padded.append(list).push_back(',');
+  return padded.find(',' + std::to_string(bits) + ',') != std::string::npos;
+}
 
 void run_shape(const char* name, int heads, int kv_heads, int d) {
   const Fp8Bench b{8192, heads, kv_heads, d};
@@ -152,9 +149,12 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       report("v3 FP8", launch_v3, true, 128);
       report("v3 bf16", launch_v3, false, 128);
       median_ms(launch_v3, b.params(true, 128, causal));
-      for (const auto& [variant, bits] : kFp8Variants) {
+      for (int bits : tune::kFp8BuiltTunings) {
+        if (bits == tune::kFp8DefaultTuning || !time_variant(bits)) continue;
+        const bool diag = bits & (tune::kFp8DiagNoSoftmax | tune::kFp8DiagNoTranspose);
+        const std::string variant = "v3 FP8 t" + std::to_string(bits) + (diag ? " DIAG" : "");
         tune::set_fp8_tuning(bits);
-        report(variant, launch_v3, true, 128);
+        report(variant.c_str(), launch_v3, true, 128);
       }
       tune::set_fp8_tuning(tune::kFp8DefaultTuning);
     }
@@ -170,6 +170,55 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
     // measured.
     EXPECT_LT(vs_v2, 0.25) << name << " " << mask;
   }
+}
+
+// The variant of PAGEDATTN_FP8_TUNING against the dispatch's on 1 x 1024 tokens (256 work tiles at
+// D 128, more than one per CTA), D 128 and 256, causal and not: the largest output difference and
+// one launch's time, each line flushed, so that a run under `timeout` shows a variant that hangs
+// or fails before the long benches. The oracle tests bound the errors.
+TEST(V3Fp8Bench, DISABLED_Smoke) {
+  PAGEDATTN_REQUIRE_V3();
+  const char* env = std::getenv("PAGEDATTN_FP8_TUNING");
+  const int bits = env != nullptr ? std::atoi(env) : tune::kFp8DefaultTuning;
+  for (int d : {128, 256}) {
+    if (!kernels::paged_attention_head_size_built(d)) continue;
+    const Fp8Bench b{1024, d == 128 ? 32 : 16, d == 128 ? 8 : 4, d};
+    for (bool causal : {false, true}) {
+      const kernels::PagedAttentionParams p = b.params(true, 128, causal);
+      tune::set_fp8_tuning(tune::kFp8DefaultTuning);
+      const std::vector<uint16_t> reference = output_of(launch_v3, b, p);
+      tune::set_fp8_tuning(bits);
+      const std::vector<uint16_t> variant = output_of(launch_v3, b, p);
+      cudaEvent_t start, stop;
+      cudaEventCreate(&start);
+      cudaEventCreate(&stop);
+      cudaEventRecord(start);
+      EXPECT_TRUE(launch_v3(p, nullptr).ok());
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+      tune::set_fp8_tuning(tune::kFp8DefaultTuning);
+      std::printf("SMOKE t%d d%d %s: max |difference| %.3g vs the dispatch's, %.3f ms\n", bits, d,
+                  causal ? "causal" : "noncausal", max_difference(variant, reference), ms);
+      std::fflush(stdout);
+    }
+  }
+}
+
+// One warm-up and one timed launch of the FP8 kernel at D 128, non-causal, with the tuning bits of
+// PAGEDATTN_FP8_TUNING (default: the dispatch's): for Nsight Compute (--launch-skip 1 -c 1).
+TEST(V3Fp8Bench, DISABLED_Profile) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
+  const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
+  tune::set_fp8_tuning(bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning);
+  const Fp8Bench b{8192, 32, 8, 128};
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(launch_v3(b.params(true, 128, false), nullptr).ok());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  tune::set_fp8_tuning(tune::kFp8DefaultTuning);
 }
 
 TEST(V3Fp8Bench, DISABLED_Prefill8192) {

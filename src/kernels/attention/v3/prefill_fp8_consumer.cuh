@@ -1,28 +1,25 @@
 // A consumer warpgroup of the v3 FP8 prefill kernel: the bf16 consumer's schedule
-// (prefill_consumer. cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
+// (prefill_consumer.cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
 // between the warpgroups) with both products on the FP8 tensor cores and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
 //   its softmax scale (softmax_tile_fp8), exactly;
-// - P = exp2(score - max + 8) lies in [0, 256] (FlashAttention-3's offset): e4m3's finer steps near
-//   its top, not its subnormals, carry the row's largest probabilities; the sum is kept in f32
-//   from the same values, so the factor 2^8 cancels in O / l, and the LSE subtracts it;
+// - P = exp2(score - base + offset) stays below e4m3's 448 (prefill_fp8_softmax.cuh: the exact
+//   softmax or the lazy one); the row sum, in f32 from the same values or by the tensor cores from
+//   the rounded ones (kFp8TuneTensorSums), cancels 2^offset in O / l, and the LSE subtracts it;
 // - O is v_scale times Σ P·V8 (applied once, before the store).
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-#include "device/convert.cuh"
-#include "device/exp2_fma.cuh"
 #include "device/mbarrier.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_softmax.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
-
-inline constexpr float kFp8MaxOffset = 8.0f;  // log2 of P's largest value
 
 // S = Q_rows · K_tileᵀ, k32 steps over the head columns (four per 128-column panel), one group.
 template <int kD>
@@ -40,10 +37,11 @@ __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD>:
 }
 
 // O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127, k32 steps of 32 keys.
-template <int kD>
+// kTensorSum: also l += P · ones (kFp8TuneTensorSums; l: the m64n8 accumulators).
+template <int kD, bool kTensorSum>
 __device__ __forceinline__ void issue_pv_fp8(
-    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs],
-    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base) {
+    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs], float (&l)[4],
+    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base, uint32_t ones) {
   using S = PrefillFp8Shape<kD>;
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -54,86 +52,13 @@ __device__ __forceinline__ void issue_pv_fp8(
           device::wgmma_desc_sw128(vt_base + c * S::kOChunkCols * 128 + kk * 32, 16, 1024), true);
     }
   }
+  if constexpr (kTensorSum) {
+#pragma unroll
+    for (int kk = 0; kk < S::kKeySteps; ++kk) {
+      device::wgmma_k32_e4m3_rs_n8(l, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), true);
+    }
+  }
   device::wgmma_commit_group();
-}
-
-// The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima. kFmaEvery > 0: the exponentials of every
-// kFmaEvery-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
-// Returns whether a row maximum of the thread grew (else alpha is exactly 1).
-template <int kFmaEvery, int kRegs>
-__device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st,
-                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
-  bool grew = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = st.m[h];
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
-    alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
-    grew = grew || mx > st.m[h];
-    st.m[h] = mx;
-    const float offset = kFp8MaxOffset - base;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * h + e];
-        const float arg = fmaf(x, scale_log2[h], offset);
-        if constexpr (kFmaEvery > 0) {
-          x = j % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
-        } else {
-          x = device::fast_exp2(arg);
-        }
-        sum += x;
-      }
-    }
-    st.l[h] = st.l[h] * alpha[h] + sum;
-  }
-  return grew;
-}
-
-// Normalises and stores the rows that belong to the request, as the bf16 kernel's store_rows with
-// the FP8 factors: O times v_scale / l, LSE = the row's scaled max less the offset 8 (log 2) plus
-// log(l). Its own function (not store_rows with adjusted inputs): the bf16 store's signature moves
-// with the bf16 kernel's epilogue.
-template <int kChunks, int kRegs>
-__device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs], const RowState& st,
-                                               const float (&scale_log2)[2], float v_scale,
-                                               const PrefillArgs& a, const PrefillTile& w,
-                                               int row) {
-  const int t = threadIdx.x % 4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = st.l[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row + 8 * h;
-    if (r >= w.q_len) continue;
-    const int64_t token = w.q_start + r;
-    const float factor = l > 0.0f ? v_scale / l : 0.0f;
-    uint16_t* dst = a.out + token * a.out_token_stride + w.head * a.out_head_stride + 2 * t;
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        *reinterpret_cast<uint32_t*>(dst + c * 2 * kRegs + 8 * j) =
-            device::pack_float2<__nv_bfloat16>(o[c][4 * j + 2 * h] * factor,
-                                               o[c][4 * j + 2 * h + 1] * factor);
-      }
-    }
-    if (a.lse != nullptr && t == 0) {
-      a.lse[w.head * a.lse_head_stride + token] =
-          l > 0.0f ? (st.m[h] * scale_log2[h] - kFp8MaxOffset) * 0.6931471805599453f + logf(l)
-                   : -INFINITY;
-    }
-  }
 }
 
 // Where a consumer is in the rings and in its tiles, carried from one work tile to the next.
@@ -142,14 +67,22 @@ struct Fp8ConsumerPosition {
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
-// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands).
-// kEarlyScores: kFp8TuneEarlyScores (a template parameter: a runtime choice between the two
-// groups made ptxas fence the accumulators).
-template <int kD, bool kEarlyScores>
+// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands),
+// in the variant kTuning (kFp8Tune* bits, compile-time: runtime choices cost branches and made
+// ptxas fence the accumulators).
+template <int kD, int kTuning>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
                                                  PrefillFp8Smem<kD>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
   using S = PrefillFp8Shape<kD>;
+  constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
+  constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
+  constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
+  constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
+  constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
+  constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
+  constexpr bool kNoSoftmax = (kTuning & kFp8DiagNoSoftmax) != 0;
+  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
@@ -159,11 +92,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   const int scale_index = fa.per_head_scales ? w.kv_head : 0;
   const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
-  const int fma_every = fa.tuning & kFp8TuneExp2FmaHalf      ? 2
-                        : fa.tuning & kFp8TuneExp2FmaQuarter ? 4
-                                                             : 0;
-  const bool skip_rescale = fa.tuning & kFp8TuneSkipRescale;
-  const bool take_turns = !(fa.tuning & kFp8TuneNoTurns);
   float o[S::kOChunks][S::kOChunkRegs];
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
@@ -171,15 +99,21 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
   }
   RowState st;
+  float l_mma[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kTensorSum: rows g, g, g + 8, g + 8
+  const uint32_t ones = device::smem_addr(s.ones);
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
+  constexpr float kOffset = kLazy ? kLazyOffset : kFp8MaxOffset;
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    // One branch per tile, the same for the whole CTA.
-    if (fma_every == 2) return softmax_tile_fp8<2>(sc, st, scale_log2, alpha);
-    if (fma_every == 4) return softmax_tile_fp8<4>(sc, st, scale_log2, alpha);
-    return softmax_tile_fp8<0>(sc, st, scale_log2, alpha);
+    if constexpr (kNoSoftmax) {
+      return false;
+    } else if constexpr (kLazy) {
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, alpha);
+    } else {
+      return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);
+    }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
@@ -189,10 +123,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  if (take_turns) turns.begin();
+  if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
   issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  if (take_turns) turns.end(false);
+  if constexpr (kTurns) turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
   device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
@@ -202,12 +136,12 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    if (take_turns) turns.begin();
+    if constexpr (kTurns) turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[prev]));
-    if (take_turns) turns.end(false);
+    issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
+    if constexpr (kTurns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
@@ -215,45 +149,53 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+    if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
     device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
-    if (!skip_rescale || __any_sync(0xffffffffu, grew)) rescale(o, alpha);
+    if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
+      rescale(o, alpha);
+      if constexpr (kTensorSum) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) l_mma[i] *= alpha[i / 2];
+      }
+    }
     pack_p_fp8(sc, p);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  if (take_turns) turns.begin();
+  if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
-  issue_pv_fp8<kD>(o, p, device::smem_addr(s.vt[last]));
-  if (take_turns) turns.end(last_tile);
+  issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
+  if constexpr (kTurns) turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
+  if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
   device::mbarrier_arrive(&s.vt_empty[last]);
-  store_rows_fp8(o, st, scale_log2, v_scale, a, w, row);
+  if constexpr (kTensorSum) {
+    st.l[0] = l_mma[0];
+    st.l[1] = l_mma[2];
+  }
+  store_rows_fp8<!kTensorSum>(o, st, scale_log2, kOffset, v_scale, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }
 
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
-template <int kD>
+template <int kD, int kTuning>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD>& s, int consumer) {
   const IssueTurns turns{consumer, PrefillFp8Shape<kD>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
-  if (!(a.tuning & kFp8TuneNoTurns)) turns.start();
+  if constexpr ((kTuning & kFp8TuneNoTurns) == 0) turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
     const bool more = walk.find<kD>(a.base, next);
-    if (a.tuning & kFp8TuneEarlyScores) {
-      consume_tile_fp8<kD, true>(a, w, s, turns, !more, pos);
-    } else {
-      consume_tile_fp8<kD, false>(a, w, s, turns, !more, pos);
-    }
+    consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;
   }

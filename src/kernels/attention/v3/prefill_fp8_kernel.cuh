@@ -1,4 +1,5 @@
-// The v3 FP8 prefill kernel for head size kD (prefill_fp8_shape.cuh): warpgroup 0 produces (Q
+// The v3 FP8 prefill kernel for head size kD and variant kTuning (kFp8Tune* bits,
+// prefill_fp8_shape.cuh): warpgroup 0 produces (Q
 // converted to e4m3, K/V by TMA, V transposed), the others consume (both products on the FP8
 // tensor cores). Persistent like the bf16 kernel: the CTAs walk the same work tiles. Compiled for
 // sm_90a alone (prefill_fp8_d<D>_sm90.cu).
@@ -9,6 +10,7 @@
 #include <cstdint>
 
 #include "device/mbarrier.cuh"
+#include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "kernels/attention/v3/prefill_fp8_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_producer.cuh"
@@ -16,7 +18,7 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template <int kD>
+template <int kD, int kTuning>
 __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
                                 const __grid_constant__ CUtensorMap kv_map,
@@ -42,14 +44,16 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     }
     device::mbarrier_init_fence();
   }
+  if (threadIdx.x < 256) reinterpret_cast<uint32_t*>(s.ones)[threadIdx.x] = 0x38383838u;  // 1.0
+  device::fence_proxy_async_shared();  // wgmma reads the ones
   __syncthreads();
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
+    produce_fp8<kD, kTuning>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume_fp8<kD>(a, total_tiles, s, warpgroup - 1);
+    consume_fp8<kD, kTuning>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "device/fp8_wgmma_operands.cuh"
+#include "device/mma.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 
@@ -84,6 +85,62 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
         *reinterpret_cast<uint2*>(vt + device::swizzle128_offset(n, group) + 8 * half) =
             make_uint2(cols[0][i], cols[1][i]);
       }
+    }
+  }
+}
+
+// transpose_v_tile by ldmatrix.trans: the same Vᵀ, about a third of the instructions. Unit (G, p):
+// keys 16G..16G+15 of the 16-byte column chunks 2p and 2p + 1, one ldmatrix.x4.trans per warp;
+// lane l addresses key 16G + 8 ((l / 8) % 2) + l % 8 of chunk 2p + l / 16 (matrices 0, 1: chunk 2p,
+// keys +0 and +8; 2, 3: chunk 2p + 1) and receives, for t = l % 4, g = l / 4, the bytes (k, c),
+// (k, c + 1), (k + 1, c), (k + 1, c + 1) with k = 16G + 2t (+8 in the odd matrices), c = 16 chunk +
+// 2g. One byte permute of a matrix pair gives column c's keys 2t, 2t + 1, 8 + 2t, 9 + 2t: word t
+// of Vᵀ chunk G in the order perm (above); another gives column c + 1's. The 32-bit stores of a
+// warp hit 32 banks when lanes 16-31 store their odd column first. The 8 rows of each matrix are
+// 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
+template <int kD, bool kWhole>
+__device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
+                                                      int tid) {
+  using S = PrefillFp8Shape<kD>;
+  constexpr int kGroups = S::kBlockN / 16;
+  constexpr int kUnits = kGroups * (kD / 32);
+  static_assert(kUnits % 4 == 0, "whole passes of the four warps");
+  const int lane = tid % 32, warp = tid / 32;
+  const int t = lane % 4, g = lane / 4;
+  // This lane's ldmatrix row: key offset and chunk offset within the unit.
+  const uint32_t load_key = 8 * ((lane / 8) % 2) + lane % 8;
+  const uint32_t load_chunk = lane / 16;
+  // Stores: lanes 16-31 take column c + 1 first.
+  const uint32_t odd_first = lane / 16;
+  const uint32_t first_sel = odd_first ? 0x7531u : 0x6420u;
+  const uint32_t second_sel = odd_first ? 0x6420u : 0x7531u;
+  const uint32_t first_col = 2 * g + odd_first, second_col = 2 * g + 1 - odd_first;
+#pragma unroll 1
+  for (int unit = warp; unit < kUnits; unit += 4) {
+    const uint32_t group = unit % kGroups, pair = unit / kGroups;
+    const uint32_t chunk = 2 * pair + load_chunk;
+    const uint32_t key = 16 * group + load_key;
+    uint32_t r[4];
+    device::ldmatrix_x4_trans(r, device::smem_addr(v + (chunk / 8) * S::kKvPanelBytes +
+                                                   device::swizzle128_offset(key, chunk % 8)));
+    if constexpr (!kWhole) {
+      const int k0 = 16 * static_cast<int>(group) + 2 * t;  // bytes 0-1: key k0, 2-3: k0 + 1
+      const uint32_t lo =
+          (k0 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 1 < valid_keys ? 0xFFFF0000u : 0u);
+      const uint32_t hi =
+          (k0 + 8 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 9 < valid_keys ? 0xFFFF0000u : 0u);
+      r[0] &= lo;
+      r[1] &= hi;
+      r[2] &= lo;
+      r[3] &= hi;
+    }
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
+      const uint32_t col0 = 16 * (2 * pair + m);
+      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + first_col, group) +
+                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], first_sel);
+      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + second_col, group) +
+                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], second_sel);
     }
   }
 }

@@ -7,7 +7,8 @@
 // - K and V by TMA into their rings (warp 0; one elected lane issues), whole tiles even at a
 //   request's end (the page holds them: pages are multiples of the KV tile);
 // - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
-//   the keys past the request's, one tile behind the loads so the TMA copies stay ahead.
+//   the keys past the request's, one or two tiles behind the loads (produce_fp8) so the TMA copies
+//   stay ahead.
 #pragma once
 
 #include <cuda.h>
@@ -121,7 +122,8 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
 
 // Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
 // landed and its Vᵀ slot is free.
-template <int kD>
+// By ldmatrix with kFp8TuneLdsmTranspose; not at all with kFp8DiagNoTranspose (timing only).
+template <int kD, int kTuning>
 __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
                                                   int tid) {
   using S = PrefillFp8Shape<kD>;
@@ -129,7 +131,14 @@ __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, Prefi
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
-  transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
+  if constexpr (kTuning & kFp8DiagNoTranspose) {
+  } else if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
+    transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
+  } else if (valid_keys >= S::kBlockN) {
+    transpose_v_tile_ldsm<kD, true>(s.v[stage], s.vt[stage], valid_keys, tid);
+  } else {
+    transpose_v_tile_ldsm<kD, false>(s.v[stage], s.vt[stage], valid_keys, tid);
+  }
   device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
   device::mbarrier_arrive(&s.v_empty[stage]);
   device::mbarrier_arrive(&s.vt_full[stage]);
@@ -155,9 +164,12 @@ __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const P
 }
 
 // Run by the 128 threads of the producer warpgroup, over the CTA's work tiles and their KV tiles
-// as one sequence: item u loads K/V tile u, transposes V tile u - 1 and, first in a work tile,
-// converts its Q (after the previous tile's last transpose, which the consumers need first).
-template <int kD>
+// as one sequence: item u loads K/V tile u, transposes V tile u - lag and, in a work tile's item
+// min(lag, its KV tiles) - 1, converts its Q (after the previous tile's last transpose, which the
+// consumers need first). lag 1 waits for the V tile loaded one item before; with
+// kFp8TuneDeepTranspose and three stages, lag 2 keeps two V tiles in flight ahead of the
+// transposes (the stage of V u - 2 is reloaded at item u + 1, after its transpose).
+template <int kD, int kTuning>
 __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD>& s) {
@@ -165,29 +177,36 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
   const int tid = threadIdx.x % 128;
   const bool loader = tid / 32 == 0;
   const bool leader = device::elect_one() && loader;
+  constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!walk.find<kD>(a.base, w)) return;
   if (leader) load_q_stage<kD>(q_map, w, s);
-  int use = 0, pending_valid = 0;  // the V tile of ring use `use - 1` is still to transpose
+  // The request's keys in V tiles use - 1 and use - 2, not transposed yet.
+  int use = 0, valid1 = 0, valid2 = 0;
   for (int tile_count = 0;; ++tile_count) {
     TileWalk ahead = walk;
     ahead.advance();
     const bool more = ahead.find<kD>(a.base, next);
+    const int q_item = min(lag, w.num_kv_tiles) - 1;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       if (loader) {
         load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
                          s);
       }
-      if (use > 0) transpose_kv_tile<kD>(use - 1, pending_valid, s, tid);
-      pending_valid = w.k_len - i * S::kBlockN;
-      if (i == 0) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
+      if (use >= lag) {
+        transpose_kv_tile<kD, kTuning>(use - lag, lag == 2 ? valid2 : valid1, s, tid);
+      }
+      valid2 = valid1;
+      valid1 = w.k_len - i * S::kBlockN;
+      if (i == q_item) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
     }
     if (!more) break;
     walk = ahead;
     w = next;
   }
-  transpose_kv_tile<kD>(use - 1, pending_valid, s, tid);
+  if (lag == 2 && use >= 2) transpose_kv_tile<kD, kTuning>(use - 2, valid2, s, tid);
+  transpose_kv_tile<kD, kTuning>(use - 1, valid1, s, tid);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

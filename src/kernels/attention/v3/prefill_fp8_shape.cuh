@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention/v3/prefill_fp8_tuning.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -26,10 +27,15 @@ struct PrefillFp8Shape {
   static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
-  // The producer transposes and converts (it spills at the bf16 kernel's 56); the consumers hold
-  // fewer P registers than bf16's. 128 * 72 + 256 * 216 = 64,512, what the launch allocates.
+  // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
+  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
+  // split did). The producer transposes and converts (it spills at the bf16 kernel's 56, and at
+  // 56 with the ldmatrix transpose at D 256); the consumers hold fewer P registers than bf16's:
+  // 128 * 72 + 256 * 216 = 64,512. At D 256 the tensor-core row sums spill 12 bytes.
   static constexpr int kProducerRegisters = 72;
   static constexpr int kConsumerRegisters = 216;
+  static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
+                "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
@@ -58,7 +64,8 @@ struct PrefillFp8Smem {
   uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
   uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
-  float q_descale[S::kBlockM];              // per query row: 1 / the row's Q scale
+  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
+  float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
   uint64_t k_full[S::kStages], k_empty[S::kStages];
@@ -70,27 +77,13 @@ constexpr size_t prefill_fp8_smem_bytes() {
   return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
 }
 
-// Variants kept selectable for same-run timing (PrefillFp8Args::tuning; the dispatch's choice is
-// kFp8DefaultTuning): a share of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh);
-// O's rescale skipped by warps where no row maximum grew (alpha = 1 exactly); S_i issued before
-// waiting for Vᵀ_{i-1} (the producer's transpose), P·V after; the consumers' turns left out.
-inline constexpr int kFp8TuneExp2FmaQuarter = 1;
-inline constexpr int kFp8TuneExp2FmaHalf = 2;
-inline constexpr int kFp8TuneSkipRescale = 4;
-inline constexpr int kFp8TuneEarlyScores = 8;
-inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
-// H200, V3Fp8Bench (calls B and C): the skip + 5 % at D 256 non-causal, within 1 % elsewhere; early
-// S with the skip + 2.5-3 % at D 128 over the skip alone, within 1 % at D 256; the FMA exponentials
-// 3-5 % slower (the kernel is not bound by ex2's unit).
-inline constexpr int kFp8DefaultTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
-
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
   PrefillArgs base;
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
-  int tuning;  // kFp8Tune* bits
+  int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,0 +1,61 @@
+// The variants of the v3 FP8 prefill kernel: kFp8Tune* bits, template parameters of the kernel
+// (prefill_fp8_kernel.cuh), so each built variant is its own kernel and the dispatch's pays no
+// branch for the others. PrefillFp8Args::tuning picks one of kFp8BuiltTunings at launch
+// (set_fp8_tuning, for benches comparing them in one run).
+#pragma once
+
+namespace pagedattn::kernels::attention::v3 {
+
+// A quarter of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh; bit 2, half of
+// them, measured slower still and dropped); the exact softmax's options: O's rescale skipped by
+// warps where no row maximum grew (alpha = 1 exactly), S_i issued before waiting for Vᵀ_{i-1} (the
+// producer's transpose), P·V after; and the consumers' turns left out.
+inline constexpr int kFp8TuneExp2FmaQuarter = 1;
+inline constexpr int kFp8TuneSkipRescale = 4;
+inline constexpr int kFp8TuneEarlyScores = 8;
+inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
+// The lazy softmax (prefill_fp8_softmax.cuh: a row's base moves only when its maximum passes it by
+// 2.75 log2 units; early S and the skip implied), and with tree reductions for maxima and sums.
+inline constexpr int kFp8TuneLazyRescale = 32;
+inline constexpr int kFp8TuneTreeReduce = 64;
+// The producer transposes V two items behind its loads (with three stages: D 128), not one.
+inline constexpr int kFp8TuneDeepTranspose = 512;
+// V transposed by ldmatrix.trans (transpose_v_tile_ldsm), not 32-bit loads and 4 x 4 byte permutes.
+inline constexpr int kFp8TuneLdsmTranspose = 1024;
+// With the lazy softmax: the row sums of P by the tensor cores (an m64n8k32 wgmma of P times ones
+// beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
+// the e4m3-rounded P that P·V uses.
+inline constexpr int kFp8TuneTensorSums = 2048;
+// Diagnostics that drop work to show what bounds the kernel; timing only, their outputs are wrong:
+// no softmax (P = the raw scores), no V transpose.
+inline constexpr int kFp8DiagNoSoftmax = 128;
+inline constexpr int kFp8DiagNoTranspose = 256;
+
+// The previous dispatch's variant: the exact softmax, early S, the rescale skip.
+inline constexpr int kFp8ExactTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
+inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
+// H200, V3Fp8Bench (1 x 8192 tokens, TFLOP/s, call C, two rounds; main's library in the same
+// run): every piece together 723-727 / 689-691 at D 128 (non-causal / causal) and 713-719 / 694
+// at D 256, against main's 612-630 / 574-609 and 533-573 / 534-557. Over kFp8ExactTuning: the
+// ldmatrix transpose +6-19 % (most at D 256); the lazy softmax, tree reductions or the deep
+// transpose alone -3 to +5 %, together +1-3 % over ldmatrix alone; the tensor-core sums +1-7 %
+// more. No turns -3 to -8 %, a quarter of the exponentials on the FMA pipe -3 to -9 % (the MUFU is
+// not the bound). Without the V transpose (diagnostic) 811-820 at D 128 and 982-987 at D 256: the
+// producer's transpose bounds the kernel now, most at D 256.
+inline constexpr int kFp8DefaultTuning =
+    kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
+
+// The built variants: the dispatch's and those V3Fp8Bench times beside it (what each piece adds or
+// costs, and the two diagnostics of the dispatch's variant).
+inline constexpr int kFp8BuiltTunings[] = {
+    kFp8DefaultTuning,
+    kFp8ExactTuning,
+    kFp8ExactTuning | kFp8TuneLdsmTranspose,
+    kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
+    kFp8DefaultTuning | kFp8TuneNoTurns,
+    kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
+    kFp8DefaultTuning | kFp8DiagNoSoftmax,
+    kFp8DefaultTuning | kFp8DiagNoTranspose,
+};
+
+}  // namespace pagedattn::kernels::attention::v3
