@@ -117,8 +117,7 @@ std::vector<uint16_t> output_of(Launcher launch, const Fp8Bench& b,
 }
 
 // The FP8 kernel's built variants (kFp8BuiltTunings, named by their kFp8Tune* bits) beside the
-// dispatch's (kFp8DefaultTuning); DIAG marks the diagnostics that drop work to show what bounds
-// the kernel (timing only, their outputs are wrong).
+// dispatch's (kFp8DefaultTuning).
 namespace tune = kernels::attention::v3;
 
 // PAGEDATTN_FP8_BENCH_TUNINGS: a comma-separated list of the built variants to time (default:
@@ -151,8 +150,7 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       median_ms(launch_v3, b.params(true, 128, causal));
       for (int bits : tune::kFp8BuiltTunings) {
         if (bits == tune::kFp8DefaultTuning || !time_variant(bits)) continue;
-        const bool diag = bits & (tune::kFp8DiagNoSoftmax | tune::kFp8DiagNoTranspose);
-        const std::string variant = "v3 FP8 t" + std::to_string(bits) + (diag ? " DIAG" : "");
+        const std::string variant = "v3 FP8 t" + std::to_string(bits);
         tune::set_fp8_tuning(bits);
         report(variant.c_str(), launch_v3, true, 128);
       }

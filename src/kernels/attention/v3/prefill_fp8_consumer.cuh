@@ -81,7 +81,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
-  constexpr bool kNoSoftmax = (kTuning & kFp8DiagNoSoftmax) != 0;
   constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
@@ -107,9 +106,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    if constexpr (kNoSoftmax) {
-      return false;
-    } else if constexpr (kLazy) {
+    if constexpr (kLazy) {
       return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, alpha);
     } else {
       return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);

@@ -122,7 +122,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
 
 // Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
 // landed and its Vᵀ slot is free.
-// By ldmatrix with kFp8TuneLdsmTranspose; not at all with kFp8DiagNoTranspose (timing only).
+// By ldmatrix with kFp8TuneLdsmTranspose.
 template <int kD, int kTuning>
 __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
                                                   int tid) {
@@ -131,8 +131,7 @@ __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, Prefi
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
-  if constexpr (kTuning & kFp8DiagNoTranspose) {
-  } else if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
+  if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
     transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else if (valid_keys >= S::kBlockN) {
     transpose_v_tile_ldsm<kD, true>(s.v[stage], s.vt[stage], valid_keys, tid);

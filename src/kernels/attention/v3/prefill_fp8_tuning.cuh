@@ -26,11 +26,6 @@ inline constexpr int kFp8TuneLdsmTranspose = 1024;
 // beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
 // the e4m3-rounded P that P·V uses.
 inline constexpr int kFp8TuneTensorSums = 2048;
-// Diagnostics that drop work to show what bounds the kernel; timing only, their outputs are wrong:
-// no softmax (P = the raw scores), no V transpose.
-inline constexpr int kFp8DiagNoSoftmax = 128;
-inline constexpr int kFp8DiagNoTranspose = 256;
-
 // The previous dispatch's variant: the exact softmax, early S, the rescale skip.
 inline constexpr int kFp8ExactTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
 inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
@@ -40,13 +35,13 @@ inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
 // ldmatrix transpose +6-19 % (most at D 256); the lazy softmax, tree reductions or the deep
 // transpose alone -3 to +5 %, together +1-3 % over ldmatrix alone; the tensor-core sums +1-7 %
 // more. No turns -3 to -8 %, a quarter of the exponentials on the FMA pipe -3 to -9 % (the MUFU is
-// not the bound). Without the V transpose (diagnostic) 811-820 at D 128 and 982-987 at D 256: the
-// producer's transpose bounds the kernel now, most at D 256.
+// not the bound). A timing-only build without the V transpose (wrong output, not kept) read 811-820
+// at D 128 and 982-987 at D 256: the producer's transpose bounds the kernel now, most at D 256.
 inline constexpr int kFp8DefaultTuning =
     kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
 
 // The built variants: the dispatch's and those V3Fp8Bench times beside it (what each piece adds or
-// costs, and the two diagnostics of the dispatch's variant).
+// costs).
 inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning,
     kFp8ExactTuning,
@@ -54,8 +49,6 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
     kFp8DefaultTuning | kFp8TuneNoTurns,
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
-    kFp8DefaultTuning | kFp8DiagNoSoftmax,
-    kFp8DefaultTuning | kFp8DiagNoTranspose,
 };
 
 }  // namespace pagedattn::kernels::attention::v3
