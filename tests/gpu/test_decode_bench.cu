@@ -36,33 +36,38 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the
-// balanced plan with cuts (static: the plan before this session's), with the default plan (uncut
-// when the segments fit whole: in the pool or, with few per CTA, in static lists), uncut in static
-// lists only, and with everything in a guided pool (segments cut towards the end), interleaved and
-// repeated (differences of 1-2 % need it); then, once: the balanced plan without any merge (the
-// kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid and the
-// copies alone. DECODE_BENCH_VARIANTS picks variants by name prefix.
+// The library's configuration (warp TMA tiles, split segments merged in the kernel) with the
+// default plan, beside deeper pipelines on one CTA per SM (5 and 6 stages: 128 and 160 KiB of
+// copies in flight per SM against 2 x 2 x 32 KiB now; a CTA streams twice as fast, so a pool
+// unit's tail is half as long), 8 warps on tiles twice as long (3 stages, one CTA), the default
+// plan on a 256-CTA grid, and the balanced plan with cuts (static), interleaved and repeated
+// (differences of 1-2 % need it); then, once: uncut static lists, a guided pool of cut pieces,
+// cp.async tiles and the copies alone (the default and 6 stages). DECODE_BENCH_VARIANTS picks
+// variants by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
+    using Tma5 = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 5>;
+    using Tma6 = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 6>;
+    using Tma8w = BenchConfig<kCache, 2 * kBlockN, 8, TileSync::kWarpTma>;
     for (int rep = 0; rep < 2; ++rep) {
       const bool timeline = rep == 0;
-      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true,
-                                         .timeline = timeline});
       time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
+      time_config<Tma6>(t, "tma_s6", {.merge_in_kernel = true, .timeline = timeline});
+      time_config<Tma5>(t, "tma_s5", {.merge_in_kernel = true});
+      time_config<Tma8w>(t, "tma_w8", {.merge_in_kernel = true});
+      time_config<Tma>(t, "tma_d256", {.num_ctas = 256, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true});
     }
-    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .cut_penalty = 0,
-                                         .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_nomerge", {.cut_penalty = 0, .combine = false});
+    time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_pool1000",
+                     {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .cut_penalty = 0,
-                                           .merge_in_kernel = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(
-        t, "tma_loads", {.cut_penalty = 0});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 6>>(t, "tma_s6_loads",
+                                                                              {});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
@@ -242,13 +247,12 @@ void run_shape(const BenchShape& s) {
     a.num_splits_per_req = static_cast<int32_t*>(nsplit);
   }
   const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
-  const double read_ms = median_ms([&] {
-    read_bytes<<<sms * 8, 512>>>(static_cast<const uint4*>(kv), cache_elems * elem / 16,
-                                 static_cast<uint32_t*>(out));
-  });
+  const double read_ms = time_read_probes(kv, static_cast<size_t>(cache_elems * elem),
+                                          static_cast<uint32_t*>(out), kv_bytes);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::printf("  paged %.4f ms (%.2f TB/s, splits %d) | read %.4f ms (%.2f TB/s)\n", paged_ms,
-              kv_bytes / paged_ms / 1e9, a.max_num_splits, read_ms, kv_bytes / read_ms / 1e9);
+  std::printf("  paged %.4f ms (%.2f TB/s, splits %d) | read (best probe) %.4f ms (%.2f TB/s)\n",
+              paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, read_ms,
+              kv_bytes / read_ms / 1e9);
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }
@@ -260,9 +264,11 @@ void run_shape(const BenchShape& s) {
 // page 1024 and HND, and few long requests.
 std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
-  for (const auto& [reqs, len, hq, hkv] :
-       {std::tuple{64, 4096, 32, 8}, {256, 2048, 32, 8}, {8, 32768, 32, 8}, {128, 1024, 64, 8},
-        {32, 8192, 32, 32}}) {
+  for (const auto& [reqs, len, hq, hkv] : {std::tuple{64, 4096, 32, 8},
+                                           {256, 2048, 32, 8},
+                                           {8, 32768, 32, 8},
+                                           {128, 1024, 64, 8},
+                                           {32, 8192, 32, 32}}) {
     BenchShape s;
     s.num_reqs = reqs;
     s.seq_len = len;

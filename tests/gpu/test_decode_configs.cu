@@ -106,5 +106,21 @@ TEST(DecodeConfigs, TmaTiles) {
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
 }
 
+// DecodeBench's candidates on one CTA per SM: 5 and 6 stages, 8 warps on tiles twice as long.
+TEST(DecodeConfigs, DeepTmaPipelines) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (major != 9)
+    GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
+  expect_passes<kBF16, 64, 6, 4, TileSync::kWarpTma>({32, 16});
+  expect_passes<kBF16, 64, 5, 4, TileSync::kWarpTma>({32, 1024});
+  expect_passes<kBF16, 128, 3, 8, TileSync::kWarpTma>({32, 16});
+  expect_passes<kE4M3, 128, 6, 4, TileSync::kWarpTma>({32, 16});
+  expect_passes<kE4M3, 128, 5, 4, TileSync::kWarpTma>({32, 1024});
+  expect_passes<kE4M3, 256, 3, 8, TileSync::kWarpTma>({32, 16});
+}
+
 }  // namespace
 }  // namespace pagedattn::test
