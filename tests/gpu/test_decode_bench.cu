@@ -40,12 +40,16 @@ struct BenchShape {
 // default plan, beside deeper pipelines on one CTA per SM (5 and 6 stages: 128 and 160 KiB of
 // copies in flight per SM against 2 x 2 x 32 KiB now; a CTA streams twice as fast, so a pool
 // unit's tail is half as long), 8 warps on tiles twice as long (3 stages, one CTA), the default
-// plan on a 256-CTA grid, and the balanced plan with cuts (static), interleaved and repeated
+// plan on a 256-CTA grid, the pool's units taken at each unit's end instead of its start (late:
+// one unit less held when the pool runs out; nores: and none reserved ahead; 3 and 6 stages),
+// and the balanced plan with cuts (static), interleaved and repeated
 // (differences of 1-2 % need it); then, once: uncut static lists, a guided pool of cut pieces,
 // cp.async tiles and the copies alone (the default and 6 stages). DECODE_BENCH_VARIANTS picks
 // variants by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
+  constexpr auto kAtEnd = decode_ns::PoolTake::kAtEnd;
+  constexpr auto kUnreserved = decode_ns::PoolTake::kAtEndUnreserved;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
@@ -58,6 +62,10 @@ void time_config_variants(DType cache, const TimeDecode& t) {
       time_config<Tma6>(t, "tma_s6", {.merge_in_kernel = true, .timeline = timeline});
       time_config<Tma5>(t, "tma_s5", {.merge_in_kernel = true});
       time_config<Tma8w>(t, "tma_w8", {.merge_in_kernel = true});
+      time_config<Tma>(t, "tma_late",
+                       {.merge_in_kernel = true, .pool_take = kAtEnd, .timeline = timeline});
+      time_config<Tma>(t, "tma_late_nores", {.merge_in_kernel = true, .pool_take = kUnreserved});
+      time_config<Tma6>(t, "tma_s6_late", {.merge_in_kernel = true, .pool_take = kAtEnd});
       time_config<Tma>(t, "tma_d256", {.num_ctas = 256, .merge_in_kernel = true});
       time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true});
     }

@@ -44,6 +44,7 @@ struct TimeOptions {
   int whole_ratio = plan::kWholePoolRatio;    // DecodePlanConfig::whole_pool_ratio
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
+  decode_ns::PoolTake pool_take = decode_ns::PoolTake::kAtStart;
   bool timeline = false;
 };
 
@@ -132,6 +133,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
     a.merge_in_kernel = opt.merge_in_kernel;
+    a.pool_take = opt.pool_take;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (opt.combine && !opt.merge_in_kernel) {
       (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);

@@ -36,8 +36,9 @@ struct UnitPublisher {
   int end_static;
   int pool_begin;  // the pool: units [pool_begin, pool_end)
   int pool_end;
-  int* pool_next;  // the plan's pool counter
-  int pool_tiles;  // tiles of the pool's shortest unit (>= 1)
+  int* pool_next;             // the plan's pool counter
+  int pool_tiles;             // tiles of the pool's shortest unit (>= 1)
+  bool reserve_ahead = true;  // take the next pool index one publication ahead
   int published = 0;
   int stream_end = 0;  // (a lower bound of) the stream position past the last published entry
   int reserved = -1;   // a pool index taken ahead, -1: none
@@ -76,11 +77,12 @@ struct UnitPublisher {
   // cursor's reach while entry j computes), or the end. Entry j - 1 and earlier are published.
   // Then takes the next pool index ahead once the static units are out.
   __device__ __forceinline__ void cover(char* smem, int j) {
-    while (!ended && (published <= j ||
-                      stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
+    while (!ended &&
+           (published <= j || stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
       publish_one(smem);
     }
-    if (!ended && next_static >= end_static && reserved < 0 && pool_begin < pool_end) {
+    if (reserve_ahead && !ended && next_static >= end_static && reserved < 0 &&
+        pool_begin < pool_end) {
       reserved = atomicAdd(pool_next, 1);
     }
   }
