@@ -42,10 +42,10 @@ struct BenchShape {
 // unit's tail is half as long), 8 warps on tiles twice as long (3 stages, one CTA), the default
 // plan on a 256-CTA grid, the pool's units taken at each unit's end instead of its start (late:
 // one unit less held when the pool runs out; nores: and none reserved ahead; 3 and 6 stages),
-// and the balanced plan with cuts (static), interleaved and repeated
-// (differences of 1-2 % need it); then, once: uncut static lists, a guided pool of cut pieces,
-// cp.async tiles and the copies alone (the default and 6 stages). DECODE_BENCH_VARIANTS picks
-// variants by name prefix.
+// and the balanced plan with cuts (static), interleaved and repeated (differences of 1-2 % need
+// it); then, once: uncut static lists, a guided pool of cut pieces (3 and 6 stages), cp.async
+// tiles and the copies alone (the default and 6 stages). DECODE_BENCH_VARIANTS picks variants by
+// name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
   constexpr auto kAtEnd = decode_ns::PoolTake::kAtEnd;
@@ -72,6 +72,8 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
     time_config<Tma>(t, "tma_pool1000",
                      {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
+    time_config<Tma6>(t, "tma_s6_pool1000",
+                      {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 6>>(t, "tma_s6_loads",
