@@ -22,6 +22,12 @@ struct V3Grid {
   // thread measured ~100 ns a box, so at block 16 one warp ran 345 TFLOP/s and four 557 at
   // 1 x 8192 D 128). Pages holding whole tiles: one warp.
   int box_warps = 4;
+  // GQA packing: a work tile holds the query heads of one KV head (rows (position, head in the
+  // group), kBlockM / group positions), so each KV head's K/V is read once per query tile, not
+  // once per query head; decode-shaped launches (max_query_len x group <= 16) are served only with
+  // it. bf16 cache, no soft cap or ALiBi, group <= the query tile's rows. The dispatch leaves it
+  // off until it is timed against v2 (docs/kernels.md).
+  bool pack_gqa = false;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

@@ -81,7 +81,7 @@ struct IssueTurns {
 
 // A consumer's rows of one work tile.
 struct TileRows {
-  int row;  // this thread's row g within the request
+  ThreadRows at;  // this thread's rows g and g + 8 (unpacked: at.pos[0] is row g's position)
   // Keys in [unmasked_lo, unmasked_hi] are visible to every row of the warpgroup.
   int unmasked_lo;
   int unmasked_hi;
@@ -95,9 +95,12 @@ struct TileRows {
 // fixed at compile time (the dispatch's tuning of the second session, measured +3 % on 16 x 512
 // over the same bits read at run time); a bridge that issued the next tile's S_0 before the store
 // was measured 2-4 % slower on short requests and is gone.
-template <int kD, bool kTransform>
+// kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
+// from the accumulators).
+template <int kD, bool kTransform, bool kPacked>
 struct Consumer {
   using S = PrefillShape<kD>;
+  static_assert(!(kTransform && kPacked), "the GQA-packed kernel has no score transforms");
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
@@ -111,6 +114,7 @@ struct Consumer {
 
   __device__ __forceinline__ TileRows rows_of(const PrefillTile& w) const {
     const int tid = threadIdx.x % 128;
+    if constexpr (kPacked) return packed_rows_of(w, tid);
     const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;  // of the warpgroup
     const int ctx = w.k_len - w.q_len;
     // Both ends of the visible range grow with the row: the first row has the lowest end, the
@@ -121,9 +125,19 @@ struct Consumer {
         slope = a.score.alibi_slopes[w.head] * a.score.slope_factor;
       }
     }
-    return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
+    return {unpacked_rows(w, first_row + 16 * (tid / 32) + (tid % 32) / 4),
             visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
             visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
+  }
+  // Packed: the warpgroup's rows span the positions of its first and last tile rows (the last
+  // that holds a position: kBlockM need not be a multiple of the group).
+  __device__ __forceinline__ TileRows packed_rows_of(const PrefillTile& w, int tid) const {
+    const int first = turns.consumer * S::kRowsPerConsumer;  // tile row of the warpgroup
+    const int last = min(first + S::kRowsPerConsumer, a.packed_positions * a.group) - 1;
+    const int ctx = w.k_len - w.q_len;
+    return {packed_rows(a, w, first + 16 * (tid / 32) + (tid % 32) / 4),
+            visible_keys(a.mask, w.k_len, w.q0 + last / a.group + ctx).lo,
+            visible_keys(a.mask, w.k_len, w.q0 + first / a.group + ctx).hi, 0.0f};
   }
   __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
   __device__ __forceinline__ uint32_t parity(int u) const {
@@ -171,27 +185,28 @@ struct Consumer {
   __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
                                         const RowState& rows) {
     if (a.max_splits > 1) {
-      store_split_rows<kD>(o, rows, a, w, r.row);
+      store_split_rows<kD>(o, rows, a, w, r.at);
       return;
     }
-    if constexpr (S::kStagedO) {
+    if constexpr (S::kStagedO && !kPacked) {
       if (a.staged_o) {
-        store_rows_staged<kD>(o, rows, a, w, r.row, w.q0 + turns.consumer * S::kRowsPerConsumer,
-                              s.o[turns.consumer], 1 + S::kConsumers + turns.consumer);
+        store_rows_staged<kD>(o, rows, a, w, r.at.pos[0],
+                              w.q0 + turns.consumer * S::kRowsPerConsumer, s.o[turns.consumer],
+                              1 + S::kConsumers + turns.consumer);
         return;
       }
     }
-    store_rows<kD>(o, rows, a, w, r.row);
+    store_rows<kD>(o, rows, a, w, r.at);
   }
   // S of the tile's KV tile i to P (transforms, mask on boundary tiles, softmax); true when O
   // needs the rescale.
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
     const int key0 = (w.kv_tile0 + i) * S::kBlockN;
     if constexpr (kTransform) {
-      transform_scores(sc, a.score, r.slope, r.row + w.k_len - w.q_len, key0);
+      transform_scores(sc, a.score, r.slope, r.at.pos[0] + w.k_len - w.q_len, key0);
     }
     if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
-      mask_tile(sc, a, w, r.row, key0);
+      mask_tile(sc, a, w, r.at, key0);
     }
     return softmax_tile(sc, st, a.scale_log2, kRescaleThreshold, alpha);
   }
@@ -252,24 +267,24 @@ struct Consumer {
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD, bool kTransform>
+template <int kD, bool kTransform, bool kPacked>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
   using S = PrefillShape<kD>;
-  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  Consumer<kD, kTransform, kPacked> c{a, s, IssueTurns{consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
-    store_empty_split(a, e, e.q0 + consumer * S::kRowsPerConsumer);
+    store_empty_split<kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a, w, empty_split)) return;
+  if (!walk.find<kD, kPacked>(a, w, empty_split)) return;
   c.turns.start();
   TileRows r = c.rows_of(w);
   c.first_step(w, r);
   for (;;) {
     for (int i = 1; i < w.num_kv_tiles; ++i) c.middle_step(w, r, i);
     walk.advance();
-    if (!walk.find<kD>(a, next, empty_split)) {
+    if (!walk.find<kD, kPacked>(a, next, empty_split)) {
       c.last_step(w, r, true);
       return;
     }
