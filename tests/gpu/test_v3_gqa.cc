@@ -20,7 +20,7 @@ namespace {
 using testing::CaseSpec;
 
 // Decode-shaped requests: 1 to 8 query tokens after contexts of odd lengths (one shorter than a
-// page, one of exactly one 128-key tile plus one), two KV heads.
+// page, one of exactly one 128-key tile plus one) and a request with no queries, two KV heads.
 CaseSpec decode_case(uint64_t seed, int head_size, int block, int group) {
   CaseSpec c;
   c.seed = seed;
@@ -28,8 +28,8 @@ CaseSpec decode_case(uint64_t seed, int head_size, int block, int group) {
   c.num_heads = 2 * group;
   c.head_size = head_size;
   c.block_size = block;
-  c.query_lens = {1, 3, 5, 7, 1, 8, 2};
-  c.seq_lens = {1, 45, 300, 129, 700, 8, 131};
+  c.query_lens = {1, 3, 5, 7, 1, 0, 8, 2};
+  c.seq_lens = {1, 45, 300, 129, 700, 50, 8, 131};
   c.name = "v3_gqa_d" + std::to_string(head_size) + "_block" + std::to_string(block) + "_group" +
            std::to_string(group);
   return c;
@@ -101,7 +101,7 @@ TEST(PagedAttentionV3Gqa, SplitKv) {
       c.name += "_splits_sinks";
       expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_packed, "packed", SplitOptions{4, {}, 0});
       expect_pass_with(c, KVCacheLayout::kHND, launch_v3_packed_three_ctas, "three CTAs",
-                       SplitOptions{5, {1, 2, 5, 3, 4, 1, 2}, 3});
+                       SplitOptions{5, {1, 2, 5, 3, 4, 5, 1, 2}, 3});
     }
   }
 }

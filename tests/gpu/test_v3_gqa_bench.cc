@@ -4,8 +4,10 @@
 // decode ones (4 and 8 query tokens), at blocks 16 and 128; v2 through the dispatch, v3 packed,
 // and v3 unpacked where it serves the shape (q_len x group > 16). Launches interleaved one by one
 // (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys once per KV
-// head) and the largest difference between v2's and v3's outputs on the same inputs. Disabled by
-// default; run with --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_GqaDecode*'.
+// head) and the largest difference between v2's and v3's outputs on the same inputs. GqaPrefill:
+// packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from the
+// accumulators, not staged; causal tiles span fewer positions). Disabled by default; run with
+// --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Gqa*'.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -56,6 +58,29 @@ TEST(V3Bench, DISABLED_GqaDecode) {
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   for (const Shape& shape : kDecodeShapes) {
     for (int block : {16, 128}) time_decode_shape(shape, block);
+  }
+}
+
+// Packing on the prefill shapes of the standard suite at D 128 (block 128), TFLOP/s.
+TEST(V3Bench, DISABLED_GqaPrefill) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
+  const std::vector<Schedule> rows = {{"v3 dispatch", launch_v3}, {"v3 packed", launch_v3_packed}};
+  for (const Shape& shape : {Shape{"16x512 d128", 16, 512, 32, 8, 128},
+                             Shape{"4x2048 d128", 4, 2048, 32, 8, 128},
+                             Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      const std::vector<double> ms = interleaved_ms(rows, b.params(causal));
+      for (size_t i = 0; i < rows.size(); ++i) {
+        report(shape.name, rows[i].name, causal, ms[i], b.flops(causal));
+      }
+      const double worst = max_difference(output_of(launch_v3, b, causal),
+                                          output_of(launch_v3_packed, b, causal));
+      std::printf("BENCH %-16s v3 packed vs unpacked output, %s: max |difference| %.3g\n",
+                  shape.name, causal ? "causal" : "noncausal", worst);
+      EXPECT_LT(worst, 0.02) << shape.name;
+    }
   }
 }
 

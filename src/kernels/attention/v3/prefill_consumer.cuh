@@ -129,6 +129,12 @@ struct Consumer {
             visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
             visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
   }
+  // The thread's rows at their use: unpacked, formed again from row g, so that only it stays live
+  // through the tile (a TileRows::at kept whole spilled at D 256, ptxas -v).
+  __device__ __forceinline__ ThreadRows rows_at(const PrefillTile& w, const TileRows& r) const {
+    if constexpr (kPacked) return r.at;
+    return unpacked_rows(w, r.at.pos[0]);
+  }
   // Packed: the warpgroup's rows span the positions of its first and last tile rows (the last
   // that holds a position: kBlockM need not be a multiple of the group).
   __device__ __forceinline__ TileRows packed_rows_of(const PrefillTile& w, int tid) const {
@@ -185,7 +191,7 @@ struct Consumer {
   __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
                                         const RowState& rows) {
     if (a.max_splits > 1) {
-      store_split_rows<kD>(o, rows, a, w, r.at);
+      store_split_rows<kD>(o, rows, a, w, rows_at(w, r));
       return;
     }
     if constexpr (S::kStagedO && !kPacked) {
@@ -196,7 +202,7 @@ struct Consumer {
         return;
       }
     }
-    store_rows<kD>(o, rows, a, w, r.at);
+    store_rows<kD>(o, rows, a, w, rows_at(w, r));
   }
   // S of the tile's KV tile i to P (transforms, mask on boundary tiles, softmax); true when O
   // needs the rescale.
@@ -206,7 +212,7 @@ struct Consumer {
       transform_scores(sc, a.score, r.slope, r.at.pos[0] + w.k_len - w.q_len, key0);
     }
     if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
-      mask_tile(sc, a, w, r.at, key0);
+      mask_tile(sc, a, w, rows_at(w, r), key0);
     }
     return softmax_tile(sc, st, a.scale_log2, kRescaleThreshold, alpha);
   }
