@@ -33,8 +33,7 @@ void time_decode_shape(const Shape& shape, int block) {
     const std::vector<double> ms = interleaved_ms(rows, b.params(causal));
     for (size_t i = 0; i < rows.size(); ++i) {
       std::printf("BENCH %-22s block %3d %-12s %-10s %8.4f ms %7.0f GB/s\n", shape.name, block,
-                  rows[i].name, causal ? "causal" : "noncausal", ms[i],
-                  kv_bytes(b) / ms[i] / 1e6);
+                  rows[i].name, causal ? "causal" : "noncausal", ms[i], kv_bytes(b) / ms[i] / 1e6);
     }
     const double worst = max_difference(output_of(kernels::launch_paged_attention, b, causal),
                                         output_of(launch_v3_packed, b, causal));
@@ -47,9 +46,9 @@ void time_decode_shape(const Shape& shape, int block) {
 // The standard suite's decode shapes (tools/pagedattn/bench_suites.cc kStandardDecode), then
 // speculative decoding's few query tokens.
 const Shape kDecodeShapes[] = {
-    {"64x4096 q1 32/8", 64, 4096, 32, 8, 128, 1},    {"256x2048 q1 32/8", 256, 2048, 32, 8, 128, 1},
-    {"8x32768 q1 32/8", 8, 32768, 32, 8, 128, 1},    {"128x1024 q1 64/8", 128, 1024, 64, 8, 128, 1},
-    {"32x8192 q1 32/32", 32, 8192, 32, 32, 128, 1},  {"64x4096 q4 32/8", 64, 4096, 32, 8, 128, 4},
+    {"64x4096 q1 32/8", 64, 4096, 32, 8, 128, 1},   {"256x2048 q1 32/8", 256, 2048, 32, 8, 128, 1},
+    {"8x32768 q1 32/8", 8, 32768, 32, 8, 128, 1},   {"128x1024 q1 64/8", 128, 1024, 64, 8, 128, 1},
+    {"32x8192 q1 32/32", 32, 8192, 32, 32, 128, 1}, {"64x4096 q4 32/8", 64, 4096, 32, 8, 128, 4},
     {"64x4096 q8 32/8", 64, 4096, 32, 8, 128, 8},
 };
 
@@ -66,17 +65,17 @@ TEST(V3Bench, DISABLED_GqaPrefill) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   const std::vector<Schedule> rows = {{"v3 dispatch", launch_v3}, {"v3 packed", launch_v3_packed}};
-  for (const Shape& shape : {Shape{"16x512 d128", 16, 512, 32, 8, 128},
-                             Shape{"4x2048 d128", 4, 2048, 32, 8, 128},
-                             Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+  for (const Shape& shape :
+       {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"4x2048 d128", 4, 2048, 32, 8, 128},
+        Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
     const PrefillBench b(128, shape, false);
     for (bool causal : {false, true}) {
       const std::vector<double> ms = interleaved_ms(rows, b.params(causal));
       for (size_t i = 0; i < rows.size(); ++i) {
         report(shape.name, rows[i].name, causal, ms[i], b.flops(causal));
       }
-      const double worst = max_difference(output_of(launch_v3, b, causal),
-                                          output_of(launch_v3_packed, b, causal));
+      const double worst =
+          max_difference(output_of(launch_v3, b, causal), output_of(launch_v3_packed, b, causal));
       std::printf("BENCH %-16s v3 packed vs unpacked output, %s: max |difference| %.3g\n",
                   shape.name, causal ? "causal" : "noncausal", worst);
       EXPECT_LT(worst, 0.02) << shape.name;

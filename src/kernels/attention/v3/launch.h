@@ -1,10 +1,10 @@
 // Host side of the Hopper ("v3") attention kernels: wgmma + TMA, warp-specialised, sm_90a only.
 // Host-only header. Today one prefill kernel: head sizes 64, 96, 128, 192 and 256 (those of them
 // this build instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128
-// keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it, prefill-shaped launches,
-// causal or not, sliding windows, soft cap, ALiBi and sinks (bf16 cache; the FP8 kernel has none
-// of them), no split-KV; anything else is an Unimplemented status naming what is missing, so a
-// caller can fall back to v2.
+// keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it, prefill-shaped launches
+// (decode-shaped ones too with GQA packing, V3Grid::pack_gqa), causal or not, sliding windows,
+// soft cap, ALiBi, sinks and split-KV (bf16 cache; the FP8 kernel has none of them); anything
+// else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"

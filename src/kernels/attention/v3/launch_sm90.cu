@@ -95,8 +95,9 @@ Status unsupported(const std::string& what) {
 Status check_packable(const PagedAttentionParams& p) {
   if (p.cache_dtype == DType::kFP8E4M3 || attention::soft_cap_applies(p.softcap) ||
       p.alibi_slopes != nullptr) {
-    return unsupported("GQA packing with an fp8_e4m3 cache, a soft cap or ALiBi (packed: bf16 "
-                       "cache, masks, windows, sinks, split-KV)");
+    return unsupported(
+        "GQA packing with an fp8_e4m3 cache, a soft cap or ALiBi (packed: bf16 "
+        "cache, masks, windows, sinks, split-KV)");
   }
   const int group = p.num_heads / p.num_kv_heads, rows = query_tile_rows(p.head_size);
   if (group > rows) {
@@ -139,8 +140,8 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
   if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
     return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
   }
-  const bool heads_ok = p.num_kv_heads > 0 && p.num_heads >= p.num_kv_heads &&
-                        p.num_heads % p.num_kv_heads == 0;
+  const bool heads_ok =
+      p.num_kv_heads > 0 && p.num_heads >= p.num_kv_heads && p.num_heads % p.num_kv_heads == 0;
   if (heads_ok && pack_gqa) PAGEDATTN_RETURN_IF_ERROR(check_packable(p));
   if (!pack_gqa && heads_ok && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
     return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
@@ -149,8 +150,7 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
                        "GQA packing)");
   }
   const int64_t tiles = heads_ok ? int64_t{pack_gqa ? p.num_kv_heads : p.num_heads} * p.num_reqs *
-                                       num_query_tiles(p, pack_gqa) *
-                                       std::max(1, p.max_num_splits)
+                                       num_query_tiles(p, pack_gqa) * std::max(1, p.max_num_splits)
                                  : 0;
   if (!heads_ok || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
@@ -297,8 +297,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.lse = p.lse;
   a.lse_head_stride = p.lse_head_stride;
 
-  const int tiles = (pack ? a.num_kv_heads : a.num_heads) * a.num_reqs * a.num_q_tiles *
-                    a.max_splits;  // < 2^31
+  const int tiles =
+      (pack ? a.num_kv_heads : a.num_heads) * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
   int ctas = tiles;
   if (grid.persistent) {
     int device = 0, sms = 0;

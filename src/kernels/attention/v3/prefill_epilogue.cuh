@@ -81,9 +81,8 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
   normalised_rows<kD>(
       o, st, a, w, rows,
       [&](int64_t token, int head, int col, float x, float y) {
-        *reinterpret_cast<uint32_t*>(a.out + head * a.out_head_stride +
-                                     token * a.out_token_stride + col) =
-            device::pack_float2<__nv_bfloat16>(x, y);
+        *reinterpret_cast<uint32_t*>(a.out + head * a.out_head_stride + token * a.out_token_stride +
+                                     col) = device::pack_float2<__nv_bfloat16>(x, y);
       },
       [&](int64_t token, int head, float lse) {
         if (a.lse != nullptr) a.lse[head * a.lse_head_stride + token] = lse;

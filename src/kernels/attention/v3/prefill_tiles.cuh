@@ -18,7 +18,7 @@ namespace pagedattn::kernels::attention::v3 {
 // (packed: the KV head's query heads over packed_positions positions).
 struct PrefillTile {
   int req;
-  int head;  // packed: the KV head's first query head
+  int head;   // packed: the KV head's first query head
   int split;  // 0 without split-KV
   int kv_head;
   int q_start;  // the request's first token in the packed batch
