@@ -10,11 +10,8 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// Positions at or past q_len are not the request's: their rows are computed and never stored.
-inline constexpr int kNoPosition = 1 << 29;
-
 struct ThreadRows {
-  int pos[2];   // within the request
+  int pos[2];   // within the request; at or past q_len: computed, never stored
   int head[2];  // query head
 };
 
@@ -24,10 +21,11 @@ __device__ __forceinline__ ThreadRows unpacked_rows(const PrefillTile& w, int ro
 }
 
 // Position within the request of packed tile row r (0 .. kBlockM - 1); rows past the tile's
-// packed_positions * group (kBlockM is no multiple of the group) get kNoPosition.
+// packed_positions * group (kBlockM is no multiple of the group: no Q was loaded for them) get
+// q_len, a position of none (and small enough for the masks' arithmetic).
 __device__ __forceinline__ int packed_position(const PrefillArgs& a, const PrefillTile& w, int r) {
   const int p = r / a.group;
-  return p < a.packed_positions ? w.q0 + p : kNoPosition;
+  return p < a.packed_positions ? w.q0 + p : w.q_len;
 }
 
 // Packed: tile_row is this thread's row g within the tile.
