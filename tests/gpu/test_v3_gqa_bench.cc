@@ -7,7 +7,8 @@
 // (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys once per KV
 // head) and the largest difference between v2's and v3's outputs on the same inputs. GqaPrefill:
 // packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from the
-// accumulators, not staged; causal tiles span fewer positions). Disabled by default; run with
+// accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's mixed
+// pass in one launch through v2, packed and unpacked v3. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Gqa*'.
 #include <gtest/gtest.h>
 
@@ -84,6 +85,48 @@ TEST(V3Bench, DISABLED_GqaPrefill) {
       std::printf("BENCH %-16s v3 packed vs unpacked output, %s: max |difference| %.3g\n",
                   shape.name, causal ? "causal" : "noncausal", worst);
       EXPECT_LT(worst, 0.02) << shape.name;
+    }
+  }
+}
+
+// The standard suite's mixed pass (64 decodes over 4096 keys and one 2048-token chunk over 2048 of
+// context, 32/8 heads, D 128) in one launch: v2 (what FLASH_ATTN runs it on, gpu::decodes_favour_v2),
+// v3 packed (the decodes read their K/V once per KV head, the chunk as a prefill) and v3 unpacked (its
+// decodes read K/V once per query head), ms.
+TEST(V3Bench, DISABLED_GqaMixed) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
+  constexpr int kDecodes = 64, kChunk = 2048;
+  std::vector<int32_t> starts(kDecodes + 2);
+  for (int r = 0; r <= kDecodes; ++r) starts[r] = r;
+  starts[kDecodes + 1] = kDecodes + kChunk;
+  const DeviceArray<int32_t> cu{starts};
+  const std::vector<Schedule> rows = {{"v2 dispatch", kernels::launch_paged_attention},
+                                      {"v3 packed", launch_v3_packed},
+                                      {"v3 pack skip", launch_v3_packed_skipping},
+                                      {"v3 unpacked", launch_v3}};
+  for (int block : {16, 128}) {
+    // Buffers for 65 requests of 4096 keys, the last kChunk of each a query; the pass uses the
+    // first kDecodes + kChunk query rows.
+    const PrefillBench b(block, Shape{"mixed", kDecodes + 1, 4096, 32, 8, 128, kChunk}, false);
+    kernels::PagedAttentionParams p = b.params(true);
+    p.cu_seqlens_q = cu.get();
+    p.num_tokens = kDecodes + kChunk;
+    p.lse_head_stride = p.num_tokens;
+    const std::vector<double> ms = interleaved_ms(rows, p);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::printf("BENCH mixed 64x4096+chunk2048@2048 block %3d %-12s %8.4f ms\n", block,
+                  rows[i].name, ms[i]);
+    }
+    const std::vector<uint16_t> v2 = output_of(kernels::launch_paged_attention, b, p);
+    for (const Schedule& v3 : {rows[1], rows[2], rows[3]}) {
+      std::vector<uint16_t> out = output_of(v3.launch, b, p);
+      const double worst = max_difference(
+          std::vector<uint16_t>(v2.begin(), v2.begin() + size_t(p.num_tokens) * b.heads * b.d),
+          std::vector<uint16_t>(out.begin(), out.begin() + size_t(p.num_tokens) * b.heads * b.d));
+      std::printf("BENCH mixed block %3d %s vs v2 output: max |difference| %.3g\n", block, v3.name,
+                  worst);
+      EXPECT_LT(worst, 0.02) << v3.name << " block " << block;
     }
   }
 }
