@@ -86,6 +86,13 @@ void expect_passes(std::initializer_list<int> blocks = {32}) {
                             blocks);
 }
 
+int device_major() {
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  return major;
+}
+
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
 constexpr auto kBF16 = kernels::CacheKind::kBF16;
 
@@ -99,9 +106,7 @@ TEST(DecodeConfigs, CopyTiles) {
 
 TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const int major = device_major();
   if (major != 9)
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
@@ -111,9 +116,7 @@ TEST(DecodeConfigs, TmaTiles) {
 // DecodeBench's candidates on one CTA per SM: 5 and 6 stages, 8 warps on tiles twice as long.
 TEST(DecodeConfigs, DeepTmaPipelines) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const int major = device_major();
   if (major != 9)
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
   expect_passes<kBF16, 64, 6, 4, TileSync::kWarpTma>({32, 16});
@@ -162,9 +165,7 @@ void expect_pool_takes_pass(const std::string& name) {
 
 TEST(DecodeConfigs, PoolTakes) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const int major = device_major();
   if (major != 9)
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
   using kernels::decode::DecodeConfig;
