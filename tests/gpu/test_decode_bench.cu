@@ -36,44 +36,38 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel) with the
-// default plan, beside deeper pipelines on one CTA per SM (5 and 6 stages: 128 and 160 KiB of
-// copies in flight per SM against 2 x 2 x 32 KiB now; a CTA streams twice as fast, so a pool
-// unit's tail is half as long), 8 warps on tiles twice as long (3 stages, one CTA), the default
-// plan on a 256-CTA grid, the pool's units taken at each unit's end instead of its start (late:
-// one unit less held when the pool runs out; nores: and none reserved ahead; 3 and 6 stages),
+// The library's configuration (warp TMA tiles, split segments merged in the kernel, pool units
+// taken at each unit's end) with the default plan, beside the pool taken at each unit's start
+// (take_start, the fourth session's default) and at the end with one unit reserved ahead
+// (take_reserved), 8 warps on 128-key tiles on one CTA per SM, the default plan on a 256-CTA grid
 // and the balanced plan with cuts (static), interleaved and repeated (differences of 1-2 % need
-// it); then, once: uncut static lists, a guided pool of cut pieces (3 and 6 stages), cp.async
-// tiles and the copies alone (the default and 6 stages). DECODE_BENCH_VARIANTS picks variants by
-// name prefix.
+// it); then, once: 6 stages on one CTA per SM (160 KiB in flight per SM; its copies alone read as
+// fast as the default's, its 4 warps per SM compute 8-25 % slower: fifth session, call B), uncut
+// static lists, a guided pool of cut pieces, cp.async tiles and the copies alone (the default and
+// 6 stages). DECODE_BENCH_VARIANTS picks variants by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
-  constexpr auto kAtEnd = decode_ns::PoolTake::kAtEnd;
-  constexpr auto kUnreserved = decode_ns::PoolTake::kAtEndUnreserved;
+  constexpr auto kAtStart = decode_ns::PoolTake::kAtStart;
+  constexpr auto kReserved = decode_ns::PoolTake::kAtEnd;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
-    using Tma5 = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 5>;
     using Tma6 = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 6>;
     using Tma8w = BenchConfig<kCache, 2 * kBlockN, 8, TileSync::kWarpTma>;
     for (int rep = 0; rep < 2; ++rep) {
       const bool timeline = rep == 0;
       time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma6>(t, "tma_s6", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma5>(t, "tma_s5", {.merge_in_kernel = true});
+      time_config<Tma>(t, "tma_take_start",
+                       {.merge_in_kernel = true, .pool_take = kAtStart, .timeline = timeline});
+      time_config<Tma>(t, "tma_take_reserved", {.merge_in_kernel = true, .pool_take = kReserved});
       time_config<Tma8w>(t, "tma_w8", {.merge_in_kernel = true});
-      time_config<Tma>(t, "tma_late",
-                       {.merge_in_kernel = true, .pool_take = kAtEnd, .timeline = timeline});
-      time_config<Tma>(t, "tma_late_nores", {.merge_in_kernel = true, .pool_take = kUnreserved});
-      time_config<Tma6>(t, "tma_s6_late", {.merge_in_kernel = true, .pool_take = kAtEnd});
       time_config<Tma>(t, "tma_d256", {.num_ctas = 256, .merge_in_kernel = true});
       time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true});
     }
+    time_config<Tma6>(t, "tma_s6", {.merge_in_kernel = true});
     time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
     time_config<Tma>(t, "tma_pool1000",
                      {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
-    time_config<Tma6>(t, "tma_s6_pool1000",
-                      {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 6>>(t, "tma_s6_loads",

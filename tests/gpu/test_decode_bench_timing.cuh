@@ -44,7 +44,7 @@ struct TimeOptions {
   int whole_ratio = plan::kWholePoolRatio;    // DecodePlanConfig::whole_pool_ratio
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
-  decode_ns::PoolTake pool_take = decode_ns::PoolTake::kAtStart;
+  decode_ns::PoolTake pool_take = decode_ns::DecodeArgs{}.pool_take;
   bool timeline = false;
 };
 

@@ -103,8 +103,8 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     if (u < 0) break;
     const UnitWork w = load_unit(units, u, a.group);
     // The entries the cursors reach during the next entry, published before the barriers of
-    // this entry's epilogue: here (the atomic's latency overlaps this entry's tiles) or after
-    // its tiles (a.pool_take).
+    // this entry's epilogue: after its tiles (the default: fewer units held when the pool runs
+    // out) or here (a.pool_take).
     const bool take_at_end = a.pool_take != PoolTake::kAtStart;
     if (threadIdx.x == 0 && !take_at_end) q.cover(smem, j + 1);
     const bool count_now =
