@@ -157,6 +157,32 @@ TEST(PagedAttentionV3Gqa, IdleConsumersSkip) {
   }
 }
 
+// A pass of decodes beside prefills: the backends' rule packs it under v3 (gpu::pass_kernel), and
+// the packed launch matches the oracle; with a soft cap (which packing lacks) it runs v2.
+TEST(PagedAttentionV3Gqa, BackendsPackMixedPasses) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : v3_head_sizes_built()) {
+    CaseSpec c = decode_case(2500 + d, d, 16, 4);
+    c.query_lens = {1, 1, 200, 1, 0, 1, 77, 1};
+    c.seq_lens = {900, 45, 300, 129, 700, 50, 400, 131};
+    c.name += "_mixed_chosen";
+    std::vector<int32_t> qsl{0};
+    for (int q : c.query_lens) qsl.push_back(qsl.back() + q);
+    EXPECT_EQ(gpu::pass_kernel(qsl, c.seq_lens, c.num_heads, c.num_kv_heads, c.causal),
+              gpu::PassKernel::kV3Packed);
+    expect_pass_with(
+        c, KVCacheLayout::kHND,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3Packed, kernels::KernelGeneration::kV3>,
+        "generation rule");
+    c.logits_soft_cap = 30.0;
+    c.name += "_softcap";
+    expect_pass_with(
+        c, KVCacheLayout::kNHD,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3Packed, kernels::KernelGeneration::kV2>,
+        "generation rule");
+  }
+}
+
 // Refused before the device (runs wherever v3 and head size 128 are built): the score transforms,
 // the FP8 cache and groups larger than the query tile.
 kernels::PagedAttentionParams refusal_params() {

@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "backends/gpu/generation.h"
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/attention/v3/launch.h"
@@ -68,6 +70,25 @@ inline constexpr auto launch_v3_packed_skipping =
 inline constexpr auto launch_v3_packed_skipping_three_ctas =
     &launch_v3_with<kernels::detail::V3Grid{
         .max_ctas = 3, .pack_gqa = true, .skip_idle_consumers = true}>;
+
+// Launches as the GPU backends do with v3 preferred (backends/gpu/generation.h), for a pass whose
+// gpu::pass_kernel is kKernel; an Internal status unless the rule chose kExpected (and GQA packing
+// exactly where kKernel asks for it under v3), so a test sees the rule and the launch together.
+template <gpu::PassKernel kKernel, kernels::KernelGeneration kExpected>
+Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
+  generations.choose(p, kKernel);
+  const bool packed = kExpected == kernels::KernelGeneration::kV3 && kKernel != gpu::PassKernel::kV3;
+  if (p.generation != kExpected || p.pack_gqa != packed) {
+    return internal_error("the generation rule chose v" +
+                          std::to_string(static_cast<int>(p.generation)) +
+                          (p.pack_gqa ? " packed" : "") + " at block_size " +
+                          std::to_string(p.block_size) + ": " +
+                          kernels::paged_attention_serves(p).to_string());
+  }
+  return kernels::launch_paged_attention(p, stream);
+}
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>

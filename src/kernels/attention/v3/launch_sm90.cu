@@ -221,13 +221,14 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, false));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, p.pack_gqa));
   return check_device();
 }
 
 Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
                                  void* stream) {
-  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream, V3Grid{});
+  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream,
+                                             V3Grid{.pack_gqa = p.pack_gqa});
 }
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
