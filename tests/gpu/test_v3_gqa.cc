@@ -4,9 +4,8 @@
 // checked): decode-shaped launches (odd query lengths 1 to 8, which the unpacked kernel refuses),
 // groups 1, 4, 7 and 8 (7: the 128-row tile holds 18 positions and two rows of none), causal and
 // not, sliding windows, sinks, split-KV, blocks 16 and 128, NHD and HND, several packed query tiles
-// per request, the persistent grid, three CTAs and one CTA per tile; consumers without rows
-// skipping their products (V3Grid::skip_idle_consumers: IdleConsumersSkip, its own test so that a
-// fault there can be filtered out); and what packing refuses.
+// per request, the persistent grid, three CTAs and one CTA per tile; the backends' rule packing
+// mixed passes; and what packing refuses.
 // Needs a compute capability 9.0 device and a build with 90a (the refusals only the build).
 #include <gtest/gtest.h>
 
@@ -125,33 +124,6 @@ TEST(PagedAttentionV3Gqa, SeveralQueryTiles) {
       c.sinks = true;
       c.name += "_window_sinks";
       expect_pass_with(c, KVCacheLayout::kHND, launch_v3_packed_three_ctas, "three CTAs");
-      ++n;
-    }
-  }
-}
-
-// Consumer warpgroups with no row of the request skip their products: decode tiles (a consumer
-// idle for every tile, at group 7 and 8 the second of two; at D 64 two of three), tiles where only
-// some consumers are idle (several query tiles), split-KV with empty splits, three CTAs walking
-// tiles whose idle consumers change from tile to tile.
-TEST(PagedAttentionV3Gqa, IdleConsumersSkip) {
-  PAGEDATTN_REQUIRE_V3();
-  for (int d : v3_head_sizes_built()) {
-    int n = 0;
-    for (int group : kGroups) {
-      CaseSpec c = decode_case(2400 + 10 * n + d, d, n % 2 ? 16 : 128, group);
-      c.causal = n != 2;
-      c.name += "_skipping";
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_packed_skipping, "packed, skipping");
-      c.sinks = true;
-      c.sliding_window = SlidingWindow{30, 0};
-      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_packed_skipping_three_ctas,
-                       "packed, skipping, three CTAs", SplitOptions{3, {}, 0});
-      c.query_lens = {37, 1, 61, 19, 20};
-      c.seq_lens = {400, 9, 61, 150, 300};
-      c.name += "_tiles";
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_packed_skipping_three_ctas,
-                       "packed, skipping, three CTAs");
       ++n;
     }
   }

@@ -265,7 +265,6 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.group = p.num_heads / p.num_kv_heads;
   a.num_kv_heads = p.num_kv_heads;
   a.packed_positions = pack ? tile_positions(p, true) : 0;
-  a.skip_idle = pack && grid.skip_idle_consumers;
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p, pack);
