@@ -39,7 +39,8 @@ struct BenchShape {
 // The library's configuration (warp TMA tiles, split segments merged in the kernel, pool units
 // taken at each unit's end) with the default plan, beside the pool taken at each unit's start
 // (take_start, the fourth session's default) and at the end with one unit reserved ahead
-// (take_reserved), 8 warps on 128-key tiles on one CTA per SM, the default plan on a 256-CTA grid
+// (take_reserved), uncut plans in the pool from 1 or 2 segments per CTA (pool_r1, pool_r2; the
+// default from 3), 8 warps on 128-key tiles on one CTA per SM, the default plan on a 256-CTA grid
 // and the balanced plan with cuts (static), interleaved and repeated (differences of 1-2 % need
 // it); then, once: 6 stages on one CTA per SM (160 KiB in flight per SM; its copies alone read as
 // fast as the default's, its 4 warps per SM compute 8-25 % slower: fifth session, call B), uncut
@@ -57,6 +58,8 @@ void time_config_variants(DType cache, const TimeDecode& t) {
     for (int rep = 0; rep < 2; ++rep) {
       const bool timeline = rep == 0;
       time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
+      time_config<Tma>(t, "tma_pool_r1", {.whole_ratio = 1, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_pool_r2", {.whole_ratio = 2, .merge_in_kernel = true});
       time_config<Tma>(t, "tma_take_start",
                        {.merge_in_kernel = true, .pool_take = kAtStart, .timeline = timeline});
       time_config<Tma>(t, "tma_take_reserved", {.merge_in_kernel = true, .pool_take = kReserved});
@@ -265,7 +268,7 @@ void run_shape(const BenchShape& s) {
 
 // The peer suite's decode shapes (64 x 4096, 256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024
 // with 64/8, 32 x 8192 with 32/32; bf16, NHD), then the issue's shape with an FP8 e4m3 cache, at
-// page 1024 and HND, and few long requests.
+// page 1024, HND and with its blocks in order, and few long requests.
 std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
   for (const auto& [reqs, len, hq, hkv] : {std::tuple{64, 4096, 32, 8},
@@ -289,6 +292,10 @@ std::vector<BenchShape> bench_shapes() {
   BenchShape hnd;
   hnd.hnd = true;
   shapes.push_back(hnd);
+  // The issue's shape with each request's blocks in order: what shuffled pages cost the copies.
+  BenchShape in_order;
+  in_order.shuffle = false;
+  shapes.push_back(in_order);
   BenchShape small;  // few long requests: the plan must split
   small.num_reqs = 4;
   small.seq_len = 32768;
