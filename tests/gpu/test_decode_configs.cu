@@ -114,22 +114,10 @@ TEST(DecodeConfigs, TmaTiles) {
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
 }
 
-// DecodeBench's candidates on one CTA per SM: 6 stages, 8 warps on tiles twice as long.
-TEST(DecodeConfigs, DeepTmaPipelines) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const int major = device_major();
-  if (major != 9)
-    GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
-  expect_passes<kBF16, 64, 6, 4, TileSync::kWarpTma>({32, 16});
-  expect_passes<kBF16, 128, 3, 8, TileSync::kWarpTma>({32, 16});
-  expect_passes<kE4M3, 128, 6, 4, TileSync::kWarpTma>({32, 16});
-  expect_passes<kE4M3, 256, 3, 8, TileSync::kWarpTma>({32, 16});
-}
-
 // The pool taken at each unit's end (the default; with a unit reserved ahead) and at its start:
 // whole segments (many short requests, odd lengths from 1 key) and the guided pool of cut pieces
 // (long requests), taken by 2 and 7 CTAs in turn, each plan launched three times (the pool's
-// counters back at 0 after each launch), on 3 and 6 stages.
+// counters back at 0 after each launch).
 template <typename Cfg>
 void expect_pool_takes_pass(const std::string& name) {
   CaseSpec c;
@@ -167,9 +155,7 @@ TEST(DecodeConfigs, PoolTakes) {
   const int major = device_major();
   if (major != 9)
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
-  using kernels::decode::DecodeConfig;
-  expect_pool_takes_pass<DecodeConfig<128, kBF16, 64, 3, 4, TileSync::kWarpTma>>("tma3");
-  expect_pool_takes_pass<DecodeConfig<128, kBF16, 64, 6, 4, TileSync::kWarpTma>>("tma6");
+  expect_pool_takes_pass<kernels::decode::DecodeTmaConfig<128, kBF16>>("tma");
 }
 
 }  // namespace
