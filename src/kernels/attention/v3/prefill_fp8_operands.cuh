@@ -98,13 +98,14 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
 // of Vᵀ chunk G in the order perm (above); another gives column c + 1's. The 32-bit stores of a
 // warp hit 32 banks when lanes 16-31 store their odd column first. The 8 rows of each matrix are
 // 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
-template <int kD, bool kWhole>
+// kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1); each issues the loads of kBatch
+// units before their stores, so that kBatch ldmatrix are in flight (1: one at a time).
+template <int kD, bool kWhole, int kWarps = 4, int kBatch = 1>
 __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                       int tid) {
   using S = PrefillFp8Shape<kD>;
   constexpr int kGroups = S::kBlockN / 16;
   constexpr int kUnits = kGroups * (kD / 32);
-  static_assert(kUnits % 4 == 0, "whole passes of the four warps");
   const int lane = tid % 32, warp = tid / 32;
   const int t = lane % 4, g = lane / 4;
   // This lane's ldmatrix row: key offset and chunk offset within the unit.
@@ -116,31 +117,42 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
   const uint32_t second_sel = odd_first ? 0x6420u : 0x7531u;
   const uint32_t first_col = 2 * g + odd_first, second_col = 2 * g + 1 - odd_first;
 #pragma unroll 1
-  for (int unit = warp; unit < kUnits; unit += 4) {
-    const uint32_t group = unit % kGroups, pair = unit / kGroups;
-    const uint32_t chunk = 2 * pair + load_chunk;
-    const uint32_t key = 16 * group + load_key;
-    uint32_t r[4];
-    device::ldmatrix_x4_trans(r, device::smem_addr(v + (chunk / 8) * S::kKvPanelBytes +
-                                                   device::swizzle128_offset(key, chunk % 8)));
-    if constexpr (!kWhole) {
-      const int k0 = 16 * static_cast<int>(group) + 2 * t;  // bytes 0-1: key k0, 2-3: k0 + 1
-      const uint32_t lo =
-          (k0 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 1 < valid_keys ? 0xFFFF0000u : 0u);
-      const uint32_t hi =
-          (k0 + 8 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 9 < valid_keys ? 0xFFFF0000u : 0u);
-      r[0] &= lo;
-      r[1] &= hi;
-      r[2] &= lo;
-      r[3] &= hi;
+  for (int unit0 = warp; unit0 < kUnits; unit0 += kWarps * kBatch) {
+    uint32_t r[kBatch][4];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int unit = unit0 + b * kWarps;
+      if (kBatch > 1 && unit >= kUnits) break;  // warp-uniform: the last batch may be short
+      const uint32_t group = unit % kGroups, pair = unit / kGroups;
+      const uint32_t chunk = 2 * pair + load_chunk;
+      const uint32_t key = 16 * group + load_key;
+      device::ldmatrix_x4_trans(r[b], device::smem_addr(v + (chunk / 8) * S::kKvPanelBytes +
+                                                        device::swizzle128_offset(key, chunk % 8)));
     }
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
-      const uint32_t col0 = 16 * (2 * pair + m);
-      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + first_col, group) +
-                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], first_sel);
-      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + second_col, group) +
-                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], second_sel);
+    for (int b = 0; b < kBatch; ++b) {
+      const int unit = unit0 + b * kWarps;
+      if (kBatch > 1 && unit >= kUnits) break;
+      const uint32_t group = unit % kGroups, pair = unit / kGroups;
+      if constexpr (!kWhole) {
+        const int k0 = 16 * static_cast<int>(group) + 2 * t;  // bytes 0-1: key k0, 2-3: k0 + 1
+        const uint32_t lo =
+            (k0 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 1 < valid_keys ? 0xFFFF0000u : 0u);
+        const uint32_t hi =
+            (k0 + 8 < valid_keys ? 0x0000FFFFu : 0u) | (k0 + 9 < valid_keys ? 0xFFFF0000u : 0u);
+        r[b][0] &= lo;
+        r[b][1] &= hi;
+        r[b][2] &= lo;
+        r[b][3] &= hi;
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
+        const uint32_t col0 = 16 * (2 * pair + m);
+        *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + first_col, group) +
+                                     4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], first_sel);
+        *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + second_col, group) +
+                                     4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], second_sel);
+      }
     }
   }
 }

@@ -8,7 +8,8 @@
 //   request's end (the page holds them: pages are multiples of the KV tile);
 // - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
 //   the keys past the request's, one or two tiles behind the loads (produce_fp8) so the TMA copies
-//   stay ahead.
+//   stay ahead; or, with kFp8TuneLoaderWarp, warps 1-3 convert and transpose while warp 0 only
+//   loads (produce_fp8_split).
 #pragma once
 
 #include <cuda.h>
@@ -121,44 +122,102 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
 }
 
 // Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
-// landed and its Vᵀ slot is free.
+// landed and its Vᵀ slot is free; run by the fp8_transpose_warps(kTuning) transposing warps (tid
+// counts from their first thread).
 // By ldmatrix with kFp8TuneLdsmTranspose.
 template <int kD, int kTuning>
 __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
                                                   int tid) {
   using S = PrefillFp8Shape<kD>;
+  constexpr int kWarps = fp8_transpose_warps(kTuning);
+  constexpr int kBatch = (kTuning & kFp8TuneTransposeBatch2) ? 2 : 1;
   const int stage = use % S::kStages;
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
   if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
+    static_assert(kWarps == 4 && kBatch == 1, "the 32-bit transpose runs on four warps");
     transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else if (valid_keys >= S::kBlockN) {
-    transpose_v_tile_ldsm<kD, true>(s.v[stage], s.vt[stage], valid_keys, tid);
+    transpose_v_tile_ldsm<kD, true, kWarps, kBatch>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else {
-    transpose_v_tile_ldsm<kD, false>(s.v[stage], s.vt[stage], valid_keys, tid);
+    transpose_v_tile_ldsm<kD, false, kWarps, kBatch>(s.v[stage], s.vt[stage], valid_keys, tid);
   }
   device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
   device::mbarrier_arrive(&s.v_empty[stage]);
   device::mbarrier_arrive(&s.vt_full[stage]);
 }
 
-// Work tile t's Q (staged), once the consumers are done with the previous tile's; then the next
-// tile's bf16 Q into the freed staging buffer.
+// Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
+// rows tid, tid + kThreads, ... (kThreads: the converting threads).
+template <int kD, int kThreads>
+__device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD>& s, int tid) {
+  const uint32_t parity = tile_count & 1;
+  device::mbarrier_wait(&s.q_stage_full, parity);
+  device::mbarrier_wait(&s.q_empty, parity ^ 1);
+  if constexpr (kThreads == PrefillFp8Shape<kD>::kBlockM) {
+    convert_q_row<kD>(s, tid);
+  } else {
+    for (int row = tid; row < PrefillFp8Shape<kD>::kBlockM; row += kThreads) {
+      convert_q_row<kD>(s, row);
+    }
+  }
+  device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
+  device::mbarrier_arrive(&s.q_full);
+  device::mbarrier_arrive(&s.q_stage_empty);
+}
+
+// Work tile t's Q (all 128 threads); then the next tile's bf16 Q into the freed staging buffer.
 template <int kD>
 __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
                                                bool more, int tile_count, bool loader, bool leader,
                                                PrefillFp8Smem<kD>& s, int tid) {
   const uint32_t parity = tile_count & 1;
-  device::mbarrier_wait(&s.q_stage_full, parity);
-  device::mbarrier_wait(&s.q_empty, parity ^ 1);
-  convert_q_row<kD>(s, tid);
-  device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
-  device::mbarrier_arrive(&s.q_full);
-  device::mbarrier_arrive(&s.q_stage_empty);
+  convert_staged_q<kD, 128>(tile_count, s, tid);
   if (more && loader) {
     device::mbarrier_wait(&s.q_stage_empty, parity);
     if (leader) load_q_stage<kD>(q_map, next, s);
+  }
+}
+
+// kFp8TuneLoaderWarp: warp 0 issues every copy in the order the consumers use them (work tile
+// t's Q stage, then its K/V tiles; t + 1's Q stage once t's Q is converted), waiting only for free
+// ring slots; warps 1-3 convert each work tile's Q (once the consumers have done every S of the
+// previous one, all of whose V tiles they have already transposed) and transpose its V tiles in
+// order. No item of one role waits behind the other's.
+template <int kD, int kTuning>
+__device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
+                                                  const CUtensorMap* kv_map,
+                                                  const PrefillFp8Args& a, int total_tiles,
+                                                  PrefillFp8Smem<kD>& s) {
+  using S = PrefillFp8Shape<kD>;
+  static_assert(fp8_transpose_warps(kTuning) == 3, "warp 0 loads, warps 1-3 transpose");
+  const int tid = threadIdx.x % 128;
+  TileWalk walk{total_tiles};
+  PrefillTile w;
+  if (!walk.find<kD>(a.base, w)) return;
+  if (tid < 32) {
+    const bool leader = device::elect_one();
+    if (leader) load_q_stage<kD>(q_map, w, s);
+    for (int tile_count = 0, use = 0;; ++tile_count) {
+      for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+                         s);
+      }
+      walk.advance();
+      if (!walk.find<kD>(a.base, w)) return;
+      device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
+      if (leader) load_q_stage<kD>(q_map, w, s);
+    }
+  }
+  const int ttid = tid - 32;
+  for (int tile_count = 0, use = 0;; ++tile_count) {
+    convert_staged_q<kD, 96>(tile_count, s, ttid);
+    for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+      transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
+    }
+    walk.advance();
+    if (!walk.find<kD>(a.base, w)) return;
   }
 }
 
@@ -172,6 +231,10 @@ template <int kD, int kTuning>
 __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD>& s) {
+  if constexpr ((kTuning & kFp8TuneLoaderWarp) != 0) {
+    produce_fp8_split<kD, kTuning>(q_map, kv_map, a, total_tiles, s);
+    return;
+  }
   using S = PrefillFp8Shape<kD>;
   const int tid = threadIdx.x % 128;
   const bool loader = tid / 32 == 0;

@@ -26,6 +26,20 @@ inline constexpr int kFp8TuneLdsmTranspose = 1024;
 // beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
 // the e4m3-rounded P that P·V uses.
 inline constexpr int kFp8TuneTensorSums = 2048;
+// The producer's roles split (prefill_fp8_producer.cuh, produce_fp8_split): warp 0 only issues
+// the TMA copies (Q stages, K/V tiles), as far ahead as the rings allow, and warps 1-3 convert Q
+// and transpose V (with the ldmatrix transpose; the lag of kFp8TuneDeepTranspose does not apply).
+// With one producer sequence, the copies of KV tile u + 1 waited behind the transpose of tile
+// u - lag and the landing of its V, so at D 256 (two stages, lag 1) the loads ran one TMA latency
+// plus one transpose per item; split, the K copies wait only for the consumers to free a stage.
+inline constexpr int kFp8TuneLoaderWarp = 4096;
+// The ldmatrix transpose issues the loads of two units before their stores (two ldmatrix in flight
+// per warp), not one unit at a time.
+inline constexpr int kFp8TuneTransposeBatch2 = 8192;
+// Warps that transpose V and convert Q (arrivals on v_empty, vt_full, q_full, q_stage_empty).
+constexpr int fp8_transpose_warps(int tuning) {
+  return (tuning & kFp8TuneLoaderWarp) ? 3 : 4;
+}
 // The previous dispatch's variant: the exact softmax, early S, the rescale skip.
 inline constexpr int kFp8ExactTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale;
 inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
@@ -49,6 +63,11 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
     kFp8DefaultTuning | kFp8TuneNoTurns,
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
+    // Not yet run on a GPU (written for the next session's first call): the split producer, and
+    // the batched transpose with and without it.
+    kFp8DefaultTuning | kFp8TuneLoaderWarp,
+    kFp8DefaultTuning | kFp8TuneLoaderWarp | kFp8TuneTransposeBatch2,
+    kFp8DefaultTuning | kFp8TuneTransposeBatch2,
 };
 
 }  // namespace pagedattn::kernels::attention::v3
