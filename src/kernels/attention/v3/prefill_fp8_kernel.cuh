@@ -23,10 +23,11 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
                                 const __grid_constant__ CUtensorMap kv_map,
                                 const PrefillFp8Args a) {
-  using S = PrefillFp8Shape<kD>;
+  constexpr int kN = fp8_kv_tile_keys(kD, kTuning);
+  using S = PrefillFp8Shape<kD, kN>;
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
   extern __shared__ uint8_t smem_raw[];
-  PrefillFp8Smem<kD>& s = *reinterpret_cast<PrefillFp8Smem<kD>*>(
+  PrefillFp8Smem<kD, kN>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     constexpr uint32_t kConsumerThreads = S::kConsumers * 128;

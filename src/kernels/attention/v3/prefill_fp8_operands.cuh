@@ -50,7 +50,7 @@ __device__ __forceinline__ void pack_p_fp8(const float (&s)[16 * kSteps],
 template <int kD>
 __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                  int tid) {
-  using S = PrefillFp8Shape<kD>;
+  using S = PrefillFp8Shape<kD>;  // tiles of one Vᵀ panel (the wide tile takes the ldmatrix one)
   constexpr int kQuads = kD / 4;
   constexpr int kUnits = S::kBlockN / 16 * kQuads;
   static_assert(kUnits % 128 == 0, "whole passes of the warpgroup");
@@ -99,11 +99,12 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
 // warp hit 32 banks when lanes 16-31 store their odd column first. The 8 rows of each matrix are
 // 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
 // kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1); each issues the loads of kBatch
-// units before their stores, so that kBatch ldmatrix are in flight (1: one at a time).
-template <int kD, bool kWhole, int kWarps = 4, int kBatch = 1>
+// units before their stores, so that kBatch ldmatrix are in flight (1: one at a time). kN keys
+// per tile: groups 8 and up (keys 128..) go to the second Vᵀ panel.
+template <int kD, bool kWhole, int kWarps = 4, int kBatch = 1, int kN = PrefillShape<kD>::kBlockN>
 __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                       int tid) {
-  using S = PrefillFp8Shape<kD>;
+  using S = PrefillFp8Shape<kD, kN>;
   constexpr int kGroups = S::kBlockN / 16;
   constexpr int kUnits = kGroups * (kD / 32);
   const int lane = tid % 32, warp = tid / 32;
@@ -145,12 +146,18 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
         r[b][2] &= lo;
         r[b][3] &= hi;
       }
+      uint8_t* panel = vt;
+      uint32_t chunk = group;
+      if constexpr (kN > 128) {
+        panel += (group / 8) * S::kVtPanelBytes;
+        chunk = group % 8;
+      }
 #pragma unroll
       for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
         const uint32_t col0 = 16 * (2 * pair + m);
-        *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + first_col, group) +
+        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + first_col, chunk) +
                                      4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], first_sel);
-        *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + second_col, group) +
+        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + second_col, chunk) +
                                      4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], second_sel);
       }
     }

@@ -36,6 +36,24 @@ inline constexpr int kFp8TuneLoaderWarp = 4096;
 // The ldmatrix transpose issues the loads of two units before their stores (two ldmatrix in flight
 // per warp), not one unit at a time.
 inline constexpr int kFp8TuneTransposeBatch2 = 8192;
+// At D 128: KV tiles of 160 keys, not 128 (two stages, not three; 32-key TMA boxes, as tiles
+// straddle 128-token pages). With FP8 a 128-key tile's two products take half the bf16 kernel's
+// tensor time while each tile's fixed costs (row maxima and their shuffles, the barriers, the
+// turns, the rescale test) stay: 1.25x the keys per tile amortises them (FlashAttention-3 takes
+// 160-224 keys for FP8 at D 128, with 240 consumer registers). S is 80 registers (an N 128 and an
+// N 32 wgmma), P 20: ptxas spills 40 bytes at 216 registers (192 keys: 264 bytes, still 60 at
+// 240). No effect at D 256 (the same kernel as without the bit).
+inline constexpr int kFp8TuneWideKv = 16384;
+inline constexpr int kFp8WideKvKeys = 160;
+constexpr int fp8_kv_tile_keys(int d, int tuning) {
+  return d == 128 ? ((tuning & kFp8TuneWideKv) ? kFp8WideKvKeys : 128) : 64;
+}
+// Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
+// divides it (the whole tile at 64 or 128; 32 at 160, 64 at 192), so that with pages of a multiple
+// of 128 tokens every box lies inside one page.
+constexpr int fp8_kv_box_keys(int tile_keys) {
+  return tile_keys & -tile_keys;
+}
 // Warps that transpose V and convert Q (arrivals on v_empty, vt_full, q_full, q_stage_empty).
 constexpr int fp8_transpose_warps(int tuning) {
   return (tuning & kFp8TuneLoaderWarp) ? 3 : 4;
@@ -68,6 +86,10 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning | kFp8TuneLoaderWarp,
     kFp8DefaultTuning | kFp8TuneLoaderWarp | kFp8TuneTransposeBatch2,
     kFp8DefaultTuning | kFp8TuneTransposeBatch2,
+    // Written for this session's call B: 160-key tiles at D 128, with one producer sequence and
+    // split.
+    kFp8DefaultTuning | kFp8TuneWideKv,
+    kFp8DefaultTuning | kFp8TuneLoaderWarp | kFp8TuneWideKv,
 };
 
 }  // namespace pagedattn::kernels::attention::v3
