@@ -100,8 +100,12 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
 // 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
 // kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1); each issues the loads of kBatch
 // units before their stores, so that kBatch ldmatrix are in flight (1: one at a time). kN keys
-// per tile: groups 8 and up (keys 128..) go to the second Vᵀ panel.
-template <int kD, bool kWhole, int kWarps = 4, int kBatch = 1, int kN = PrefillShape<kD>::kBlockN>
+// per tile: groups 8 and up (keys 128..) go to the second Vᵀ panel. kStsm: one stmatrix.x4 per
+// unit in place of the four 32-bit stores: the words are those stores' (matrix 2m + s holds store
+// s of chunk 2p + m), lane 8j + r addressing the Vᵀ row that row r of matrix j goes to (the rows
+// of a matrix are 8 swizzled chunks: conflict-free).
+template <int kD, bool kWhole, int kWarps = 4, int kBatch = 1, int kN = PrefillShape<kD>::kBlockN,
+          bool kStsm = false>
 __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                       int tid) {
   using S = PrefillFp8Shape<kD, kN>;
@@ -117,6 +121,11 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
   const uint32_t first_sel = odd_first ? 0x7531u : 0x6420u;
   const uint32_t second_sel = odd_first ? 0x6420u : 0x7531u;
   const uint32_t first_col = 2 * g + odd_first, second_col = 2 * g + 1 - odd_first;
+  // kStsm: the Vᵀ row (less 32 pair) of row r = lane % 8 of matrix j = lane / 8: that of store
+  // j % 2 of chunk 2 pair + j / 2 by the lanes 4r..4r+3 holding it.
+  const uint32_t stsm_r = lane % 8, stsm_odd = stsm_r / 4;
+  const uint32_t stsm_col =
+      16 * (lane / 16) + 2 * stsm_r + ((lane / 8) % 2 == 0 ? stsm_odd : 1 - stsm_odd);
 #pragma unroll 1
   for (int unit0 = warp; unit0 < kUnits; unit0 += kWarps * kBatch) {
     uint32_t r[kBatch][4];
@@ -152,13 +161,23 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
         panel += (group / 8) * S::kVtPanelBytes;
         chunk = group % 8;
       }
+      if constexpr (kStsm) {
+        const uint32_t words[4] = {
+            __byte_perm(r[b][0], r[b][1], first_sel), __byte_perm(r[b][0], r[b][1], second_sel),
+            __byte_perm(r[b][2], r[b][3], first_sel), __byte_perm(r[b][2], r[b][3], second_sel)};
+        device::stmatrix_x4(words, device::smem_addr(panel + device::swizzle128_offset(
+                                                                 32 * pair + stsm_col, chunk)));
+      } else {
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
-        const uint32_t col0 = 16 * (2 * pair + m);
-        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + first_col, chunk) +
-                                     4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], first_sel);
-        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + second_col, chunk) +
-                                     4 * t) = __byte_perm(r[b][2 * m], r[b][2 * m + 1], second_sel);
+        for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
+          const uint32_t col0 = 16 * (2 * pair + m);
+          *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + first_col, chunk) +
+                                       4 * t) =
+              __byte_perm(r[b][2 * m], r[b][2 * m + 1], first_sel);
+          *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + second_col, chunk) +
+                                       4 * t) =
+              __byte_perm(r[b][2 * m], r[b][2 * m + 1], second_sel);
+        }
       }
     }
   }
