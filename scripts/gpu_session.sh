@@ -28,8 +28,8 @@ sanitize() {
   local report=$OUT/compute_sanitizer.txt deadline=$((SECONDS + ${SANITIZE_DEADLINE:-200}))
   local cs
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  local tests_filter=${SANITIZE_TESTS:-'*CacheWrite*:*MergeStates*:DevicePrimitives*:PagedAttentionKernel.*:*FlashAttnFeatures.*:FlashAttnSplitKV.*:FlashAttnCascade.*:FlashAttnGraph.*:*FlashInferFeatures.*:FlashInferCascade.*:FlashInferGraph.*:FlashInferDeterminism.*:DecodeKernel.*:PagedAttentionV3.*-*LongContext*'}
-  local race_filter=${SANITIZE_RACE_TESTS:-'*MergeStates*:PagedAttentionKernel.SplitKv:PagedAttentionKernel.Fp8Caches:FlashAttnCascade.SharedPrefixMatchesPlainAttention:DecodeKernel.*:PagedAttentionV3.*'}
+  local tests_filter=${SANITIZE_TESTS:-'*CacheWrite*:*MergeStates*:DevicePrimitives*:PagedAttentionKernel.*:*FlashAttnFeatures.*:FlashAttnSplitKV.*:FlashAttnCascade.*:FlashAttnGraph.*:*FlashInferFeatures.*:FlashInferCascade.*:FlashInferGraph.*:FlashInferDeterminism.*:DecodeKernel.*:PagedAttentionV3*-*LongContext*'}
+  local race_filter=${SANITIZE_RACE_TESTS:-'*MergeStates*:PagedAttentionKernel.SplitKv:PagedAttentionKernel.Fp8Caches:FlashAttnCascade.SharedPrefixMatchesPlainAttention:DecodeKernel.*:PagedAttentionV3*'}
   local cases=${SANITIZE_CASES:-"small_decode mixed_small_softcap mixed_medium_fp8 cascade_shared_prefix"}
   local backends=${SANITIZE_BACKENDS:-"flash_attn flashinfer"}
   one() {  # one <tool> <label> <command...>: appends a line to $lines and the details to $details
@@ -56,14 +56,23 @@ sanitize() {
       grep -E '^\[  (PASSED|FAILED) | (PASS|FAIL)$' "$log" | tail -n 5; } >>"$details"
     rm -f "$log"
   }
-  local tool
+  # The GPU tests under each tool run in SANITIZE_SHARDS gtest shards side by side (a tool slows a
+  # kernel 10-100x; one process over the list ran out of time), each shard its own line.
+  local tool shards=${SANITIZE_SHARDS:-3} i
+  rm -f /tmp/cs_*.lines /tmp/cs_*.details
   for tool in memcheck initcheck synccheck racecheck; do
+    filter=$tests_filter
+    [[ $tool == racecheck ]] && filter=$race_filter
+    for ((i = 0; i < shards; ++i)); do
+      (
+        lines=/tmp/cs_${tool}_$i.lines details=/tmp/cs_${tool}_$i.details
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+          one "$tool" "gpu tests shard $((i + 1))/$shards" "$STAGE/bin/pagedattn_gpu_tests" \
+          --gtest_filter="$filter"
+      ) &
+    done
     (
-      lines=/tmp/cs_$tool.lines details=/tmp/cs_$tool.details
-      : >"$lines"; : >"$details"
-      filter=$tests_filter
-      [[ $tool == racecheck ]] && filter=$race_filter
-      one "$tool" "gpu tests" "$STAGE/bin/pagedattn_gpu_tests" --gtest_filter="$filter"
+      lines=/tmp/cs_${tool}_check.lines details=/tmp/cs_${tool}_check.details
       for backend in $backends; do
         for name in $cases; do
           [[ -f "$STAGE/cases/$name.json" ]] || continue
@@ -76,8 +85,8 @@ sanitize() {
   wait
   : >"$report"
   for tool in memcheck initcheck synccheck racecheck; do
-    cat "/tmp/cs_$tool.lines" >>"$OUT/summary_tests.txt"
-    cat "/tmp/cs_$tool.details" >>"$report"
+    cat /tmp/cs_"$tool"_*.lines >>"$OUT/summary_tests.txt"
+    cat /tmp/cs_"$tool"_*.details >>"$report"
   done
   local failed
   failed=$(cat /tmp/cs_*.lines | grep -c 'FAILED')

@@ -40,12 +40,15 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
 // Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
 // parameters the dispatch accepts.
 inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps>
-Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
+template <kernels::detail::V3Grid kGrid>
+Status launch_v3_with(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
-  return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps});
+  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, stream, kGrid);
+}
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps>
+Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
+  return launch_v3_with<kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps}>(params, stream);
 }
 // One CTA per work tile: the first v3 kernel's grid.
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
@@ -53,6 +56,18 @@ inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
 // Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
 inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
+// GQA packing (V3Grid::pack_gqa; the dispatch does not pick it): the persistent grid, three
+// persistent CTAs, one CTA per work tile; and with the consumers without rows skipping.
+inline constexpr auto launch_v3_packed = &launch_v3_with<kernels::detail::V3Grid{.pack_gqa = true}>;
+inline constexpr auto launch_v3_packed_three_ctas =
+    &launch_v3_with<kernels::detail::V3Grid{.max_ctas = 3, .pack_gqa = true}>;
+inline constexpr auto launch_v3_packed_tile_per_cta =
+    &launch_v3_with<kernels::detail::V3Grid{.persistent = false, .pack_gqa = true}>;
+inline constexpr auto launch_v3_packed_skipping =
+    &launch_v3_with<kernels::detail::V3Grid{.pack_gqa = true, .skip_idle_consumers = true}>;
+inline constexpr auto launch_v3_packed_skipping_three_ctas =
+    &launch_v3_with<kernels::detail::V3Grid{
+        .max_ctas = 3, .pack_gqa = true, .skip_idle_consumers = true}>;
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>

@@ -50,9 +50,15 @@ int kv_tile_keys(int d) {
 bool o_stage_built(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kStagedO; });
 }
-int num_query_tiles(const PagedAttentionParams& p) {
+// Query positions per work tile: the tile's rows, or with GQA packing (V3Grid::pack_gqa) the
+// positions whose group query heads fit in them. Heads validated (check_heads).
+int tile_positions(const PagedAttentionParams& p, bool pack_gqa) {
   const int rows = query_tile_rows(p.head_size);
-  return (p.max_query_len + rows - 1) / rows;
+  return pack_gqa ? rows / (p.num_heads / p.num_kv_heads) : rows;
+}
+int num_query_tiles(const PagedAttentionParams& p, bool pack_gqa) {
+  const int positions = tile_positions(p, pack_gqa);
+  return (p.max_query_len + positions - 1) / positions;
 }
 
 // Pages the producer copies by TMA (one box per page and panel): multiples of the KV tile, or
@@ -83,7 +89,26 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-Status check_served(const PagedAttentionParams& p) {
+// What GQA packing leaves out (V3Grid::pack_gqa): the FP8 kernel, the score transforms (per-row
+// heads would need per-row ALiBi slopes; the plain kernel's registers stay as they are) and groups
+// larger than the query tile.
+Status check_packable(const PagedAttentionParams& p) {
+  if (p.cache_dtype == DType::kFP8E4M3 || attention::soft_cap_applies(p.softcap) ||
+      p.alibi_slopes != nullptr) {
+    return unsupported(
+        "GQA packing with an fp8_e4m3 cache, a soft cap or ALiBi (packed: bf16 "
+        "cache, masks, windows, sinks, split-KV)");
+  }
+  const int group = p.num_heads / p.num_kv_heads, rows = query_tile_rows(p.head_size);
+  if (group > rows) {
+    return unsupported("GQA packing of " + str(group) + " query heads per KV head (allowed: at " +
+                       "most " + str(rows) + ", the query tile's rows at head_size " +
+                       str(p.head_size) + ")");
+  }
+  return ok_status();
+}
+
+Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
   if (!prefill_head_size_built(p.head_size)) {
     return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
   }
@@ -115,14 +140,19 @@ Status check_served(const PagedAttentionParams& p) {
   if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
     return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
   }
-  if (p.num_kv_heads > 0 && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
+  const bool heads_ok =
+      p.num_kv_heads > 0 && p.num_heads >= p.num_kv_heads && p.num_heads % p.num_kv_heads == 0;
+  if (heads_ok && pack_gqa) PAGEDATTN_RETURN_IF_ERROR(check_packable(p));
+  if (!pack_gqa && heads_ok && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
     return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
                        str(p.num_heads / p.num_kv_heads) +
-                       " query heads per KV head <= 16 (v2's decode tile serves it)");
+                       " query heads per KV head <= 16 (v2's decode tile serves it; v3 only with "
+                       "GQA packing)");
   }
-  const int64_t tiles =
-      int64_t{p.num_heads} * p.num_reqs * num_query_tiles(p) * std::max(1, p.max_num_splits);
-  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || tiles >= (int64_t{1} << 31)) {
+  const int64_t tiles = heads_ok ? int64_t{pack_gqa ? p.num_kv_heads : p.num_heads} * p.num_reqs *
+                                       num_query_tiles(p, pack_gqa) * std::max(1, p.max_num_splits)
+                                 : 0;
+  if (!heads_ok || tiles >= (int64_t{1} << 31)) {
     return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
                             " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
                             " and num_heads * num_reqs * query tiles * splits < 2^31");
@@ -165,13 +195,15 @@ Status map_status(CUresult r, const char* which) {
 }
 
 // Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 columns x 1 x the
-// query tile's rows.
-Status encode_q_map(const PagedAttentionParams& p, CUtensorMap* map) {
+// query tile's rows; with GQA packing 64 columns x group heads x the tile's positions (rows in
+// (position, head) order: the packed tile's).
+Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* map) {
   const uint64_t dims[3] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(p.num_heads),
                             static_cast<uint64_t>(p.num_tokens)};
   const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * 2,
                                static_cast<uint64_t>(p.q_token_stride) * 2};
-  const uint32_t box[3] = {64, 1, static_cast<uint32_t>(query_tile_rows(p.head_size))};
+  const uint32_t box[3] = {64, static_cast<uint32_t>(pack_gqa ? p.num_heads / p.num_kv_heads : 1),
+                           static_cast<uint32_t>(tile_positions(p, pack_gqa))};
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
 }
 
@@ -189,7 +221,7 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, false));
   return check_device();
 }
 
@@ -200,7 +232,7 @@ Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
                                            void* stream, V3Grid grid) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.pack_gqa));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
     return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
@@ -210,7 +242,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
 
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
-  PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, &q_map));
+  const bool pack = grid.pack_gqa;
+  PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, pack, &q_map));
   const bool fp8 = p.cache_dtype == DType::kFP8E4M3;  // its own K/V map (launch_prefill_fp8)
   if (fp8) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
@@ -229,9 +262,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.cache_head_stride = p.cache_head_stride;
   a.block_size = p.block_size;
   a.group = p.num_heads / p.num_kv_heads;
+  a.num_kv_heads = p.num_kv_heads;
+  a.packed_positions = pack ? tile_positions(p, true) : 0;
+  a.skip_idle = pack && grid.skip_idle_consumers;
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
-  a.num_q_tiles = num_query_tiles(p);
+  a.num_q_tiles = num_query_tiles(p, pack);
   // Split-KV: partials (f32) for the combine, which adds the sinks once.
   const bool split = p.max_num_splits > 1;
   a.max_splits = split ? p.max_num_splits : 1;
@@ -240,7 +276,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.split_lse = p.split_lse;
   a.num_tokens = static_cast<int>(p.num_tokens);
   // Staged O writes 16-byte row segments: where PrefillSmem has the stage and the rows allow.
-  const bool staged_o = !split && o_stage_built(p.head_size) && aligned(p.out, 16) &&
+  // Packed tiles store from the accumulators (a staged row is one head's).
+  const bool staged_o = !split && !pack && o_stage_built(p.head_size) && aligned(p.out, 16) &&
                         p.out_token_stride % 8 == 0 && p.out_head_stride % 8 == 0;
   a.staged_o = staged_o;
   // Score units (ScoreRule): raw scores, or tanh(x * scale / cap) with a soft cap; the softmax
@@ -261,7 +298,8 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.lse = p.lse;
   a.lse_head_stride = p.lse_head_stride;
 
-  const int tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
+  const int tiles =
+      (pack ? a.num_kv_heads : a.num_heads) * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
   int ctas = tiles;
   if (grid.persistent) {
     int device = 0, sms = 0;

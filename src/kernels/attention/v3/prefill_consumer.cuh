@@ -81,7 +81,7 @@ struct IssueTurns {
 
 // A consumer's rows of one work tile.
 struct TileRows {
-  int row;  // this thread's row g within the request
+  ThreadRows at;  // this thread's rows g and g + 8 (unpacked: at.pos[0] is row g's position)
   // Keys in [unmasked_lo, unmasked_hi] are visible to every row of the warpgroup.
   int unmasked_lo;
   int unmasked_hi;
@@ -95,9 +95,14 @@ struct TileRows {
 // fixed at compile time (the dispatch's tuning of the second session, measured +3 % on 16 x 512
 // over the same bits read at run time); a bridge that issued the next tile's S_0 before the store
 // was measured 2-4 % slower on short requests and is gone.
-template <int kD, bool kTransform>
+// kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
+// from the accumulators). kSkipIdle (packed only, PrefillArgs::skip_idle): a kernel of its own, as
+// the flag read at run time cost the packed kernels spills (D 64 and 256, ptxas -v).
+template <int kD, bool kTransform, bool kPacked, bool kSkipIdle = false>
 struct Consumer {
   using S = PrefillShape<kD>;
+  static_assert(!(kTransform && kPacked), "the GQA-packed kernel has no score transforms");
+  static_assert(kPacked || !kSkipIdle, "only packed tiles have consumers without rows");
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
@@ -108,9 +113,18 @@ struct Consumer {
   float alpha[2];
   uint32_t p[S::kKeySteps][4];
   RowState st;
+  bool idle = false;  // kSkipIdle: this tile gives the warpgroup no row
+
+  // No products, softmax or store for this tile: the waits, releases and turns only (they keep
+  // the ring's phases and the turn order).
+  __device__ __forceinline__ bool skips() const {
+    if constexpr (kSkipIdle) return idle;
+    return false;
+  }
 
   __device__ __forceinline__ TileRows rows_of(const PrefillTile& w) const {
     const int tid = threadIdx.x % 128;
+    if constexpr (kPacked) return packed_rows_of(w, tid);
     const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;  // of the warpgroup
     const int ctx = w.k_len - w.q_len;
     // Both ends of the visible range grow with the row: the first row has the lowest end, the
@@ -121,9 +135,25 @@ struct Consumer {
         slope = a.score.alibi_slopes[w.head] * a.score.slope_factor;
       }
     }
-    return {first_row + 16 * (tid / 32) + (tid % 32) / 4,
+    return {unpacked_rows(w, first_row + 16 * (tid / 32) + (tid % 32) / 4),
             visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
             visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
+  }
+  // The thread's rows at their use: unpacked, formed again from row g, so that only it stays live
+  // through the tile (a TileRows::at kept whole spilled at D 256, ptxas -v).
+  __device__ __forceinline__ ThreadRows rows_at(const PrefillTile& w, const TileRows& r) const {
+    if constexpr (kPacked) return r.at;
+    return unpacked_rows(w, r.at.pos[0]);
+  }
+  // Packed: the warpgroup's rows span the positions of its first and last tile rows (the last
+  // that holds a position: kBlockM need not be a multiple of the group).
+  __device__ __forceinline__ TileRows packed_rows_of(const PrefillTile& w, int tid) const {
+    const int first = turns.consumer * S::kRowsPerConsumer;  // tile row of the warpgroup
+    const int last = min(first + S::kRowsPerConsumer, a.packed_positions * a.group) - 1;
+    const int ctx = w.k_len - w.q_len;
+    return {packed_rows(a, w, first + 16 * (tid / 32) + (tid % 32) / 4),
+            visible_keys(a.mask, w.k_len, w.q0 + last / a.group + ctx).lo,
+            visible_keys(a.mask, w.k_len, w.q0 + first / a.group + ctx).hi, 0.0f};
   }
   __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
   __device__ __forceinline__ uint32_t parity(int u) const {
@@ -171,44 +201,51 @@ struct Consumer {
   __device__ __forceinline__ void store(const PrefillTile& w, const TileRows& r,
                                         const RowState& rows) {
     if (a.max_splits > 1) {
-      store_split_rows<kD>(o, rows, a, w, r.row);
+      store_split_rows<kD>(o, rows, a, w, rows_at(w, r));
       return;
     }
-    if constexpr (S::kStagedO) {
+    if constexpr (S::kStagedO && !kPacked) {
       if (a.staged_o) {
-        store_rows_staged<kD>(o, rows, a, w, r.row, w.q0 + turns.consumer * S::kRowsPerConsumer,
-                              s.o[turns.consumer], 1 + S::kConsumers + turns.consumer);
+        store_rows_staged<kD>(o, rows, a, w, r.at.pos[0],
+                              w.q0 + turns.consumer * S::kRowsPerConsumer, s.o[turns.consumer],
+                              1 + S::kConsumers + turns.consumer);
         return;
       }
     }
-    store_rows<kD>(o, rows, a, w, r.row);
+    store_rows<kD>(o, rows, a, w, rows_at(w, r));
   }
   // S of the tile's KV tile i to P (transforms, mask on boundary tiles, softmax); true when O
   // needs the rescale.
   __device__ __forceinline__ bool scores_to_p(const PrefillTile& w, const TileRows& r, int i) {
     const int key0 = (w.kv_tile0 + i) * S::kBlockN;
     if constexpr (kTransform) {
-      transform_scores(sc, a.score, r.slope, r.row + w.k_len - w.q_len, key0);
+      transform_scores(sc, a.score, r.slope, r.at.pos[0] + w.k_len - w.q_len, key0);
     }
     if (key0 < r.unmasked_lo || key0 + S::kBlockN - 1 > r.unmasked_hi) {
-      mask_tile(sc, a, w, r.row, key0);
+      mask_tile(sc, a, w, rows_at(w, r), key0);
     }
     return softmax_tile(sc, st, a.scale_log2, kRescaleThreshold, alpha);
   }
 
   // A tile's S_0.
   __device__ __forceinline__ void first_step(const PrefillTile& w, const TileRows& r) {
+    if constexpr (kSkipIdle) {  // rows hold increasing positions: the first has the lowest
+      idle = packed_position(a, w, turns.consumer * S::kRowsPerConsumer) >= w.q_len;
+    }
     zero_o();
     wait_q(tile_count);
     wait_k(use);
     turns.begin();
-    device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
+    if (!skips()) {
+      device::wgmma_fence();
+      issue_scores<kD>(sc, q_base(tile_count), k_at(use));
+    }
     turns.end(false);
-    wait_all();
+    if (!skips()) wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(use)]);
     if (w.num_kv_tiles == 1) release_q(tile_count);
     st = RowState{};
+    if (skips()) return;
     scores_to_p(w, r, 0);
     pack_p(sc, p);  // O is still zero: nothing to rescale
   }
@@ -219,6 +256,13 @@ struct Consumer {
     wait_k(k);
     wait_v(v);
     turns.begin();
+    if (skips()) {
+      turns.end(false);
+      device::mbarrier_arrive(&s.k_empty[stage(k)]);
+      if (i == w.num_kv_tiles - 1) release_q(tile_count);
+      device::mbarrier_arrive(&s.v_empty[stage(v)]);
+      return;
+    }
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base(tile_count), k_at(k));
     issue_pv<kD>(o, p, v_at(v));
@@ -240,36 +284,38 @@ struct Consumer {
     const int v = use + w.num_kv_tiles - 1;
     wait_v(v);
     turns.begin();
-    device::wgmma_fence();
-    issue_pv<kD>(o, p, v_at(v));
+    if (!skips()) {
+      device::wgmma_fence();
+      issue_pv<kD>(o, p, v_at(v));
+    }
     turns.end(last_tile);
-    wait_all();
+    if (!skips()) wait_all();
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    store(w, r, st);
+    if (!skips()) store(w, r, st);
     use += w.num_kv_tiles;
     ++tile_count;
   }
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD, bool kTransform>
+template <int kD, bool kTransform, bool kPacked, bool kSkipIdle>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
   using S = PrefillShape<kD>;
-  Consumer<kD, kTransform> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  Consumer<kD, kTransform, kPacked, kSkipIdle> c{a, s, IssueTurns{consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
-    store_empty_split(a, e, e.q0 + consumer * S::kRowsPerConsumer);
+    store_empty_split<kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a, w, empty_split)) return;
+  if (!walk.find<kD, kPacked>(a, w, empty_split)) return;
   c.turns.start();
   TileRows r = c.rows_of(w);
   c.first_step(w, r);
   for (;;) {
     for (int i = 1; i < w.num_kv_tiles; ++i) c.middle_step(w, r, i);
     walk.advance();
-    if (!walk.find<kD>(a, next, empty_split)) {
+    if (!walk.find<kD, kPacked>(a, next, empty_split)) {
       c.last_step(w, r, true);
       return;
     }

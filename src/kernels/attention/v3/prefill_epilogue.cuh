@@ -13,6 +13,7 @@
 #include "device/mma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
+#include "kernels/attention/v3/prefill_rows.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_softmax.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
@@ -40,49 +41,51 @@ __device__ __forceinline__ RowEnd end_row(float m, float l, const PrefillArgs& a
   return {keep / total, (top + log2f(total)) * 0.6931471805599453f};
 }
 
-// Normalises this thread's two rows (row and row + 8) when they belong to the request and hands
-// them on: pair(token, col, x, y) for columns col, col + 1 below kD (at D 96 the chunk's columns
-// 96..127 are not the output's), lse(token, value) once per row.
+// Normalises this thread's two rows (prefill_rows.cuh) when they belong to the request and hands
+// them on: pair(token, head, col, x, y) for columns col, col + 1 below kD (at D 96 the chunk's
+// columns 96..127 are not the output's), lse(token, head, value) once per row.
 template <int kD, int kChunks, int kRegs, typename Pair, typename Lse>
 __device__ __forceinline__ void normalised_rows(const float (&o)[kChunks][kRegs],
                                                 const RowState& st, const PrefillArgs& a,
-                                                const PrefillTile& w, int row, Pair pair, Lse lse) {
+                                                const PrefillTile& w, const ThreadRows& rows,
+                                                Pair pair, Lse lse) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float l = st.l[h];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int r = row + 8 * h;
+    const int r = rows.pos[h];
     if (r >= w.q_len) continue;
     const int64_t token = w.q_start + r;
-    const RowEnd end = end_row(st.m[h], l, a, w.head);
+    const int head = rows.head[h];
+    const RowEnd end = end_row(st.m[h], l, a, head);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
 #pragma unroll
       for (int j = 0; j < kRegs / 4; ++j) {
         const int col = c * 2 * kRegs + 8 * j + 2 * t;
         if (col - 2 * t >= kD) break;
-        pair(token, col, o[c][4 * j + 2 * h] * end.inv, o[c][4 * j + 2 * h + 1] * end.inv);
+        pair(token, head, col, o[c][4 * j + 2 * h] * end.inv, o[c][4 * j + 2 * h + 1] * end.inv);
       }
     }
-    if (t == 0) lse(token, end.lse);
+    if (t == 0) lse(token, head, end.lse);
   }
 }
 
 // The output (bf16 pairs, 4-byte stores) and LSE of this thread's rows.
 template <int kD, int kChunks, int kRegs>
 __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], const RowState& st,
-                                           const PrefillArgs& a, const PrefillTile& w, int row) {
-  uint16_t* head = a.out + w.head * a.out_head_stride;
+                                           const PrefillArgs& a, const PrefillTile& w,
+                                           const ThreadRows& rows) {
   normalised_rows<kD>(
-      o, st, a, w, row,
-      [&](int64_t token, int col, float x, float y) {
-        *reinterpret_cast<uint32_t*>(head + token * a.out_token_stride + col) =
-            device::pack_float2<__nv_bfloat16>(x, y);
+      o, st, a, w, rows,
+      [&](int64_t token, int head, int col, float x, float y) {
+        *reinterpret_cast<uint32_t*>(a.out + head * a.out_head_stride + token * a.out_token_stride +
+                                     col) = device::pack_float2<__nv_bfloat16>(x, y);
       },
-      [&](int64_t token, float lse) {
-        if (a.lse != nullptr) a.lse[w.head * a.lse_head_stride + token] = lse;
+      [&](int64_t token, int head, float lse) {
+        if (a.lse != nullptr) a.lse[head * a.lse_head_stride + token] = lse;
       });
 }
 
@@ -91,25 +94,40 @@ __device__ __forceinline__ void store_rows(const float (&o)[kChunks][kRegs], con
 template <int kD, int kChunks, int kRegs>
 __device__ __forceinline__ void store_split_rows(const float (&o)[kChunks][kRegs],
                                                  const RowState& st, const PrefillArgs& a,
-                                                 const PrefillTile& w, int row) {
+                                                 const PrefillTile& w, const ThreadRows& rows) {
   const int64_t token_stride = int64_t{a.num_heads} * kD;
-  float* head = a.split_out + int64_t{w.split} * a.num_tokens * token_stride + w.head * kD;
-  float* lse_row = a.split_lse + (int64_t{w.split} * a.num_heads + w.head) * a.num_tokens;
+  float* split = a.split_out + int64_t{w.split} * a.num_tokens * token_stride;
   normalised_rows<kD>(
-      o, st, a, w, row,
-      [&](int64_t token, int col, float x, float y) {
-        *reinterpret_cast<float2*>(head + token * token_stride + col) = make_float2(x, y);
+      o, st, a, w, rows,
+      [&](int64_t token, int head, int col, float x, float y) {
+        *reinterpret_cast<float2*>(split + token * token_stride + head * kD + col) =
+            make_float2(x, y);
       },
-      [&](int64_t token, float lse) { lse_row[token] = lse; });
+      [&](int64_t token, int head, float lse) {
+        a.split_lse[(int64_t{w.split} * a.num_heads + head) * a.num_tokens + token] = lse;
+      });
 }
 
-// An empty split's partial for the 64 rows from first_row: LSE -inf (the combine skips its output).
-__device__ __forceinline__ void store_empty_split(const PrefillArgs& a, const PrefillTile& w,
-                                                  int first_row) {
-  const int r = first_row + static_cast<int>(threadIdx.x % 128);
-  if (threadIdx.x % 128 < 64 && r < w.q_len) {
-    a.split_lse[(int64_t{w.split} * a.num_heads + w.head) * a.num_tokens + w.q_start + r] =
+// An empty split's partial for one row (position pos within the request, query head `head`): LSE
+// -inf (the combine skips its output).
+__device__ __forceinline__ void store_empty_split_row(const PrefillArgs& a, const PrefillTile& w,
+                                                      int pos, int head) {
+  if (pos < w.q_len) {
+    a.split_lse[(int64_t{w.split} * a.num_heads + head) * a.num_tokens + w.q_start + pos] =
         -INFINITY;
+  }
+}
+
+// The same for a consumer's 64 rows (its warpgroup's first tile row: first_tile_row).
+template <bool kPacked>
+__device__ __forceinline__ void store_empty_split(const PrefillArgs& a, const PrefillTile& w,
+                                                  int first_tile_row) {
+  const int r = first_tile_row + static_cast<int>(threadIdx.x % 128);
+  if (threadIdx.x % 128 >= 64) return;
+  if constexpr (kPacked) {
+    store_empty_split_row(a, w, packed_position(a, w, r), w.head + r % a.group);
+  } else {
+    store_empty_split_row(a, w, w.q0 + r, w.head);
   }
 }
 

@@ -17,13 +17,16 @@
 namespace pagedattn::kernels::attention::v3 {
 
 // kTransform: the scores pass through the soft cap and ALiBi (PrefillArgs::score), a kernel of
-// its own so that the plain one keeps its registers and instructions.
-template <int kD, bool kTransform>
+// its own so that the plain one keeps its registers and instructions. kPacked: GQA-packed work
+// tiles (PrefillArgs::packed_positions, prefill_rows.cuh), a kernel of its own for the same reason;
+// kSkipIdle: packed, with consumers that have no row skipping their products (skip_idle).
+template <int kD, bool kTransform, bool kPacked = false, bool kSkipIdle = false>
 __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
   using S = PrefillShape<kD>;
-  const int total_tiles = a.num_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
+  const int tile_heads = kPacked ? a.num_kv_heads : a.num_heads;
+  const int total_tiles = tile_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
   extern __shared__ uint8_t smem_raw[];
   PrefillSmem<kD>& s = *reinterpret_cast<PrefillSmem<kD>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -44,10 +47,12 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    if (threadIdx.x / 32 < a.box_warps) produce<kD>(&q_map, &kv_map, a, total_tiles, s);
+    if (threadIdx.x / 32 < a.box_warps) {
+      produce<kD, kPacked>(&q_map, &kv_map, a, total_tiles, s);
+    }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume<kD, kTransform>(a, total_tiles, s, warpgroup - 1);
+    consume<kD, kTransform, kPacked, kSkipIdle>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

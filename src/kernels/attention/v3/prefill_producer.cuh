@@ -90,14 +90,17 @@ __device__ __forceinline__ int tile_page_id(const PrefillArgs& a, const PrefillT
 }
 
 // Q of one work tile: its panels into buffer tile_count % kQStages, once the consumers are done
-// with the tile that used that buffer before.
-template <int kD>
+// with the tile that used that buffer before. Packed (kPacked): the map's boxes are group heads x
+// packed_positions tokens (tile rows in (position, head) order), so the same coordinates load the
+// KV head's query heads; the rows past them keep what the buffer held (never stored).
+template <int kD, bool kPacked>
 __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillArgs& a,
                                        const PrefillTile& w, PrefillSmem<kD>& s, int tile_count) {
   using S = PrefillShape<kD>;
   const int slot = tile_count % S::kQStages;
   device::mbarrier_wait(&s.q_empty[slot], ((tile_count / S::kQStages) & 1) ^ 1);
-  device::mbarrier_arrive_expect_tx(&s.q_full[slot], S::kQTileBytes);
+  const int bytes = kPacked ? S::kPanels * a.packed_positions * a.group * 128 : S::kQTileBytes;
+  device::mbarrier_arrive_expect_tx(&s.q_full[slot], bytes);
   for (int panel = 0; panel < S::kPanels; ++panel) {
     const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
     device::tma_load<3>(s.q[slot] + panel * S::kQPanelBytes, q_map, c, &s.q_full[slot]);
@@ -105,7 +108,7 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillAr
 }
 
 // Run by the first a.box_warps warps of the producer warpgroup.
-template <int kD>
+template <int kD, bool kPacked>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillShape<kD>;
@@ -114,8 +117,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   TileWalk walk{total_tiles};
   PrefillTile w;
   int use = 0;  // of the ring, across work tiles
-  for (int tile_count = 0; walk.find<kD>(a, w); walk.advance(), ++tile_count) {
-    if (warp == 0 && leader) load_q<kD>(q_map, a, w, s, tile_count);
+  for (int tile_count = 0; walk.find<kD, kPacked>(a, w); walk.advance(), ++tile_count) {
+    if (warp == 0 && leader) load_q<kD, kPacked>(q_map, a, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
     const bool small_pages = a.block_size < S::kBlockN;
     const int first_key = w.kv_tile0 * S::kBlockN;

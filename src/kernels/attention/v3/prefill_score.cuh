@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/attention/mask.h"
+#include "kernels/attention/v3/prefill_rows.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
@@ -66,14 +67,14 @@ __device__ __forceinline__ void transform_scores(float (&s)[kRegs], const ScoreR
 }
 
 // Keys a row does not see (mask.h: past k_len, causally past its position, outside its window)
-// score -inf: a select, so NaN in unused page slots cannot leak. `row` is row g within the request.
+// score -inf: a select, so NaN in unused page slots cannot leak. `rows`: the thread's two rows.
 template <int kRegs>
 __device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& a,
-                                          const PrefillTile& w, int row, int key0) {
+                                          const PrefillTile& w, const ThreadRows& rows, int key0) {
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, row + 8 * h + w.k_len - w.q_len);
+    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, rows.pos[h] + w.k_len - w.q_len);
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
 #pragma unroll
@@ -83,6 +84,12 @@ __device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& 
       }
     }
   }
+}
+// An unpacked tile's rows: `row` is row g within the request.
+template <int kRegs>
+__device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& a,
+                                          const PrefillTile& w, int row, int key0) {
+  mask_tile(s, a, w, unpacked_rows(w, row), key0);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

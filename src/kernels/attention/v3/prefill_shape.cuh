@@ -121,7 +121,16 @@ struct PrefillArgs {
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
-  // Work tiles (query head, request, query tile of kBlockM rows), numbered head fastest and query
+  // GQA packing (the kPacked kernel, V3Grid::pack_gqa): a work tile is the `group` query heads of
+  // one KV head over packed_positions query positions, tile row r = position r / group, head
+  // r % group of the KV head's group (one Q box of group x packed_positions rows per panel), so
+  // K/V are read once per KV head. 0: unpacked (a tile is one head's kBlockM positions).
+  int num_kv_heads;
+  int packed_positions;  // kBlockM / group when packed
+  bool skip_idle;        // packed: consumers without rows skip their products (V3Grid; the
+                         // kSkipIdle kernel)
+  // Work tiles (query head, request, query tile of kBlockM rows; packed: KV head, request, tile of
+  // packed_positions positions), numbered head fastest and query
   // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
   // gridDim.x, ... (one each when the grid has a CTA per tile).
   int num_heads;

@@ -14,16 +14,17 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// One work tile: one request, one query head, kBlockM query rows, one split of its KV tiles.
+// One work tile: one request, one query head, kBlockM query rows, one split of its KV tiles
+// (packed: the KV head's query heads over packed_positions positions).
 struct PrefillTile {
   int req;
-  int head;
+  int head;   // packed: the KV head's first query head
   int split;  // 0 without split-KV
   int kv_head;
   int q_start;  // the request's first token in the packed batch
   int q_len;
   int k_len;
-  int q0;            // first query row of the tile, within the request
+  int q0;            // first query row (packed: position) of the tile, within the request
   int kv_tile0;      // the first KV tile any of its rows can see (a sliding window's left side)
   int num_kv_tiles;  // KV tiles from kv_tile0 on that any of its rows can see
 };
@@ -35,8 +36,8 @@ enum class TileKind {
 };
 
 // Fills w for tile t: split t % max_splits (the splits of a query tile are neighbours: they share
-// its Q), then query head, request and query tile as above from t / max_splits.
-template <int kD>
+// its Q), then query head (packed: KV head), request and query tile as above from t / max_splits.
+template <int kD, bool kPacked = false>
 __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, PrefillTile& w) {
   using S = PrefillShape<kD>;
   w.split = 0;
@@ -44,19 +45,28 @@ __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, P
     w.split = t % a.max_splits;
     t /= a.max_splits;
   }
-  w.head = t % a.num_heads;
-  const int rest = t / a.num_heads;
+  int rest, positions;
+  if constexpr (kPacked) {
+    w.kv_head = t % a.num_kv_heads;
+    w.head = w.kv_head * a.group;
+    rest = t / a.num_kv_heads;
+    positions = a.packed_positions;
+  } else {
+    w.head = t % a.num_heads;
+    rest = t / a.num_heads;
+    w.kv_head = w.head / a.group;
+    positions = S::kBlockM;
+  }
   w.req = rest % a.num_reqs;
-  w.kv_head = w.head / a.group;
   w.q_start = a.cu_seqlens_q[w.req];
   w.q_len = a.cu_seqlens_q[w.req + 1] - w.q_start;
-  w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * S::kBlockM;
+  w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * positions;
   if (w.q0 >= w.q_len) return TileKind::kNone;
   w.k_len = a.seqused_k[w.req];
   // Both ends of a row's visible keys grow with its position (the queries are the last q_len
   // positions): the tile sees keys from its first row's lowest to its last row's highest. Every
   // row sees its own position, so the range is never empty; KV tiles outside it are never loaded.
-  const int last_row = min(w.q0 + S::kBlockM, w.q_len) - 1, ctx = w.k_len - w.q_len;
+  const int last_row = min(w.q0 + positions, w.q_len) - 1, ctx = w.k_len - w.q_len;
   const int lo = visible_keys(a.mask, w.k_len, w.q0 + ctx).lo;
   const int hi = visible_keys(a.mask, w.k_len, last_row + ctx).hi;
   w.kv_tile0 = lo / S::kBlockN;
@@ -84,7 +94,7 @@ struct IgnoreEmptySplits {
 // order under a causal mask, so a fixed order would give CTA 0 the longest tile of every round,
 // and the snake pairs each long tile with a short one. (A grid of one CTA per tile has one round.)
 struct TileWalk {
-  int total;  // num_heads * num_reqs * num_q_tiles * max_splits
+  int total;  // num_heads (packed: num_kv_heads) * num_reqs * num_q_tiles * max_splits
   int round = 0;
 
   __device__ __forceinline__ int tile() const {
@@ -93,13 +103,13 @@ struct TileWalk {
   }
   // Moves to the next tile with work, this round's included; false when none is left. Empty
   // splits on the way go to on_empty.
-  template <int kD, typename OnEmpty = IgnoreEmptySplits>
+  template <int kD, bool kPacked = false, typename OnEmpty = IgnoreEmptySplits>
   __device__ __forceinline__ bool find(const PrefillArgs& a, PrefillTile& w,
                                        OnEmpty on_empty = {}) {
     for (; round * static_cast<int>(gridDim.x) < total; ++round) {
       const int t = tile();
       if (t >= total) continue;
-      const TileKind kind = describe_tile<kD>(a, t, w);
+      const TileKind kind = describe_tile<kD, kPacked>(a, t, w);
       if (kind == TileKind::kWork) return true;
       if (kind == TileKind::kEmptySplit) on_empty(w);
     }
