@@ -50,7 +50,7 @@ __device__ __forceinline__ void pack_p_fp8(const float (&s)[16 * kSteps],
 template <int kD>
 __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                  int tid) {
-  using S = PrefillFp8Shape<kD>;  // tiles of one Vᵀ panel (the wide tile takes the ldmatrix one)
+  using S = PrefillFp8Shape<kD>;  // tiles of one Vᵀ panel (wider ones take the ldmatrix form)
   constexpr int kQuads = kD / 4;
   constexpr int kUnits = S::kBlockN / 16 * kQuads;
   static_assert(kUnits % 128 == 0, "whole passes of the warpgroup");

@@ -36,21 +36,22 @@ inline constexpr int kFp8TuneLoaderWarp = 4096;
 // The ldmatrix transpose issues the loads of two units before their stores (two ldmatrix in flight
 // per warp), not one unit at a time.
 inline constexpr int kFp8TuneTransposeBatch2 = 8192;
-// At D 128: KV tiles of 160 keys, not 128 (two stages, not three; 32-key TMA boxes, as tiles
-// straddle 128-token pages). With FP8 a 128-key tile's two products take half the bf16 kernel's
-// tensor time while each tile's fixed costs (row maxima and their shuffles, the barriers, the
-// turns, the rescale test) stay: 1.25x the keys per tile amortises them (FlashAttention-3 takes
-// 160-224 keys for FP8 at D 128, with 240 consumer registers). S is 80 registers (an N 128 and an
-// N 32 wgmma), P 20: ptxas spills 40 bytes at 216 registers (192 keys: 264 bytes, still 60 at
-// 240). No effect at D 256 (the same kernel as without the bit).
-inline constexpr int kFp8TuneWideKv = 16384;
-inline constexpr int kFp8WideKvKeys = 160;
+// At D 128: KV tiles of 160 (kFp8TuneKv160) or 192 keys (kFp8TuneKv192), not 128 (two stages,
+// not three; 32- or 64-key TMA boxes, as tiles straddle 128-token pages). With FP8 a 128-key
+// tile's two products take half the bf16 kernel's tensor time while each tile's fixed costs (row
+// maxima and their shuffles, the barriers, the turns, the rescale test) stay: 1.25x or 1.5x the
+// keys per tile amortise them (FlashAttention-3 takes 160-224 keys for FP8 at D 128, with 240
+// consumer registers). S is 80 or 96 registers (an N 128 wgmma and an N 32 or 64 one), P 20 or
+// 24; no spill at 216 registers. No effect at D 256 (the same kernel as without the bits).
+inline constexpr int kFp8TuneKv160 = 16384;
+inline constexpr int kFp8TuneKv192 = 65536;
+constexpr int fp8_kv_tile_keys(int d, int tuning) {
+  if (d != 128) return 64;
+  return (tuning & kFp8TuneKv192) ? 192 : (tuning & kFp8TuneKv160) ? 160 : 128;
+}
 // The ldmatrix transpose stores each unit by one stmatrix.x4, not four 32-bit stores (and their
 // four swizzled addresses): about a third fewer producer instructions per V tile.
 inline constexpr int kFp8TuneStmatrix = 32768;
-constexpr int fp8_kv_tile_keys(int d, int tuning) {
-  return d == 128 ? ((tuning & kFp8TuneWideKv) ? kFp8WideKvKeys : 128) : 64;
-}
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
 // divides it (the whole tile at 64 or 128; 32 at 160, 64 at 192), so that with pages of a multiple
 // of 128 tokens every box lies inside one page.
@@ -90,11 +91,14 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning | kFp8TuneLoaderWarp,
     kFp8DefaultTuning | kFp8TuneLoaderWarp | kFp8TuneTransposeBatch2,
     kFp8DefaultTuning | kFp8TuneTransposeBatch2,
-    // Written for call B: 160-key tiles at D 128, the stmatrix stores, both, and the stores with the
-    // split producer (whose three transposing warps may be what cost it 8 % at D 128).
-    kFp8DefaultTuning | kFp8TuneWideKv,
+    // Written for call B: 160- and 192-key tiles at D 128, the stmatrix stores, both, and the
+    // stores with the split producer (whose three transposing warps may be what cost it 8 % at
+    // D 128).
+    kFp8DefaultTuning | kFp8TuneKv160,
+    kFp8DefaultTuning | kFp8TuneKv192,
     kFp8DefaultTuning | kFp8TuneStmatrix,
-    kFp8DefaultTuning | kFp8TuneWideKv | kFp8TuneStmatrix,
+    kFp8DefaultTuning | kFp8TuneKv160 | kFp8TuneStmatrix,
+    kFp8DefaultTuning | kFp8TuneKv192 | kFp8TuneStmatrix,
     kFp8DefaultTuning | kFp8TuneLoaderWarp | kFp8TuneStmatrix,
 };
 
