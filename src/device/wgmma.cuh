@@ -167,24 +167,14 @@ __device__ __forceinline__ void wgmma_k16_rs(float (&d)[kRegs], const uint32_t (
 // row g, k 16 + 4t..; a[3] = row g + 8, k 16 + 4t... The accumulator layout is the 16-bit forms'.
 // Shared operands: K-major 128-byte-swizzled panels of 128 FP8 columns (the same byte layout as a
 // panel of 64 16-bit columns), a k32 step = 32 bytes.
-// SS also at N 32 (the FP8 kernel's 160-key tiles: N 128 + 32).
-#define PAGEDATTN_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define PAGEDATTN_WGMMA_D16_OPERANDS(d)                                                           \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15])
 template <int kRegs>
 __device__ __forceinline__ void wgmma_k32_e4m3_ss(float (&d)[kRegs], uint64_t desc_a,
                                                   uint64_t desc_b, bool accumulate) {
-  static_assert(kRegs == 16 || kRegs == 32 || kRegs == 64,
-                "FP8 SS wgmma wrappers take N = 32, 64 or 128");
+  static_assert(kRegs == 32 || kRegs == 64, "FP8 wgmma wrappers take N = 64 or 128");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (kRegs == 64) {
     PAGEDATTN_WGMMA_E4M3(128, PAGEDATTN_WGMMA_D64, PAGEDATTN_WGMMA_D64_OPERANDS, "%66",
                          "%64, %65, p, 1, 1", PAGEDATTN_WGMMA_E4M3_SS_INPUTS);
-  } else if constexpr (kRegs == 16) {
-    PAGEDATTN_WGMMA_E4M3(32, PAGEDATTN_WGMMA_D16, PAGEDATTN_WGMMA_D16_OPERANDS, "%18",
-                         "%16, %17, p, 1, 1", PAGEDATTN_WGMMA_E4M3_SS_INPUTS);
   } else {
     PAGEDATTN_WGMMA_E4M3(64, PAGEDATTN_WGMMA_D32, PAGEDATTN_WGMMA_D32_OPERANDS, "%34",
                          "%32, %33, p, 1, 1", PAGEDATTN_WGMMA_E4M3_SS_INPUTS);
@@ -221,8 +211,6 @@ __device__ __forceinline__ void wgmma_k32_e4m3_rs_n8(float (&d)[4], const uint32
 #undef PAGEDATTN_WGMMA_E4M3_SS_INPUTS
 #undef PAGEDATTN_WGMMA_E4M3_RS_INPUTS
 #undef PAGEDATTN_WGMMA_D4_OPERANDS
-#undef PAGEDATTN_WGMMA_D16
-#undef PAGEDATTN_WGMMA_D16_OPERANDS
 #undef PAGEDATTN_WGMMA
 #undef PAGEDATTN_WGMMA_SS_INPUTS
 #undef PAGEDATTN_WGMMA_RS_INPUTS

@@ -1,8 +1,8 @@
 // The Hopper primitives (src/device/wgmma.cuh, tma.cuh, mbarrier.cuh, warp_specialize.cuh) on an
 // sm_90 device: wgmma (N 64 and 128) in its SS and RS forms, K-major and MN-major B, bf16 and f16,
-// against mma.sync on the same inputs and a float64 product; the e4m3 forms (k32, SS also N 32)
-// against float64, with the FP8 kernel's P·V operands (P packed from accumulators, V transposed in
-// shared memory), e4m3 packing against the host encoder and exp2 on the FMA pipe against float64;
+// against mma.sync on the same inputs and a float64 product; the e4m3 forms (k32) against float64,
+// with the FP8 kernel's P·V operands (P packed from accumulators, V transposed in shared memory),
+// e4m3 packing against the host encoder and exp2 on the FMA pipe against float64;
 // TMA boxes of a paged-cache-shaped tensor (swizzle, a size-1 box dimension, zeros outside) across
 // mbarrier phases; and a warp-specialised producer/consumer ring with register reallocation. Built
 // for sm_90a only (tests/hopper.cmake).
@@ -236,9 +236,8 @@ __device__ void store_accumulator_n(const float (&d)[kRegs], int warp, int lane,
 }
 
 // A [64][128] e4m3 times B [128 n][128 k] (K-major) with four k32 steps: from shared memory (SS)
-// or with A's 8-bit register fragment (RS); one m64n128 product or two m64n64 halves, or (SS,
-// kThirds) an m64n64 and two m64n32 (the FP8 kernel's 160-key S: N 128 + 32).
-template <bool kARegisters, bool kHalves, bool kThirds = false>
+// or with A's 8-bit register fragment (RS); one m64n128 product or two m64n64 halves.
+template <bool kARegisters, bool kHalves>
 __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* out) {
   __shared__ __align__(1024) uint8_t smem[64 * 128 + 128 * 128];
   uint8_t* a_s = smem;             // one panel of 64 rows
@@ -260,10 +259,8 @@ __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* ou
       frags[kk][r] = *reinterpret_cast<const uint32_t*>(a + row * 128 + k);
     }
   }
-  float d[64], halves[2][32], quarters[2][16];
+  float d[64], halves[2][32];
   for (float& x : d) x = 1e30f;
-  for (float& x : quarters[0]) x = 1e30f;
-  for (float& x : quarters[1]) x = 1e30f;
   for (float& x : halves[0]) x = 1e30f;
   for (float& x : halves[1]) x = 1e30f;
   const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
@@ -273,12 +270,7 @@ __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* ou
     const uint64_t da = device::wgmma_desc_sw128(a_base + 32 * kk, 16, 1024);
     const uint64_t db = device::wgmma_desc_sw128(b_base + 32 * kk, 16, 1024);
     const uint64_t db_hi = device::wgmma_desc_sw128(b_base + 64 * 128 + 32 * kk, 16, 1024);
-    const uint64_t db_last = device::wgmma_desc_sw128(b_base + 96 * 128 + 32 * kk, 16, 1024);
-    if constexpr (kThirds) {
-      device::wgmma_k32_e4m3_ss(halves[0], da, db, kk > 0);
-      device::wgmma_k32_e4m3_ss(quarters[0], da, db_hi, kk > 0);
-      device::wgmma_k32_e4m3_ss(quarters[1], da, db_last, kk > 0);
-    } else if constexpr (kARegisters && kHalves) {
+    if constexpr (kARegisters && kHalves) {
       device::wgmma_k32_e4m3_rs(halves[0], frags[kk], db, kk > 0);
       device::wgmma_k32_e4m3_rs(halves[1], frags[kk], db_hi, kk > 0);
     } else if constexpr (kARegisters) {
@@ -295,13 +287,7 @@ __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* ou
   device::wgmma_fence_operands(d);
   device::wgmma_fence_operands(halves[0]);
   device::wgmma_fence_operands(halves[1]);
-  device::wgmma_fence_operands(quarters[0]);
-  device::wgmma_fence_operands(quarters[1]);
-  if constexpr (kThirds) {
-    store_accumulator_n(halves[0], warp, lane, out, 128, 0);
-    store_accumulator_n(quarters[0], warp, lane, out, 128, 64);
-    store_accumulator_n(quarters[1], warp, lane, out, 128, 96);
-  } else if constexpr (kHalves) {
+  if constexpr (kHalves) {
     store_accumulator_n(halves[0], warp, lane, out, 128, 0);
     store_accumulator_n(halves[1], warp, lane, out, 128, 64);
   } else {
@@ -327,13 +313,13 @@ int count_product_errors(const std::vector<float>& got, const std::vector<double
 
 // The tensor cores' FP8 products are exact; their sums are said to keep fewer bits than f32 (about
 // 14), so the bound is 1e-3 of the magnitude: a wrong layout or descriptor is off by O(1).
-template <bool kARegisters, bool kHalves, bool kThirds = false>
+template <bool kARegisters, bool kHalves>
 void check_wgmma_e4m3(uint32_t seed) {
   const std::vector<uint8_t> a = random_e4m3(64 * 128, seed, -3.0f, 3.0f);
   const std::vector<uint8_t> b = random_e4m3(128 * 128, seed + 100, -3.0f, 3.0f);
   DeviceArray<uint8_t> a_d(a), b_d(b);
   DeviceArray<float> out(64 * 128);
-  wgmma_e4m3_product<kARegisters, kHalves, kThirds><<<1, 128>>>(a_d.get(), b_d.get(), out.get());
+  wgmma_e4m3_product<kARegisters, kHalves><<<1, 128>>>(a_d.get(), b_d.get(), out.get());
   PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   std::vector<double> exact(64 * 128, 0.0), magnitude(64 * 128, 0.0);
   for (int m = 0; m < 64; ++m) {
@@ -347,7 +333,7 @@ void check_wgmma_e4m3(uint32_t seed) {
     }
   }
   EXPECT_EQ(count_product_errors(out.to_host(), exact, magnitude, 1e-3, "e4m3 wgmma"), 0)
-      << "registers " << kARegisters << " halves " << kHalves << " thirds " << kThirds;
+      << "registers " << kARegisters << " halves " << kHalves;
 }
 
 TEST(HopperPrimitives, WgmmaE4m3MatchesFloat64) {
@@ -356,7 +342,6 @@ TEST(HopperPrimitives, WgmmaE4m3MatchesFloat64) {
   check_wgmma_e4m3<false, true>(12);   // N 64: S at D 256
   check_wgmma_e4m3<true, false>(13);   // P·V's form
   check_wgmma_e4m3<true, true>(14);
-  check_wgmma_e4m3<false, false, true>(15);  // N 64 + 32 + 32: the 160-key tile's N 32
 }
 
 // The FP8 kernel's P·V for head size kD: V [kBlockN][kD] e4m3 in shared memory as TMA writes it

@@ -22,7 +22,7 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// The keys kKey0 .. kKey0 + kRegs * 2 - 1 of S (kRegs * 2: 32, 64 or 128) from K rows kKey0.., k32
+// The keys kKey0 .. kKey0 + kRegs * 2 - 1 of S (kRegs * 2: 64 or 128) from K rows kKey0.., k32
 // steps over the head columns (four per 128-column panel).
 template <int kD, int kN, int kKey0, int kRegs, int kAllRegs>
 __device__ __forceinline__ void issue_score_keys_fp8(float (&s)[kAllRegs], uint32_t q_base,

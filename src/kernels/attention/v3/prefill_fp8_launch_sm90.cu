@@ -20,7 +20,7 @@ Status unsupported(const std::string& what) {
 }
 
 // The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x `keys`
-// tokens (a KV tile, or a 32- or 64-key part of a 160- or 192-key one: fp8_kv_box_keys).
+// tokens (a KV tile, or a third of a 192-key one: fp8_kv_box_keys).
 Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                          int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));

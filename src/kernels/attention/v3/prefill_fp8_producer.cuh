@@ -100,7 +100,7 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
   constexpr int kBoxes = S::kBlockN / S::kBoxKeys;
   const bool token_first = a.base.kv_token_coord == 1;
   // Map coordinates per box: {column byte, token or head, head or token, plane, block}. Boxes
-  // past the request's last (a 160- or 192-key tile's, past its last page) copy that one again:
+  // past the request's last (a 192-key tile's, past its last page) copy that one again:
   // their keys are masked and zeroed like the rest past the request.
   int32_t c[kBoxes][5];
 #pragma unroll

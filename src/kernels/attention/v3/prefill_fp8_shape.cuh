@@ -4,13 +4,12 @@
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
 // scheduler (prefill_tiles.cuh) walks the same tiles; the keys per KV tile (kN) are too, except in
-// the kFp8TuneKv160 and Kv192 variants (D 128: find_fp8_tile recounts the tile's KV tiles, and TMA
-// copies 32- or 64-key boxes, each inside one page). FP8 wgmma reads both
+// the kFp8TuneKv192 variants (D 128: find_fp8_tile recounts the tile's KV tiles, and TMA copies
+// 64-key boxes, each inside one page). FP8 wgmma reads both
 // operands K-major, so V is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup
 // into a ring of its own. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per
 // 128 head columns for Q and K/V; Vᵀ: one panel of D rows of 128 bytes per 128 keys, 64 keys at
-// D 256 filling half of each, and a 160- or 192-key tile's keys from 128 on a quarter or half of
-// its second).
+// D 256 filling half of each, and a 192-key tile's keys from 128 on half of its second).
 #pragma once
 
 #include <cstddef>
@@ -21,15 +20,15 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 160 or 192 at D 128).
+// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 192 at D 128).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN % 32 == 0 && kN >= 64 && kN <= 192, "KV tiles of 64 to 192 keys");
+  static_assert(kN == 64 || kN == 128 || kN == 192, "KV tiles of 64, 128 or 192 keys");
   using Base = PrefillShape<kD>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
-  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256; 160, 192)
+  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256, or 192)
   static constexpr int kBoxKeys = fp8_kv_box_keys(kN);  // keys per TMA copy
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
@@ -45,8 +44,8 @@ struct PrefillFp8Shape {
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
-  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227), 72 or 80 KB with
-  // 160- or 192-key tiles at D 128 (two: 192 or 208 KB; three do not fit).
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227), 80 KB with
+  // 192-key tiles at D 128 (two: 208 KB; three do not fit).
   static constexpr int kStages = kD == 128 && kN == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;

@@ -36,25 +36,24 @@ inline constexpr int kFp8TuneLoaderWarp = 4096;
 // The ldmatrix transpose issues the loads of two units before their stores (two ldmatrix in flight
 // per warp), not one unit at a time.
 inline constexpr int kFp8TuneTransposeBatch2 = 8192;
-// At D 128: KV tiles of 160 (kFp8TuneKv160) or 192 keys (kFp8TuneKv192), not 128 (two stages,
-// not three; 32- or 64-key TMA boxes, as tiles straddle 128-token pages). With FP8 a 128-key
-// tile's two products take half the bf16 kernel's tensor time while each tile's fixed costs (row
-// maxima and their shuffles, the barriers, the turns, the rescale test) stay: 1.25x or 1.5x the
-// keys per tile amortise them (FlashAttention-3 takes 160-224 keys for FP8 at D 128, with 240
-// consumer registers). S is 80 or 96 registers (an N 128 wgmma and an N 32 or 64 one), P 20 or
-// 24; no spill at 216 registers. No effect at D 256 (the same kernel as without the bits).
-inline constexpr int kFp8TuneKv160 = 16384;
+// At D 128: KV tiles of 192 keys, not 128 (two stages, not three; 64-key TMA boxes, as tiles
+// straddle 128-token pages), to spread each tile's fixed costs (row maxima and their shuffles,
+// the barriers, the turns, the rescale test) over 1.5x the keys (FlashAttention-3 takes 160-224
+// keys for FP8 at D 128). S is 96 registers (an N 128 and an N 64 wgmma), P 24; no spill at 216.
+// Call B (fifth session), over the same variant with 128-key tiles: 3680 + 192 keys 721-722 /
+// 649-672 (non-causal / causal) against 698-728 / 661-697, with stmatrix 724 / 688-690 against
+// 753-758 / 718-723 (-4 %); 160 keys (an N 32 wgmma) -10 to -17 %, dropped. No effect at D 256
+// (the same kernel as without the bit).
 inline constexpr int kFp8TuneKv192 = 65536;
 constexpr int fp8_kv_tile_keys(int d, int tuning) {
-  if (d != 128) return 64;
-  return (tuning & kFp8TuneKv192) ? 192 : (tuning & kFp8TuneKv160) ? 160 : 128;
+  return d == 128 ? ((tuning & kFp8TuneKv192) ? 192 : 128) : 64;
 }
 // The ldmatrix transpose stores each unit by one stmatrix.x4, not four 32-bit stores (and their
 // four swizzled addresses): about a third fewer producer instructions per V tile.
 inline constexpr int kFp8TuneStmatrix = 32768;
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
-// divides it (the whole tile at 64 or 128; 32 at 160, 64 at 192), so that with pages of a multiple
-// of 128 tokens every box lies inside one page.
+// divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
+// tokens every box lies inside one page.
 constexpr int fp8_kv_box_keys(int tile_keys) {
   return tile_keys & -tile_keys;
 }
@@ -76,32 +75,33 @@ inline constexpr int kFp8LazyTree = kFp8TuneLazyRescale | kFp8TuneTreeReduce;
 // 3680, the fourth session's dispatch variant: what the newer bits add to.
 inline constexpr int kFp8BaseTuning =
     kFp8LazyTree | kFp8TuneTensorSums | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose;
-inline constexpr int kFp8DefaultTuning = kFp8BaseTuning;
+// 40544: 3680 with the split producer and the stmatrix stores. Call B (fifth session, TFLOP/s,
+// two rounds, 3680 in the same run): D 128 782-788 / 723-730 (non-causal / causal) against
+// 698-728 / 661-697, D 256 831-837 / 789-794 against 717-745 / 684-720. Either alone: stmatrix
+// 753-758 / 718-723 and 783-784 / 752-755; the split 681 / 634-640 and 727-738 / 683 (the split's
+// three transposing warps were short of issue slots until the stores took a quarter of them).
+inline constexpr int kFp8DefaultTuning = kFp8BaseTuning | kFp8TuneLoaderWarp | kFp8TuneStmatrix;
 
-// The built variants: the dispatch's (kFp8DefaultTuning, one of them) and those V3Fp8Bench times
-// beside it (what each piece adds or costs).
+// The built variants: the dispatch's and those V3Fp8Bench times beside it (what each piece adds or
+// costs).
 inline constexpr int kFp8BuiltTunings[] = {
+    kFp8DefaultTuning,
     kFp8BaseTuning,
     kFp8ExactTuning,
     kFp8ExactTuning | kFp8TuneLdsmTranspose,
     kFp8LazyTree | kFp8TuneDeepTranspose | kFp8TuneLdsmTranspose,
     kFp8BaseTuning | kFp8TuneNoTurns,
     kFp8BaseTuning | kFp8TuneExp2FmaQuarter,
-    // The split producer, and the batched transpose with and without it (call A of the fifth
-    // session, TFLOP/s against 3680's in the same run: D 128 causal 634 / 536 / 564 against 688,
-    // D 256 703-745 / 623-629 / 581-589 against 721-723 non-causal).
+    // The split producer alone (call A of the fifth session: D 128 causal 634 against 3680's 688,
+    // D 256 noise), the stmatrix stores alone.
     kFp8BaseTuning | kFp8TuneLoaderWarp,
-    kFp8BaseTuning | kFp8TuneLoaderWarp | kFp8TuneTransposeBatch2,
-    kFp8BaseTuning | kFp8TuneTransposeBatch2,
-    // Written for call B: 160- and 192-key tiles at D 128, the stmatrix stores, both, and the
-    // stores with the split producer (whose three transposing warps may be what cost it 8 % at
-    // D 128).
-    kFp8BaseTuning | kFp8TuneKv160,
-    kFp8BaseTuning | kFp8TuneKv192,
     kFp8BaseTuning | kFp8TuneStmatrix,
-    kFp8BaseTuning | kFp8TuneKv160 | kFp8TuneStmatrix,
-    kFp8BaseTuning | kFp8TuneKv192 | kFp8TuneStmatrix,
-    kFp8BaseTuning | kFp8TuneLoaderWarp | kFp8TuneStmatrix,
+    // Written for call C: the dispatch's with 192-key tiles, with two units' ldmatrix in flight
+    // (on 3680, with and without the split, call A measured -10 to -20 %), and with a quarter of
+    // the exponentials on the FMA pipe (on 3680 -3 to -9 %, fourth session).
+    kFp8DefaultTuning | kFp8TuneKv192,
+    kFp8DefaultTuning | kFp8TuneTransposeBatch2,
+    kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
