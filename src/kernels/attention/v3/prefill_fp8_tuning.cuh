@@ -6,11 +6,12 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// A quarter of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh; bit 2, half of
-// them, measured slower still and dropped); the exact softmax's options: O's rescale skipped by
-// warps where no row maximum grew (alpha = 1 exactly), S_i issued before waiting for Vᵀ_{i-1} (the
-// producer's transpose), P·V after; and the consumers' turns left out.
+// A quarter or an eighth of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh; half
+// of them measured slower still and was dropped); the exact softmax's options: O's rescale skipped
+// by warps where no row maximum grew (alpha = 1 exactly), S_i issued before waiting for Vᵀ_{i-1}
+// (the producer's transpose), P·V after; and the consumers' turns left out.
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
+inline constexpr int kFp8TuneExp2FmaEighth = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
 inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
@@ -97,11 +98,15 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8BaseTuning | kFp8TuneLoaderWarp,
     kFp8BaseTuning | kFp8TuneStmatrix,
     // Written for call C: the dispatch's with 192-key tiles, with two units' ldmatrix in flight
-    // (on 3680, with and without the split, call A measured -10 to -20 %), and with a quarter of
-    // the exponentials on the FMA pipe (on 3680 -3 to -9 %, fourth session).
+    // (on 3680, with and without the split, call A measured -10 to -20 %), with a quarter or an
+    // eighth of the exponentials on the FMA pipe (a quarter on 3680: -3 to -9 %, fourth session;
+    // D 128 is now within 5 % of 3680's no-transpose ceiling, so the consumers bound it), and
+    // without the turns (on 3680 -3 to -8 %).
     kFp8DefaultTuning | kFp8TuneKv192,
     kFp8DefaultTuning | kFp8TuneTransposeBatch2,
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
+    kFp8DefaultTuning | kFp8TuneExp2FmaEighth,
+    kFp8DefaultTuning | kFp8TuneNoTurns,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
