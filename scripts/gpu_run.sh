@@ -71,7 +71,7 @@ if has_stage check; then
     dump=/tmp/pagedattn_dumps/$backend/$name
     rm -rf "$dump" && mkdir -p "$dump"
     if timeout "$CHECK_TIMEOUT" "$CLI" check "$case_file" --backend "$backend" --dump "$dump" &&
-      timeout 60 "$PY" "$STAGE/tools/check_case.py" "$dump"; then
+      timeout 150 "$PY" "$STAGE/tools/check_case.py" "$dump"; then
       echo "RESULT PASS $backend $name"
     else
       echo "RESULT FAIL $backend $name"

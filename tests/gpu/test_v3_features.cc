@@ -175,17 +175,6 @@ TEST(PagedAttentionV3Features, GqaGroups) {
 }
 
 // The backends' per-launch rule picks v3 for every feature now (and the launch matches the oracle).
-Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
-  kernels::PagedAttentionParams p = params;
-  gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
-  generations.choose(p, false);
-  if (p.generation != kernels::KernelGeneration::kV3) {
-    return internal_error("the generation rule chose v2: " +
-                          kernels::paged_attention_serves(p).to_string());
-  }
-  return kernels::launch_paged_attention(p, stream);
-}
-
 TEST(PagedAttentionV3Features, BackendsChooseV3) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : v3_head_sizes_built()) {
@@ -194,7 +183,8 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
     c.logits_soft_cap = 20.0;
     c.sliding_window = SlidingWindow{64, 0};
     c.name += "_chosen";
-    expect_pass_with(c, KVCacheLayout::kNHD, &launch_as_the_backends_choose, "generation rule");
+    expect_pass_with(c, KVCacheLayout::kNHD, &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>,
+                     "generation rule");
   }
 }
 

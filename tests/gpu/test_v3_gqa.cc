@@ -4,9 +4,8 @@
 // checked): decode-shaped launches (odd query lengths 1 to 8, which the unpacked kernel refuses),
 // groups 1, 4, 7 and 8 (7: the 128-row tile holds 18 positions and two rows of none), causal and
 // not, sliding windows, sinks, split-KV, blocks 16 and 128, NHD and HND, several packed query tiles
-// per request, the persistent grid, three CTAs and one CTA per tile; consumers without rows
-// skipping their products (V3Grid::skip_idle_consumers: IdleConsumersSkip, its own test so that a
-// fault there can be filtered out); and what packing refuses.
+// per request, the persistent grid, three CTAs and one CTA per tile; the backends' rule packing
+// mixed passes; and what packing refuses.
 // Needs a compute capability 9.0 device and a build with 90a (the refusals only the build).
 #include <gtest/gtest.h>
 
@@ -130,30 +129,29 @@ TEST(PagedAttentionV3Gqa, SeveralQueryTiles) {
   }
 }
 
-// Consumer warpgroups with no row of the request skip their products: decode tiles (a consumer
-// idle for every tile, at group 7 and 8 the second of two; at D 64 two of three), tiles where only
-// some consumers are idle (several query tiles), split-KV with empty splits, three CTAs walking
-// tiles whose idle consumers change from tile to tile.
-TEST(PagedAttentionV3Gqa, IdleConsumersSkip) {
+// A pass of decodes beside prefills: the backends' rule packs it under v3 (gpu::pass_kernel), and
+// the packed launch matches the oracle; with a soft cap (which packing lacks) it runs v2.
+TEST(PagedAttentionV3Gqa, BackendsPackMixedPasses) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : v3_head_sizes_built()) {
-    int n = 0;
-    for (int group : kGroups) {
-      CaseSpec c = decode_case(2400 + 10 * n + d, d, n % 2 ? 16 : 128, group);
-      c.causal = n != 2;
-      c.name += "_skipping";
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_packed_skipping, "packed, skipping");
-      c.sinks = true;
-      c.sliding_window = SlidingWindow{30, 0};
-      expect_pass_with(c, KVCacheLayout::kHND, launch_v3_packed_skipping_three_ctas,
-                       "packed, skipping, three CTAs", SplitOptions{3, {}, 0});
-      c.query_lens = {37, 1, 61, 19, 20};
-      c.seq_lens = {400, 9, 61, 150, 300};
-      c.name += "_tiles";
-      expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_packed_skipping_three_ctas,
-                       "packed, skipping, three CTAs");
-      ++n;
-    }
+    CaseSpec c = decode_case(2500 + d, d, 16, 4);
+    c.query_lens = {1, 1, 200, 1, 0, 1, 77, 1};
+    c.seq_lens = {900, 45, 300, 129, 700, 50, 400, 131};
+    c.name += "_mixed_chosen";
+    std::vector<int32_t> qsl{0};
+    for (int q : c.query_lens) qsl.push_back(qsl.back() + q);
+    EXPECT_EQ(gpu::pass_kernel(qsl, c.seq_lens, c.num_heads, c.num_kv_heads, c.causal),
+              gpu::PassKernel::kV3Packed);
+    expect_pass_with(
+        c, KVCacheLayout::kHND,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3Packed, kernels::KernelGeneration::kV3>,
+        "generation rule");
+    c.logits_soft_cap = 30.0;
+    c.name += "_softcap";
+    expect_pass_with(
+        c, KVCacheLayout::kNHD,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3Packed, kernels::KernelGeneration::kV2>,
+        "generation rule");
   }
 }
 

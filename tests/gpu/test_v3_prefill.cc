@@ -168,22 +168,8 @@ TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
   }
 }
 
-// The backends' per-launch rule (backends/gpu/generation.h) with v3 preferred: it must pick
-// kExpected (v3 for pages of 16, v2 for pages of 48, which v3 does not serve), and the launch it
-// picked must match the oracle.
-template <kernels::KernelGeneration kExpected>
-Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
-  kernels::PagedAttentionParams p = params;
-  gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
-  generations.choose(p, false);
-  if (p.generation != kExpected) {
-    return internal_error("the generation rule chose v" +
-                          std::to_string(static_cast<int>(p.generation)) + " at block_size " +
-                          std::to_string(p.block_size));
-  }
-  return kernels::launch_paged_attention(p, stream);
-}
-
+// The backends' per-launch rule with v3 preferred must pick v3 for pages of 16 and v2 for pages of
+// 48, which v3 does not serve, and the launch it picked must match the oracle.
 TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : v3_head_sizes_built()) {
@@ -191,12 +177,12 @@ TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
     c.name += "_chosen";
     expect_pass_with(
         c, KVCacheLayout::kNHD,
-        &with_invalid_table_tails<launch_as_the_backends_choose<kernels::KernelGeneration::kV3>>,
+        &with_invalid_table_tails<launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>>,
         "generation rule");
     c.block_size = 48;
     c.name = "v3_pages_d" + std::to_string(d) + "_block48_chosen";
     expect_pass_with(c, KVCacheLayout::kHND,
-                     &launch_as_the_backends_choose<kernels::KernelGeneration::kV2>,
+                     &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV2>,
                      "generation rule");
   }
 }

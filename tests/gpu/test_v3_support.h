@@ -5,8 +5,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "backends/gpu/generation.h"
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/attention/v3/launch.h"
@@ -40,15 +42,12 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
 // Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
 // parameters the dispatch accepts.
 inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
-template <kernels::detail::V3Grid kGrid>
-Status launch_v3_with(const kernels::PagedAttentionParams& params, void* stream) {
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps, bool kPackGqa = false>
+Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
-  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, stream, kGrid);
-}
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps>
-Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
-  return launch_v3_with<kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps}>(params, stream);
+  return kernels::detail::launch_paged_attention_v3_scheduled(
+      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps, kPackGqa});
 }
 // One CTA per work tile: the first v3 kernel's grid.
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
@@ -57,17 +56,31 @@ inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
 // Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
 inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
 // GQA packing (V3Grid::pack_gqa; the dispatch does not pick it): the persistent grid, three
-// persistent CTAs, one CTA per work tile; and with the consumers without rows skipping.
-inline constexpr auto launch_v3_packed = &launch_v3_with<kernels::detail::V3Grid{.pack_gqa = true}>;
+// persistent CTAs, one CTA per work tile.
+inline constexpr auto launch_v3_packed = &launch_v3_grid<true, 0, kDispatchBoxWarps, true>;
 inline constexpr auto launch_v3_packed_three_ctas =
-    &launch_v3_with<kernels::detail::V3Grid{.max_ctas = 3, .pack_gqa = true}>;
+    &launch_v3_grid<true, 3, kDispatchBoxWarps, true>;
 inline constexpr auto launch_v3_packed_tile_per_cta =
-    &launch_v3_with<kernels::detail::V3Grid{.persistent = false, .pack_gqa = true}>;
-inline constexpr auto launch_v3_packed_skipping =
-    &launch_v3_with<kernels::detail::V3Grid{.pack_gqa = true, .skip_idle_consumers = true}>;
-inline constexpr auto launch_v3_packed_skipping_three_ctas =
-    &launch_v3_with<kernels::detail::V3Grid{
-        .max_ctas = 3, .pack_gqa = true, .skip_idle_consumers = true}>;
+    &launch_v3_grid<false, 0, kDispatchBoxWarps, true>;
+
+// Launches as the GPU backends do with v3 preferred (backends/gpu/generation.h), for a pass whose
+// gpu::pass_kernel is kKernel; an Internal status unless the rule chose kExpected (and GQA packing
+// exactly where kKernel asks for it under v3), so a test sees the rule and the launch together.
+template <gpu::PassKernel kKernel, kernels::KernelGeneration kExpected>
+Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
+  generations.choose(p, kKernel);
+  const bool packed = kExpected == kernels::KernelGeneration::kV3 && kKernel != gpu::PassKernel::kV3;
+  if (p.generation != kExpected || p.pack_gqa != packed) {
+    return internal_error("the generation rule chose v" +
+                          std::to_string(static_cast<int>(p.generation)) +
+                          (p.pack_gqa ? " packed" : "") + " at block_size " +
+                          std::to_string(p.block_size) + ": " +
+                          kernels::paged_attention_serves(p).to_string());
+  }
+  return kernels::launch_paged_attention(p, stream);
+}
 
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>

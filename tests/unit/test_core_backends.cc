@@ -313,26 +313,27 @@ TEST(LaunchGenerations, FallBackUnlessForcedAndReportWhatRan) {
   p.head_size = 80;
   gpu::LaunchGenerations v2(kernels::KernelGeneration::kV2, /*forced=*/false);
   EXPECT_EQ(v2.used(), "v2");
-  v2.choose(p, false);
+  v2.choose(p, gpu::PassKernel::kV3);
   EXPECT_EQ(p.generation, kernels::KernelGeneration::kV2);
   EXPECT_EQ(v2.used(), "v2");
 
   gpu::LaunchGenerations prefers_v3(kernels::KernelGeneration::kV3, /*forced=*/false);
   EXPECT_EQ(prefers_v3.used(), "v3/v2");  // before any launch: v3 where it serves
-  prefers_v3.choose(p, false);
+  prefers_v3.choose(p, gpu::PassKernel::kV3);
   EXPECT_EQ(p.generation, kernels::KernelGeneration::kV2);
   EXPECT_EQ(prefers_v3.used(), "v2");
 
   gpu::LaunchGenerations forced_v3(kernels::KernelGeneration::kV3, /*forced=*/true);
-  forced_v3.choose(p, true);                                // forced beats prefer_v2
+  forced_v3.choose(p, gpu::PassKernel::kV2);                // forced beats the pass's kernel
   EXPECT_EQ(p.generation, kernels::KernelGeneration::kV3);  // the launch itself will refuse it
   EXPECT_EQ(forced_v3.used(), "v3");
 }
 
-// v3 reads a decode's K/V once per query head: where decodes hold most of a pass's keys, v2 runs.
-TEST(LaunchGenerations, DecodeHeavyPassesPreferV2) {
+// Unpacked v3 reads a decode's K/V once per query head: passes with decodes and prefills run packed
+// v3, decode-only passes v2, prefill-only passes (or no GQA) unpacked v3.
+TEST(LaunchGenerations, PassKernelByCost) {
   // 64 decodes of 4096 keys beside one 2048-token chunk over 2048 keys of context (32/8 heads):
-  // measured 1.24 ms on v3 against 0.66 ms on v2.
+  // measured 1.23 ms on v3, 0.68 ms on v2, 0.55 ms on packed v3.
   std::vector<int32_t> qsl{0}, seqs;
   for (int r = 0; r < 64; ++r) {
     qsl.push_back(qsl.back() + 1);
@@ -340,20 +341,28 @@ TEST(LaunchGenerations, DecodeHeavyPassesPreferV2) {
   }
   qsl.push_back(qsl.back() + 2048);
   seqs.push_back(4096);
-  EXPECT_TRUE(gpu::decodes_favour_v2(qsl, seqs, 32, 8, true));
-  // The chunk with 4 decodes: the prefill dominates.
+  EXPECT_EQ(gpu::pass_kernel(qsl, seqs, 32, 8, true), gpu::PassKernel::kV3Packed);
+  // The chunk with 4 decodes: their per-head reads still cost more than packing's 3 %.
   const std::vector<int32_t> few_qsl{0, 1, 2, 3, 4, 2052}, few_seqs{4096, 4096, 4096, 4096, 4096};
-  EXPECT_FALSE(gpu::decodes_favour_v2(few_qsl, few_seqs, 32, 8, true));
-  // No GQA (the decodes' reads are the same on both), or no decodes: v3.
-  EXPECT_FALSE(gpu::decodes_favour_v2(qsl, seqs, 8, 8, true));
+  EXPECT_EQ(gpu::pass_kernel(few_qsl, few_seqs, 32, 8, true), gpu::PassKernel::kV3Packed);
+  // One short decode beside the chunk: unpacked.
+  const std::vector<int32_t> one_qsl{0, 1, 2049}, one_seqs{64, 4096};
+  EXPECT_EQ(gpu::pass_kernel(one_qsl, one_seqs, 32, 8, true), gpu::PassKernel::kV3);
+  // No GQA (the decodes' reads are the same either way), or no decodes: unpacked v3.
+  EXPECT_EQ(gpu::pass_kernel(qsl, seqs, 8, 8, true), gpu::PassKernel::kV3);
   const std::vector<int32_t> chunk_qsl{0, 2048}, chunk_seqs{4096};
-  EXPECT_FALSE(gpu::decodes_favour_v2(chunk_qsl, chunk_seqs, 32, 8, true));
+  EXPECT_EQ(gpu::pass_kernel(chunk_qsl, chunk_seqs, 32, 8, true), gpu::PassKernel::kV3);
+  // Decodes only: v2.
+  const std::vector<int32_t> dec_qsl(qsl.begin(), qsl.end() - 1);
+  const std::vector<int32_t> dec_seqs(seqs.begin(), seqs.end() - 1);
+  EXPECT_EQ(gpu::pass_kernel(dec_qsl, dec_seqs, 32, 8, true), gpu::PassKernel::kV2);
 
   kernels::PagedAttentionParams p;
   p.head_size = 80;
   gpu::LaunchGenerations prefers_v3(kernels::KernelGeneration::kV3, /*forced=*/false);
-  prefers_v3.choose(p, true);
+  prefers_v3.choose(p, gpu::PassKernel::kV2);
   EXPECT_EQ(p.generation, kernels::KernelGeneration::kV2);
+  EXPECT_FALSE(p.pack_gqa);
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
           set_pass(p, pass, graph_safe ? pass.max_num_splits : pass.max_splits_used,
                    md->split.token_capacity));
       set_output(p, out);
-      generations_.choose(p, pass.prefer_v2);
+      generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);
     };
     if (!md->cascade.enabled) return launch(md->main, gpu::caller_output(output, output_lse));

@@ -100,7 +100,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
                                                      : pass.max_num_splits;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
-      generations_.choose(p, pass.prefer_v2);
+      generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);
     };
     if (md->cascade.enabled) {

@@ -7,7 +7,7 @@
 
 namespace pagedattn::gpu {
 
-bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+PassKernel pass_kernel(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                        int num_heads, int num_kv_heads, bool causal) {
   const int group = num_heads / std::max(1, num_kv_heads);
   double prefill_score_pairs = 0.0, decode_keys = 0.0;  // query rows x visible keys; keys
@@ -19,10 +19,16 @@ bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const
       prefill_score_pairs += q * (causal ? k - q / 2 : k);
     }
   }
-  // Time saved on the prefills, 4 D Hq pairs FLOPs at v2's ~330 and v3's ~600 TFLOP/s, against
-  // the extra reads of the decodes, (Hq - Hkv) D 4 bytes per key at ~4 TB/s (16-bit K and V): v3
-  // wins while Hq pairs > 183 (Hq - Hkv) keys (D cancels).
-  return num_heads * prefill_score_pairs < 183.0 * (num_heads - num_kv_heads) * decode_keys;
+  // Times over 4 D (D cancels): the prefills' 4 D Hq pairs FLOPs, the decodes' 16-bit K and V, 4 D
+  // bytes per key and head read, at the H200's measured TFLOP/s and TB/s (V3Bench GqaPrefill,
+  // GqaDecode at block 16): v2 330 and 4.0; v3 600, reading every query head's copy; packed v3 580
+  // and 3.6.
+  const double hq = num_heads, hkv = num_kv_heads;
+  const double v2 = hq * prefill_score_pairs / 330.0 + hkv * decode_keys / 4.0;
+  const double v3 = hq * prefill_score_pairs / 600.0 + hq * decode_keys / 4.0;
+  const double packed = hq * prefill_score_pairs / 580.0 + hkv * decode_keys / 3.6;
+  if (v3 <= packed && v3 <= v2) return PassKernel::kV3;
+  return packed < v2 ? PassKernel::kV3Packed : PassKernel::kV2;
 }
 
 int preferred_generation(ComputeCapability cc, int head_size) {

@@ -19,12 +19,16 @@ namespace pagedattn::gpu {
 // 2 or 3; 0 when no generation of this build serves the head size on that device.
 int preferred_generation(ComputeCapability cc, int head_size);
 
-// Whether a pass that v3 serves should still run v2: v3 has no GQA packing, so it reads the K/V
-// of a decode-shaped request (query_len x group <= 16) once per query head where v2's decode tile
-// reads it once per KV head, and that costs more than v3's faster prefill saves when decodes hold
-// most of the pass's keys (H200: 64 decodes of 4096 keys beside one 2048-token chunk ran 1.24 ms
-// on v3, 0.66 ms on v2). Host arrays of the pass's requests: query_start_loc [n + 1], seq_lens [n].
-bool decodes_favour_v2(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+// How a pass runs where v3 serves it. Unpacked v3 reads a decode-shaped request's K/V (query_len x
+// group <= 16) once per query head; packed v3 (PagedAttentionParams::pack_gqa) and v2 once per KV
+// head, packed v3 a little slower than unpacked on prefills and than v2 on decodes.
+enum class PassKernel { kV3, kV3Packed, kV2 };
+
+// The fastest of the three for a pass, by a cost model of the rates measured on the H200
+// (generation.cc). H200, 64 decodes of 4096 keys beside one 2048-token chunk over 2048 of context,
+// 32/8 heads: v3 1.23 ms, v2 0.68, packed v3 0.55. Host arrays of the pass's requests:
+// query_start_loc [n + 1], seq_lens [n].
+PassKernel pass_kernel(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                        int num_heads, int num_kv_heads, bool causal);
 
 class LaunchGenerations {
@@ -37,12 +41,16 @@ class LaunchGenerations {
   LaunchGenerations(kernels::KernelGeneration preferred, bool forced)
       : preferred_(preferred), forced_(forced) {}
 
-  // Sets p.generation for this launch and records it; prefer_v2: decodes_favour_v2 for its pass.
-  void choose(kernels::PagedAttentionParams& p, bool prefer_v2) {
+  // Sets p.generation (and p.pack_gqa) for this launch and records it; kernel: pass_kernel for its
+  // pass. Packed v3 where it does not serve (soft cap, ALiBi, FP8) and v3 where it does not serve
+  // run v2; a forced v3 packs where the pass has decodes (unpacked v3 refuses decode-only passes).
+  void choose(kernels::PagedAttentionParams& p, PassKernel kernel) {
     p.generation = preferred_;
+    p.pack_gqa = preferred_ == kernels::KernelGeneration::kV3 && kernel != PassKernel::kV3;
     if (!forced_ && preferred_ != kernels::KernelGeneration::kV2 &&
-        (prefer_v2 || !kernels::paged_attention_serves(p).ok())) {
+        (kernel == PassKernel::kV2 || !kernels::paged_attention_serves(p).ok())) {
       p.generation = kernels::KernelGeneration::kV2;
+      p.pack_gqa = false;
     }
     used_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,
                    std::memory_order_relaxed);

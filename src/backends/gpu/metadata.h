@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "backends/gpu/generation.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/metadata.h"
 
@@ -37,7 +38,7 @@ struct PassMetadata {
   const int32_t* num_splits_per_req = nullptr;
   int max_num_splits = 1;
   int max_splits_used = 1;
-  bool prefer_v2 = false;  // gpu::decodes_favour_v2 (generation.h): run v2 although v3 serves
+  PassKernel kernel = PassKernel::kV3;  // gpu::pass_kernel (generation.h)
 };
 
 // The pass over its requests from `first` on: the leading ones have empty query ranges (FLASHINFER's

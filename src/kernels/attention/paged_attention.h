@@ -63,6 +63,9 @@ struct PagedAttentionParams {
   // Which kernel family runs (here, it fills the padding after causal: the kernels' parameter
   // block keeps its size and offsets).
   KernelGeneration generation = KernelGeneration::kV2;
+  // v3: GQA packing, a KV head's query heads in one tile's rows, so that a decode-shaped request's
+  // K/V is read once per KV head (v3/launch.h, V3Grid::pack_gqa); v2 packs its decode tiles itself.
+  bool pack_gqa = false;
 
   // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads, lse_head_stride]
   // float32 natural log (nullptr = not requested).

@@ -28,9 +28,6 @@ struct V3Grid {
   // it. bf16 cache, no soft cap or ALiBi, group <= the query tile's rows. The dispatch leaves it
   // off until it is timed against v2 (docs/kernels.md).
   bool pack_gqa = false;
-  // With pack_gqa: a consumer warpgroup whose 64 rows hold no query of the tile's request (a
-  // decode tile fills `group` rows of 128) waits, releases and passes its turns without products.
-  bool skip_idle_consumers = false;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

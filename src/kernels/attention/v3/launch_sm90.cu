@@ -221,13 +221,14 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token
 }  // namespace
 
 Status paged_attention_v3_serves(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, false));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, p.pack_gqa));
   return check_device();
 }
 
 Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
                                  void* stream) {
-  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream, V3Grid{});
+  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream,
+                                             V3Grid{.pack_gqa = p.pack_gqa});
 }
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
@@ -264,7 +265,6 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   a.group = p.num_heads / p.num_kv_heads;
   a.num_kv_heads = p.num_kv_heads;
   a.packed_positions = pack ? tile_positions(p, true) : 0;
-  a.skip_idle = pack && grid.skip_idle_consumers;
   a.num_heads = p.num_heads;
   a.num_reqs = p.num_reqs;
   a.num_q_tiles = num_query_tiles(p, pack);

@@ -96,13 +96,11 @@ struct TileRows {
 // over the same bits read at run time); a bridge that issued the next tile's S_0 before the store
 // was measured 2-4 % slower on short requests and is gone.
 // kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
-// from the accumulators). kSkipIdle (packed only, PrefillArgs::skip_idle): a kernel of its own, as
-// the flag read at run time cost the packed kernels spills (D 64 and 256, ptxas -v).
-template <int kD, bool kTransform, bool kPacked, bool kSkipIdle = false>
+// from the accumulators).
+template <int kD, bool kTransform, bool kPacked>
 struct Consumer {
   using S = PrefillShape<kD>;
   static_assert(!(kTransform && kPacked), "the GQA-packed kernel has no score transforms");
-  static_assert(kPacked || !kSkipIdle, "only packed tiles have consumers without rows");
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
@@ -113,14 +111,6 @@ struct Consumer {
   float alpha[2];
   uint32_t p[S::kKeySteps][4];
   RowState st;
-  bool idle = false;  // kSkipIdle: this tile gives the warpgroup no row
-
-  // No products, softmax or store for this tile: the waits, releases and turns only (they keep
-  // the ring's phases and the turn order).
-  __device__ __forceinline__ bool skips() const {
-    if constexpr (kSkipIdle) return idle;
-    return false;
-  }
 
   __device__ __forceinline__ TileRows rows_of(const PrefillTile& w) const {
     const int tid = threadIdx.x % 128;
@@ -229,23 +219,17 @@ struct Consumer {
 
   // A tile's S_0.
   __device__ __forceinline__ void first_step(const PrefillTile& w, const TileRows& r) {
-    if constexpr (kSkipIdle) {  // rows hold increasing positions: the first has the lowest
-      idle = packed_position(a, w, turns.consumer * S::kRowsPerConsumer) >= w.q_len;
-    }
     zero_o();
     wait_q(tile_count);
     wait_k(use);
     turns.begin();
-    if (!skips()) {
-      device::wgmma_fence();
-      issue_scores<kD>(sc, q_base(tile_count), k_at(use));
-    }
+    device::wgmma_fence();
+    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
     turns.end(false);
-    if (!skips()) wait_all();
+    wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(use)]);
     if (w.num_kv_tiles == 1) release_q(tile_count);
     st = RowState{};
-    if (skips()) return;
     scores_to_p(w, r, 0);
     pack_p(sc, p);  // O is still zero: nothing to rescale
   }
@@ -256,13 +240,6 @@ struct Consumer {
     wait_k(k);
     wait_v(v);
     turns.begin();
-    if (skips()) {
-      turns.end(false);
-      device::mbarrier_arrive(&s.k_empty[stage(k)]);
-      if (i == w.num_kv_tiles - 1) release_q(tile_count);
-      device::mbarrier_arrive(&s.v_empty[stage(v)]);
-      return;
-    }
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base(tile_count), k_at(k));
     issue_pv<kD>(o, p, v_at(v));
@@ -284,25 +261,23 @@ struct Consumer {
     const int v = use + w.num_kv_tiles - 1;
     wait_v(v);
     turns.begin();
-    if (!skips()) {
-      device::wgmma_fence();
-      issue_pv<kD>(o, p, v_at(v));
-    }
+    device::wgmma_fence();
+    issue_pv<kD>(o, p, v_at(v));
     turns.end(last_tile);
-    if (!skips()) wait_all();
+    wait_all();
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    if (!skips()) store(w, r, st);
+    store(w, r, st);
     use += w.num_kv_tiles;
     ++tile_count;
   }
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD, bool kTransform, bool kPacked, bool kSkipIdle>
+template <int kD, bool kTransform, bool kPacked>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
   using S = PrefillShape<kD>;
-  Consumer<kD, kTransform, kPacked, kSkipIdle> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  Consumer<kD, kTransform, kPacked> c{a, s, IssueTurns{consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
     store_empty_split<kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };

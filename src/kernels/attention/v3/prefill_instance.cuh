@@ -16,10 +16,9 @@ Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map
     return unimplemented("paged attention v3: head size " + std::to_string(kD) + " is not built");
   } else {
     // GQA packing serves no score transforms (launch_sm90.cu refuses them).
-    const auto kernel = args.skip_idle              ? paged_prefill_v3_kernel<kD, false, true, true>
-                        : args.packed_positions > 0 ? paged_prefill_v3_kernel<kD, false, true>
-                        : args.score.transform      ? paged_prefill_v3_kernel<kD, true>
-                                                    : paged_prefill_v3_kernel<kD, false>;
+    const auto kernel = args.packed_positions > 0 ? paged_prefill_v3_kernel<kD, false, true>
+                        : args.score.transform    ? paged_prefill_v3_kernel<kD, true>
+                                                  : paged_prefill_v3_kernel<kD, false>;
     constexpr int kSmem = static_cast<int>(prefill_smem_bytes<kD>());
     // D 128 with two Q buffers and staged O takes 225 KB of the 227 an sm_90 block may have.
     static_assert(kSmem <= 227 * 1024, "v3 prefill shared memory over the sm_90 limit");

@@ -127,8 +127,6 @@ struct PrefillArgs {
   // K/V are read once per KV head. 0: unpacked (a tile is one head's kBlockM positions).
   int num_kv_heads;
   int packed_positions;  // kBlockM / group when packed
-  bool skip_idle;        // packed: consumers without rows skip their products (V3Grid; the
-                         // kSkipIdle kernel)
   // Work tiles (query head, request, query tile of kBlockM rows; packed: KV head, request, tile of
   // packed_positions positions), numbered head fastest and query
   // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
