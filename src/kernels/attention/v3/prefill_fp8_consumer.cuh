@@ -89,12 +89,11 @@ struct Fp8ConsumerPosition {
 // One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands),
 // in the variant kTuning (kFp8Tune* bits, compile-time: runtime choices cost branches and made
 // ptxas fence the accumulators).
-template <int kD, int kTuning, int kN, bool kQ>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
-                                                 PrefillFp8Smem<kD, kN, kQ>& s,
-                                                 const IssueTurns& turns, bool last_tile,
-                                                 Fp8ConsumerPosition& pos) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+                                                 PrefillFp8Smem<kD, kN>& s, const IssueTurns& turns,
+                                                 bool last_tile, Fp8ConsumerPosition& pos) {
+  using S = PrefillFp8Shape<kD, kN>;
   constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
   constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
   constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
@@ -202,10 +201,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 }
 
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
-template <int kD, int kTuning, int kN, bool kQ>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD, kN, kQ>& s, int consumer) {
-  const IssueTurns turns{consumer, PrefillFp8Shape<kD, kN, kQ>::kConsumers};
+                                            PrefillFp8Smem<kD, kN>& s, int consumer) {
+  const IssueTurns turns{consumer, PrefillFp8Shape<kD, kN>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;

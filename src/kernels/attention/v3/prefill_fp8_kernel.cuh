@@ -24,11 +24,10 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
                                 const __grid_constant__ CUtensorMap kv_map,
                                 const PrefillFp8Args a) {
   constexpr int kN = fp8_kv_tile_keys(kD, kTuning);
-  constexpr bool kQ = (kTuning & kFp8TuneQDirect) != 0;
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+  using S = PrefillFp8Shape<kD, kN>;
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
   extern __shared__ uint8_t smem_raw[];
-  PrefillFp8Smem<kD, kN, kQ>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN, kQ>*>(
+  PrefillFp8Smem<kD, kN>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     constexpr uint32_t kConsumerThreads = S::kConsumers * 128;

@@ -86,9 +86,6 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
-  a.q = static_cast<const uint16_t*>(p.q);
-  a.q_token_stride = p.q_token_stride;
-  a.q_head_stride = p.q_head_stride;
   a.tuning = tuning_in_use;
   return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
                             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);

@@ -33,10 +33,10 @@ __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
 }
 
 // The bf16 Q of work tile w into s.q_stage (the leader; rows past the tokens read as zeros).
-template <int kD, int kN, bool kQ>
+template <int kD, int kN>
 __device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const PrefillTile& w,
-                                             PrefillFp8Smem<kD, kN, kQ>& s) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+                                             PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
   device::mbarrier_arrive_expect_tx(&s.q_stage_full, S::kQStageBytes);
   for (int panel = 0; panel < kD / 64; ++panel) {
     const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
@@ -45,24 +45,22 @@ __device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const Pre
 }
 
 // 16-byte chunk c (8 bf16 columns) of query row `row` in the staged Q.
-template <int kD, int kN, bool kQ>
-__device__ __forceinline__ uint4 staged_q_chunk(const PrefillFp8Smem<kD, kN, kQ>& s, int row,
-                                                int c) {
+template <int kD, int kN>
+__device__ __forceinline__ uint4 staged_q_chunk(const PrefillFp8Smem<kD, kN>& s, int row, int c) {
   return *reinterpret_cast<const uint4*>(s.q_stage +
-                                         (c / 8) * PrefillFp8Shape<kD, kN, kQ>::kQStagePanelBytes +
+                                         (c / 8) * PrefillFp8Shape<kD, kN>::kQStagePanelBytes +
                                          device::swizzle128_offset(row, c % 8));
 }
 
-// Query row tid of the tile's Q into s.q as e4m3, and its descale; chunk(c) gives the row's
-// 16-byte chunk c (8 bf16 columns), from the staged Q or from global memory. Rows past the
-// request hold other tokens or zeros: converted alike, never stored.
-template <int kD, int kN, bool kQ, typename Chunk>
-__device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN, kQ>& s, int tid, Chunk chunk) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+// Query row tid of the staged Q into s.q as e4m3, and its descale. Rows past the request hold
+// other tokens or zeros: converted alike, never stored.
+template <int kD, int kN>
+__device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid) {
+  using S = PrefillFp8Shape<kD, kN>;
   float amax = 0.0f;
 #pragma unroll 4
   for (int c = 0; c < kD / 8; ++c) {
-    const uint4 x = chunk(c);
+    const uint4 x = staged_q_chunk(s, tid, c);
     const uint32_t words[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
     for (uint32_t word : words) {
@@ -76,7 +74,7 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN, kQ>& s, int
   s.q_descale[tid] = exp2f(-exponent);
 #pragma unroll 2
   for (int c = 0; c < kD / 16; ++c) {  // 16 columns: one 16-byte chunk of e4m3
-    const uint4 x0 = chunk(2 * c), x1 = chunk(2 * c + 1);
+    const uint4 x0 = staged_q_chunk(s, tid, 2 * c), x1 = staged_q_chunk(s, tid, 2 * c + 1);
     const uint32_t words[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     uint32_t packed[4];
 #pragma unroll
@@ -93,12 +91,12 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN, kQ>& s, int
 }
 
 // Issues the TMA copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer).
-template <int kD, int kN, bool kQ>
+template <int kD, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
                                              uint32_t parity, bool leader,
-                                             PrefillFp8Smem<kD, kN, kQ>& s) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+                                             PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
   constexpr int kBoxes = S::kBlockN / S::kBoxKeys;
   const bool token_first = a.base.kv_token_coord == 1;
   // Map coordinates per box: {column byte, token or head, head or token, plane, block}. Boxes
@@ -150,10 +148,10 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
 // landed and its Vᵀ slot is free; run by the fp8_transpose_warps(kTuning) transposing warps (tid
 // counts from their first thread).
 // By ldmatrix with kFp8TuneLdsmTranspose.
-template <int kD, int kTuning, int kN, bool kQ>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
-                                                  PrefillFp8Smem<kD, kN, kQ>& s, int tid) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+                                                  PrefillFp8Smem<kD, kN>& s, int tid) {
+  using S = PrefillFp8Shape<kD, kN>;
   constexpr int kWarps = fp8_transpose_warps(kTuning);
   constexpr int kBatch = (kTuning & kFp8TuneTransposeBatch2) ? 2 : 1;
   constexpr bool kStsm = (kTuning & kFp8TuneStmatrix) != 0;
@@ -179,17 +177,17 @@ __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
 
 // Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
 // rows tid, tid + kThreads, ... (kThreads: the converting threads).
-template <int kD, int kThreads, int kN, bool kQ>
-__device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD, kN, kQ>& s,
+template <int kD, int kThreads, int kN>
+__device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD, kN>& s,
                                                  int tid) {
   const uint32_t parity = tile_count & 1;
   device::mbarrier_wait(&s.q_stage_full, parity);
   device::mbarrier_wait(&s.q_empty, parity ^ 1);
-  if constexpr (kThreads == PrefillFp8Shape<kD, kN, kQ>::kBlockM) {
-    convert_q_row<kD>(s, tid, [&](int c) { return staged_q_chunk(s, tid, c); });
+  if constexpr (kThreads == PrefillFp8Shape<kD, kN>::kBlockM) {
+    convert_q_row<kD>(s, tid);
   } else {
-    for (int row = tid; row < PrefillFp8Shape<kD, kN, kQ>::kBlockM; row += kThreads) {
-      convert_q_row<kD>(s, row, [&](int c) { return staged_q_chunk(s, row, c); });
+    for (int row = tid; row < PrefillFp8Shape<kD, kN>::kBlockM; row += kThreads) {
+      convert_q_row<kD>(s, row);
     }
   }
   device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
@@ -197,29 +195,11 @@ __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<
   device::mbarrier_arrive(&s.q_stage_empty);
 }
 
-// kFp8TuneQDirect: work tile w's Q from global memory into s.q, once the consumers are done with
-// the previous tile's (query rows tid, tid + kThreads, ...; rows past the request read as zeros).
-template <int kD, int kThreads, int kN, bool kQ>
-__device__ __forceinline__ void convert_direct_q(const PrefillFp8Args& a, const PrefillTile& w,
-                                                 int tile_count, PrefillFp8Smem<kD, kN, kQ>& s,
-                                                 int tid) {
-  device::mbarrier_wait(&s.q_empty, (tile_count & 1) ^ 1);
-  for (int row = tid; row < PrefillFp8Shape<kD, kN, kQ>::kBlockM; row += kThreads) {
-    const bool inside = w.q0 + row < w.q_len;
-    const uint4* q = reinterpret_cast<const uint4*>(
-        a.q + (w.q_start + w.q0 + row) * a.q_token_stride + w.head * a.q_head_stride);
-    convert_q_row<kD>(s, row,
-                      [&](int c) { return inside ? __ldg(q + c) : make_uint4(0, 0, 0, 0); });
-  }
-  device::fence_proxy_async_shared();  // wgmma reads s.q
-  device::mbarrier_arrive(&s.q_full);
-}
-
 // Work tile t's Q (all 128 threads); then the next tile's bf16 Q into the freed staging buffer.
-template <int kD, int kN, bool kQ>
+template <int kD, int kN>
 __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
                                                bool more, int tile_count, bool loader, bool leader,
-                                               PrefillFp8Smem<kD, kN, kQ>& s, int tid) {
+                                               PrefillFp8Smem<kD, kN>& s, int tid) {
   const uint32_t parity = tile_count & 1;
   convert_staged_q<kD, 128>(tile_count, s, tid);
   if (more && loader) {
@@ -233,12 +213,12 @@ __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const P
 // ring slots; warps 1-3 convert each work tile's Q (once the consumers have done every S of the
 // previous one, all of whose V tiles they have already transposed) and transpose its V tiles in
 // order. No item of one role waits behind the other's.
-template <int kD, int kTuning, int kN, bool kQ>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
                                                   const CUtensorMap* kv_map,
                                                   const PrefillFp8Args& a, int total_tiles,
-                                                  PrefillFp8Smem<kD, kN, kQ>& s) {
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+                                                  PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
   static_assert(fp8_transpose_warps(kTuning) == 3, "warp 0 loads, warps 1-3 transpose");
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
@@ -246,7 +226,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
   if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
   if (tid < 32) {
     const bool leader = device::elect_one();
-    if (!kQ && leader) load_q_stage<kD>(q_map, w, s);
+    if (leader) load_q_stage<kD>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
         load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
@@ -254,19 +234,13 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
       }
       walk.advance();
       if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
-      if constexpr (!kQ) {
-        device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
-        if (leader) load_q_stage<kD>(q_map, w, s);
-      }
+      device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
+      if (leader) load_q_stage<kD>(q_map, w, s);
     }
   }
   const int ttid = tid - 32;
   for (int tile_count = 0, use = 0;; ++tile_count) {
-    if constexpr (kQ) {
-      convert_direct_q<kD, 96>(a, w, tile_count, s, ttid);
-    } else {
-      convert_staged_q<kD, 96>(tile_count, s, ttid);
-    }
+    convert_staged_q<kD, 96>(tile_count, s, ttid);
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
     }
@@ -281,17 +255,15 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
 // consumers need first). lag 1 waits for the V tile loaded one item before; with
 // kFp8TuneDeepTranspose and three stages, lag 2 keeps two V tiles in flight ahead of the
 // transposes (the stage of V u - 2 is reloaded at item u + 1, after its transpose).
-template <int kD, int kTuning, int kN, bool kQ>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD, kN, kQ>& s) {
-  static_assert(!kQ || (kTuning & kFp8TuneLoaderWarp) != 0,
-                "Q from global memory needs the split producer (kFp8TuneLoaderWarp)");
+                                            PrefillFp8Smem<kD, kN>& s) {
   if constexpr ((kTuning & kFp8TuneLoaderWarp) != 0) {
     produce_fp8_split<kD, kTuning>(q_map, kv_map, a, total_tiles, s);
     return;
   }
-  using S = PrefillFp8Shape<kD, kN, kQ>;
+  using S = PrefillFp8Shape<kD, kN>;
   const int tid = threadIdx.x % 128;
   const bool loader = tid / 32 == 0;
   const bool leader = device::elect_one() && loader;

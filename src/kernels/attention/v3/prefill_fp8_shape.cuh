@@ -20,9 +20,8 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 192 at D 128). kQDirect: Q
-// converted from global memory (kFp8TuneQDirect), no bf16 staging buffer.
-template <int kD, int kN = PrefillShape<kD>::kBlockN, bool kQDirect = false>
+// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 192 at D 128).
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
   static_assert(kN == 64 || kN == 128 || kN == 192, "KV tiles of 64, 128 or 192 keys");
@@ -47,8 +46,7 @@ struct PrefillFp8Shape {
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
   // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227), 80 KB with
   // 192-key tiles at D 128 (two: 208 KB; three do not fit).
-  // Without the bf16 Q buffer D 256 has room for three (3 x 64 + 32 KB).
-  static constexpr int kStages = kD == 128 && kN == 128 ? 3 : (kD == 256 && kQDirect ? 3 : 2);
+  static constexpr int kStages = kD == 128 && kN == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKvPanelBytes = kBlockN * 128;
@@ -57,7 +55,7 @@ struct PrefillFp8Shape {
   static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
   static constexpr int kVtTileBytes = (kN + 127) / 128 * kVtPanelBytes;
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
-  static constexpr int kQStageBytes = kQDirect ? 16 : kD / 64 * kQStagePanelBytes;
+  static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;
   static constexpr int kKeySteps = kBlockN / 32;  // k32 steps of P·V
   static constexpr int kOChunkCols = 128;         // O columns (Vᵀ rows) per P·V wgmma
@@ -65,9 +63,9 @@ struct PrefillFp8Shape {
   static constexpr int kOChunkRegs = kOChunkCols / 2;
 };
 
-template <int kD, int kN = PrefillShape<kD>::kBlockN, bool kQDirect = false>
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Smem {
-  using S = PrefillFp8Shape<kD, kN, kQDirect>;
+  using S = PrefillFp8Shape<kD, kN>;
   uint8_t q[S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
@@ -81,12 +79,11 @@ struct PrefillFp8Smem {
   uint64_t v_full[S::kStages], v_empty[S::kStages];  // v_empty: the producer has read V
   uint64_t vt_full[S::kStages], vt_empty[S::kStages];
 };
-template <int kD, int kN = PrefillShape<kD>::kBlockN, bool kQDirect = false>
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 constexpr size_t prefill_fp8_smem_bytes() {
-  return sizeof(PrefillFp8Smem<kD, kN, kQDirect>) + 1024;  // room to align the tiles to 1024 bytes
+  return sizeof(PrefillFp8Smem<kD, kN>) + 1024;  // room to align the tiles to 1024 bytes
 }
 static_assert(prefill_fp8_smem_bytes<128, 192>() <= 227 * 1024, "the 192-key tile's shared memory");
-static_assert(prefill_fp8_smem_bytes<256, 64, true>() <= 227 * 1024, "three stages at D 256");
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
@@ -94,8 +91,6 @@ struct PrefillFp8Args {
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
-  const uint16_t* q;  // kFp8TuneQDirect: the bf16 queries, as PagedAttentionParams gives them
-  int64_t q_token_stride, q_head_stride;
   int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 

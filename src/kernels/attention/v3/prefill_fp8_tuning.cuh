@@ -52,10 +52,6 @@ constexpr int fp8_kv_tile_keys(int d, int tuning) {
 // The ldmatrix transpose stores each unit by one stmatrix.x4, not four 32-bit stores (and their
 // four swizzled addresses): about a third fewer producer instructions per V tile.
 inline constexpr int kFp8TuneStmatrix = 32768;
-// With kFp8TuneLoaderWarp: warps 1-3 convert each work tile's Q from global memory (two passes
-// over each row: its maximum, then the e4m3 values) instead of a bf16 copy TMA staged in shared
-// memory, whose 64 KB at D 256 then hold a third K/V/Vᵀ stage (D 128 keeps its stages).
-inline constexpr int kFp8TuneQDirect = 262144;
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
 // divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
 // tokens every box lies inside one page.
@@ -111,7 +107,6 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
     kFp8DefaultTuning | kFp8TuneExp2FmaEighth,
     kFp8DefaultTuning | kFp8TuneNoTurns,
-    kFp8DefaultTuning | kFp8TuneQDirect,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
