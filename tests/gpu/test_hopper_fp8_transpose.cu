@@ -2,9 +2,9 @@
 // byte against a host model of the Vᵀ layout the P·V wgmma reads (row n = head column n, one
 // 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm): the 32-bit form, the
 // ldmatrix form with 32-bit stores and with stmatrix, on four warps and on the split producer's
-// three, one unit or two in flight, for the tiles the kernel builds (128 and 192 keys at D 128,
-// 64 at D 256), whole and a request's last partial tile (the keys past it zero, their V
-// bytes NaN). Built for sm_90a only (tests/hopper.cmake).
+// three, the stmatrix addresses computed in full or hoisted, for the tiles the kernel builds (128
+// and 192 keys at D 128, 64 at D 256), whole and a request's last partial tile (the keys past it
+// zero, their V bytes NaN). Built for sm_90a only (tests/hopper.cmake).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ namespace {
 namespace v3 = kernels::attention::v3;
 
 // V [kN][kD] (row-major bytes) into shared memory as TMA writes it, transposed once, Vᵀ out.
-template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, int kBatch>
+template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, bool kHoisted>
 __global__ void transpose_tile(const uint8_t* v, int valid_keys, uint8_t* out) {
   using S = v3::PrefillFp8Shape<kD, kN>;
   extern __shared__ uint8_t smem_raw[];
@@ -43,11 +43,11 @@ __global__ void transpose_tile(const uint8_t* v, int valid_keys, uint8_t* out) {
     v3::transpose_v_tile<kD>(v_s, vt_s, valid_keys, threadIdx.x);
   } else if (threadIdx.x < 32 * kWarps) {
     if (valid_keys >= kN) {
-      v3::transpose_v_tile_ldsm<kD, true, kWarps, kBatch, kN, kStsm>(v_s, vt_s, valid_keys,
-                                                                     threadIdx.x);
+      v3::transpose_v_tile_ldsm<kD, true, kWarps, kN, kStsm, kHoisted>(v_s, vt_s, valid_keys,
+                                                                       threadIdx.x);
     } else {
-      v3::transpose_v_tile_ldsm<kD, false, kWarps, kBatch, kN, kStsm>(v_s, vt_s, valid_keys,
-                                                                      threadIdx.x);
+      v3::transpose_v_tile_ldsm<kD, false, kWarps, kN, kStsm, kHoisted>(v_s, vt_s, valid_keys,
+                                                                        threadIdx.x);
     }
   }
   __syncthreads();
@@ -59,7 +59,7 @@ int chunk_key(int q) {
   return 8 * ((q % 4) / 2) + 2 * (q / 4) + q % 2;
 }
 
-template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, int kBatch>
+template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, bool kHoisted>
 void check_transpose(int valid_keys, uint32_t seed) {
   using S = v3::PrefillFp8Shape<kD, kN>;
   std::mt19937 rng(seed);
@@ -70,7 +70,7 @@ void check_transpose(int valid_keys, uint32_t seed) {
     for (int d = 0; d < kD; ++d) v[k * kD + d] = 0x7F;  // e4m3 NaN: must become zero
   }
   DeviceArray<uint8_t> v_d(v), out(S::kVtTileBytes);
-  const auto kernel = transpose_tile<kD, kN, kLdsm, kStsm, kWarps, kBatch>;
+  const auto kernel = transpose_tile<kD, kN, kLdsm, kStsm, kWarps, kHoisted>;
   const int smem = S::kKvTileBytes + S::kVtTileBytes + 1024;
   PAGEDATTN_EXPECT_CUDA_OK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -93,32 +93,34 @@ void check_transpose(int valid_keys, uint32_t seed) {
   }
   EXPECT_EQ(errors, 0) << "D " << kD << ", " << kN << "-key tile, valid keys " << valid_keys
                        << (kLdsm ? (kStsm ? ", ldmatrix + stmatrix" : ", ldmatrix") : ", 32-bit")
-                       << ", " << kWarps << " warps, batch " << kBatch;
+                       << ", " << kWarps << " warps" << (kHoisted ? ", hoisted addresses" : "");
 }
 
 // Every form on a whole tile and on a request's last partial one.
-template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, int kBatch>
+template <int kD, int kN, bool kLdsm, bool kStsm, int kWarps, bool kHoisted>
 void check_both(int partial_keys, uint32_t seed) {
-  check_transpose<kD, kN, kLdsm, kStsm, kWarps, kBatch>(kN, seed);
-  check_transpose<kD, kN, kLdsm, kStsm, kWarps, kBatch>(partial_keys, seed + 1);
+  check_transpose<kD, kN, kLdsm, kStsm, kWarps, kHoisted>(kN, seed);
+  check_transpose<kD, kN, kLdsm, kStsm, kWarps, kHoisted>(partial_keys, seed + 1);
 }
 
 TEST(HopperFp8Transpose, EveryFormWritesTheVtLayout) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
-  check_both<128, 128, false, false, 4, 1>(77, 1);
-  check_both<256, 64, false, false, 4, 1>(33, 3);
-  check_both<128, 128, true, false, 4, 1>(77, 5);
-  check_both<128, 128, true, true, 4, 1>(77, 7);
-  check_both<128, 128, true, true, 3, 2>(1, 9);
-  check_both<256, 64, true, false, 3, 1>(33, 11);
-  check_both<256, 64, true, true, 4, 1>(33, 13);
-  check_both<256, 64, true, true, 3, 2>(63, 15);
+  check_both<128, 128, false, false, 4, false>(77, 1);
+  check_both<256, 64, false, false, 4, false>(33, 3);
+  check_both<128, 128, true, false, 4, false>(77, 5);
+  check_both<128, 128, true, true, 4, false>(77, 7);
+  check_both<128, 128, true, true, 3, false>(1, 9);
+  check_both<128, 128, true, true, 3, true>(100, 10);
+  check_both<256, 64, true, false, 3, false>(33, 11);
+  check_both<256, 64, true, true, 4, false>(33, 13);
+  check_both<256, 64, true, true, 3, false>(63, 15);
+  check_both<256, 64, true, true, 3, true>(17, 16);
   // The 192-key tile (kFp8TuneKv192): keys from 128 on in the second panel; a last tile ending
   // in either panel.
-  check_both<128, 192, true, false, 4, 1>(150, 25);
-  check_both<128, 192, true, true, 4, 1>(191, 27);
-  check_both<128, 192, true, true, 3, 1>(120, 29);
-  check_both<128, 192, true, true, 3, 2>(129, 31);
+  check_both<128, 192, true, false, 4, false>(150, 25);
+  check_both<128, 192, true, true, 4, false>(191, 27);
+  check_both<128, 192, true, true, 3, false>(120, 29);
+  check_both<128, 192, true, true, 3, true>(129, 31);
 }
 
 }  // namespace

@@ -100,9 +100,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
-  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter)  ? 4
-                            : (kTuning & kFp8TuneExp2FmaEighth) ? 8
-                                                                : 0;
+  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;

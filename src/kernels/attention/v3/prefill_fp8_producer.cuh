@@ -153,22 +153,22 @@ __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
                                                   PrefillFp8Smem<kD, kN>& s, int tid) {
   using S = PrefillFp8Shape<kD, kN>;
   constexpr int kWarps = fp8_transpose_warps(kTuning);
-  constexpr int kBatch = (kTuning & kFp8TuneTransposeBatch2) ? 2 : 1;
   constexpr bool kStsm = (kTuning & kFp8TuneStmatrix) != 0;
+  constexpr bool kHoisted = (kTuning & kFp8TuneHoistedAddresses) != 0;
   const int stage = use % S::kStages;
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
   if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
-    static_assert(kWarps == 4 && kBatch == 1, "the 32-bit transpose runs on four warps");
+    static_assert(kWarps == 4, "the 32-bit transpose runs on four warps");
     static_assert(kN == PrefillShape<kD>::kBlockN, "the 32-bit transpose writes one Vᵀ panel");
     transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else if (valid_keys >= S::kBlockN) {
-    transpose_v_tile_ldsm<kD, true, kWarps, kBatch, kN, kStsm>(s.v[stage], s.vt[stage], valid_keys,
-                                                               tid);
+    transpose_v_tile_ldsm<kD, true, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
+                                                                 valid_keys, tid);
   } else {
-    transpose_v_tile_ldsm<kD, false, kWarps, kBatch, kN, kStsm>(s.v[stage], s.vt[stage], valid_keys,
-                                                                tid);
+    transpose_v_tile_ldsm<kD, false, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
+                                                                  valid_keys, tid);
   }
   device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
   device::mbarrier_arrive(&s.v_empty[stage]);

@@ -6,12 +6,11 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// A quarter or an eighth of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh; half
-// of them measured slower still and was dropped); the exact softmax's options: O's rescale skipped
-// by warps where no row maximum grew (alpha = 1 exactly), S_i issued before waiting for Vᵀ_{i-1}
+// A quarter of the softmax's exponentials on the FMA pipe (device/exp2_fma.cuh; half and an
+// eighth measured slower and were dropped); the exact softmax's options: O's rescale skipped by
+// warps where no row maximum grew (alpha = 1 exactly), S_i issued before waiting for Vᵀ_{i-1}
 // (the producer's transpose), P·V after; and the consumers' turns left out.
 inline constexpr int kFp8TuneExp2FmaQuarter = 1;
-inline constexpr int kFp8TuneExp2FmaEighth = 2;
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
 inline constexpr int kFp8TuneNoTurns = 16;  // no ping-pong: each consumer issues when ready
@@ -34,9 +33,6 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // u - lag and the landing of its V, so at D 256 (two stages, lag 1) the loads ran one TMA latency
 // plus one transpose per item; split, the K copies wait only for the consumers to free a stage.
 inline constexpr int kFp8TuneLoaderWarp = 4096;
-// The ldmatrix transpose issues the loads of two units before their stores (two ldmatrix in flight
-// per warp), not one unit at a time.
-inline constexpr int kFp8TuneTransposeBatch2 = 8192;
 // At D 128: KV tiles of 192 keys, not 128 (two stages, not three; 64-key TMA boxes, as tiles
 // straddle 128-token pages), to spread each tile's fixed costs (row maxima and their shuffles,
 // the barriers, the turns, the rescale test) over 1.5x the keys (FlashAttention-3 takes 160-224
@@ -52,6 +48,11 @@ constexpr int fp8_kv_tile_keys(int d, int tuning) {
 // The ldmatrix transpose stores each unit by one stmatrix.x4, not four 32-bit stores (and their
 // four swizzled addresses): about a third fewer producer instructions per V tile.
 inline constexpr int kFp8TuneStmatrix = 32768;
+// With kFp8TuneStmatrix: each transpose unit's two addresses as a lane constant plus a term of
+// the unit's key group and one of its column pair (a swizzled row's chunk order depends on the
+// row mod 8 alone, which is the lane's), in place of two full swizzle computations per unit.
+// (Bit 8192, two units' ldmatrix in flight, lost 10-20 % in calls A and C and is gone.)
+inline constexpr int kFp8TuneHoistedAddresses = 131072;
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
 // divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
 // tokens every box lies inside one page.
@@ -97,16 +98,17 @@ inline constexpr int kFp8BuiltTunings[] = {
     // D 256 noise), the stmatrix stores alone.
     kFp8BaseTuning | kFp8TuneLoaderWarp,
     kFp8BaseTuning | kFp8TuneStmatrix,
-    // Written for call C: the dispatch's with 192-key tiles, with two units' ldmatrix in flight
-    // (on 3680, with and without the split, call A measured -10 to -20 %), with a quarter or an
-    // eighth of the exponentials on the FMA pipe (a quarter on 3680: -3 to -9 %, fourth session;
-    // D 128 is now within 5 % of 3680's no-transpose ceiling, so the consumers bound it), and
-    // without the turns (on 3680 -3 to -8 %).
+    // On the dispatch's, call C (TFLOP/s, two rounds, against 40544's 772-806 / 736-761 at D 128
+    // non-causal / causal and 811-862 / 774-824 at D 256): 192-key tiles 741-744 / 692-706 at
+    // D 128; a quarter of the exponentials on the FMA pipe 760-767 / 711-715 and 800-805 /
+    // 755-773 (an eighth: 734 / 699-704, dropped); no turns 764-776 / 721-732 and 813-814 /
+    // 778-783. Two units' ldmatrix in flight (-10 %) and Q converted from global memory with a
+    // third stage at D 256 (-5 to -10 %) are gone.
     kFp8DefaultTuning | kFp8TuneKv192,
-    kFp8DefaultTuning | kFp8TuneTransposeBatch2,
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
-    kFp8DefaultTuning | kFp8TuneExp2FmaEighth,
     kFp8DefaultTuning | kFp8TuneNoTurns,
+    // Written for call D: the hoisted transpose addresses.
+    kFp8DefaultTuning | kFp8TuneHoistedAddresses,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
