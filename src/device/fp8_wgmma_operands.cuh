@@ -1,6 +1,6 @@
 // Building FP8 (e4m3) wgmma operands on sm_90: f32 values packed four to a register with the
 // hardware's saturating round-to-nearest-even conversion, and the 4 x 4 byte transpose that turns
-// four rows of four FP8 values into four columns (the producer's V -> Vᵀ copy).
+// four rows of four FP8 values into four columns (the producer's V -> Vᵀ copy), and stmatrix.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +41,17 @@ __device__ __forceinline__ void transpose_bytes_4x4(const uint32_t (&w)[4],
   o[1] = __byte_perm(t0, t2, 0x7632);
   o[2] = __byte_perm(t1, t3, 0x5410);
   o[3] = __byte_perm(t1, t3, 0x7632);
+}
+
+// Stores four 8x8 b16 matrices (sm_90): lanes 8i..8i+7 give the row addresses of matrix i (16
+// contiguous bytes each), and r[i] of lane l is matrix i's row l / 4, bytes 4 (l % 4)..+3: the
+// layout ldmatrix loads.
+__device__ __forceinline__ void stmatrix_x4(const uint32_t (&r)[4], uint32_t addr) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#endif
 }
 
 }  // namespace pagedattn::device

@@ -16,40 +16,60 @@
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
+#include "kernels/attention/v3/prefill_fp8_release.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
+#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
-// S = Q_rows · K_tileᵀ, k32 steps over the head columns (four per 128-column panel), one group.
-template <int kD>
-__device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD>::kScoreRegs],
-                                                 uint32_t q_base, uint32_t k_base) {
-  using S = PrefillFp8Shape<kD>;
+// The keys kKey0 .. kKey0 + kRegs * 2 - 1 of S (kRegs * 2: 64 or 128) from K rows kKey0.., k32
+// steps over the head columns (four per 128-column panel).
+template <int kD, int kN, int kKey0, int kRegs, int kAllRegs>
+__device__ __forceinline__ void issue_score_keys_fp8(float (&s)[kAllRegs], uint32_t q_base,
+                                                     uint32_t k_base) {
+  using S = PrefillFp8Shape<kD, kN>;
+  float(&part)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(&s[kKey0 / 2]);
 #pragma unroll
   for (int kk = 0; kk < kD / 32; ++kk) {
     device::wgmma_k32_e4m3_ss(
-        s, device::wgmma_desc_sw128(q_base + (kk / 4) * S::kQPanelBytes + (kk % 4) * 32, 16, 1024),
-        device::wgmma_desc_sw128(k_base + (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32, 16, 1024),
+        part,
+        device::wgmma_desc_sw128(q_base + (kk / 4) * S::kQPanelBytes + (kk % 4) * 32, 16, 1024),
+        device::wgmma_desc_sw128(k_base + kKey0 * 128 + (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32,
+                                 16, 1024),
         kk > 0);
+  }
+}
+
+// S = Q_rows · K_tileᵀ, one group: one wgmma per k32 step, two (N 128 and the rest) past 128 keys.
+template <int kD, int kN>
+__device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD, kN>::kScoreRegs],
+                                                 uint32_t q_base, uint32_t k_base) {
+  if constexpr (kN > 128) {
+    issue_score_keys_fp8<kD, kN, 0, 64>(s, q_base, k_base);
+    issue_score_keys_fp8<kD, kN, 128, (kN - 128) / 2>(s, q_base, k_base);
+  } else {
+    issue_score_keys_fp8<kD, kN, 0, kN / 2>(s, q_base, k_base);
   }
   device::wgmma_commit_group();
 }
 
-// O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127, k32 steps of 32 keys.
-// kTensorSum: also l += P · ones (kFp8TuneTensorSums; l: the m64n8 accumulators).
-template <int kD, bool kTensorSum>
+// O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127 (of each 128-key panel),
+// k32 steps of 32 keys. kTensorSum: also l += P · ones (kFp8TuneTensorSums; l: the m64n8
+// accumulators).
+template <int kD, int kN, bool kTensorSum>
 __device__ __forceinline__ void issue_pv_fp8(
-    float (&o)[PrefillFp8Shape<kD>::kOChunks][PrefillFp8Shape<kD>::kOChunkRegs], float (&l)[4],
-    const uint32_t (&p)[PrefillFp8Shape<kD>::kKeySteps][4], uint32_t vt_base, uint32_t ones) {
-  using S = PrefillFp8Shape<kD>;
+    float (&o)[PrefillFp8Shape<kD, kN>::kOChunks][PrefillFp8Shape<kD, kN>::kOChunkRegs],
+    float (&l)[4], const uint32_t (&p)[PrefillFp8Shape<kD, kN>::kKeySteps][4], uint32_t vt_base,
+    uint32_t ones) {
+  using S = PrefillFp8Shape<kD, kN>;
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      device::wgmma_k32_e4m3_rs(
-          o[c], p[kk],
-          device::wgmma_desc_sw128(vt_base + c * S::kOChunkCols * 128 + kk * 32, 16, 1024), true);
+      const uint32_t vt = vt_base + (kk / 4) * S::kVtPanelBytes + c * S::kOChunkCols * 128;
+      device::wgmma_k32_e4m3_rs(o[c], p[kk], device::wgmma_desc_sw128(vt + (kk % 4) * 32, 16, 1024),
+                                true);
     }
   }
   if constexpr (kTensorSum) {
@@ -70,17 +90,18 @@ struct Fp8ConsumerPosition {
 // One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands),
 // in the variant kTuning (kFp8Tune* bits, compile-time: runtime choices cost branches and made
 // ptxas fence the accumulators).
-template <int kD, int kTuning>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const PrefillTile& w,
-                                                 PrefillFp8Smem<kD>& s, const IssueTurns& turns,
+                                                 PrefillFp8Smem<kD, kN>& s, const IssueTurns& turns,
                                                  bool last_tile, Fp8ConsumerPosition& pos) {
-  using S = PrefillFp8Shape<kD>;
+  using S = PrefillFp8Shape<kD, kN>;
   constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
   constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
   constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
+  constexpr bool kPerWarp = (kTuning & kFp8TuneWarpArrivals) != 0;
   constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
@@ -122,11 +143,11 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
   if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
-  issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
+  issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
   if constexpr (kTurns) turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
-  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
+  release_to_other_role<kPerWarp>(&s.k_empty[stage_of(0)]);
   scores_to_p(0);  // O is still zero: nothing to rescale
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
@@ -135,19 +156,19 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     if constexpr (kTurns) turns.begin();
     device::wgmma_fence();
-    issue_scores_fp8<kD>(sc, q_base, device::smem_addr(s.k[stage]));
+    issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
+    issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
     if constexpr (kTurns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    device::mbarrier_arrive(&s.k_empty[stage]);
+    release_to_other_role<kPerWarp>(&s.k_empty[stage]);
     const bool grew = scores_to_p(i);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-    device::mbarrier_arrive(&s.vt_empty[prev]);
+    release_to_other_role<kPerWarp>(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
     if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
       rescale(o, alpha);
@@ -158,18 +179,19 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
     pack_p_fp8(sc, p);
   }
-  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
+  release_to_other_role<kPerWarp>(
+      &s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
   if constexpr (kTurns) turns.begin();
   device::wgmma_fence();
-  issue_pv_fp8<kD, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
+  issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
   if constexpr (kTurns) turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-  device::mbarrier_arrive(&s.vt_empty[last]);
+  release_to_other_role<kPerWarp>(&s.vt_empty[last]);
   if constexpr (kTensorSum) {
     st.l[0] = l_mma[0];
     st.l[1] = l_mma[2];
@@ -180,18 +202,18 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 }
 
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
-template <int kD, int kTuning>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD>& s, int consumer) {
-  const IssueTurns turns{consumer, PrefillFp8Shape<kD>::kConsumers};
+                                            PrefillFp8Smem<kD, kN>& s, int consumer) {
+  const IssueTurns turns{consumer, PrefillFp8Shape<kD, kN>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a.base, w)) return;
+  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
   if constexpr ((kTuning & kFp8TuneNoTurns) == 0) turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
-    const bool more = walk.find<kD>(a.base, next);
+    const bool more = find_fp8_tile<kD, kN>(walk, a.base, next);
     consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;

@@ -17,7 +17,8 @@ template <int kD, int kTuning>
 Status launch_prefill_fp8_variant(const CUtensorMap& q_map, const CUtensorMap& kv_map,
                                   const PrefillFp8Args& args, int grid, cudaStream_t stream) {
   const auto kernel = paged_prefill_v3_fp8_kernel<kD, kTuning>;
-  constexpr int kSmem = static_cast<int>(prefill_fp8_smem_bytes<kD>());
+  constexpr int kSmem =
+      static_cast<int>(prefill_fp8_smem_bytes<kD, fp8_kv_tile_keys(kD, kTuning)>());
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
       "v3 FP8 shared memory limit");

@@ -19,8 +19,8 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3 FP8: " + what + " (use kernel generation v2)");
 }
 
-// The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x one KV
-// tile of tokens.
+// The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x `keys`
+// tokens (a KV tile, or a third of a 192-key one: fp8_kv_box_keys).
 Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                          int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
@@ -81,8 +81,8 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   alignas(64) CUtensorMap kv_map;
   PrefillFp8Args a{};
   a.base = base;
-  PAGEDATTN_RETURN_IF_ERROR(
-      encode_fp8_kv_map(p, kv_tile_keys(p.head_size), &kv_map, &a.base.kv_token_coord));
+  const int box_keys = fp8_kv_box_keys(fp8_kv_tile_keys(p.head_size, tuning_in_use));
+  PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, box_keys, &kv_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;

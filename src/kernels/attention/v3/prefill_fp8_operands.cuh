@@ -50,7 +50,7 @@ __device__ __forceinline__ void pack_p_fp8(const float (&s)[16 * kSteps],
 template <int kD>
 __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                  int tid) {
-  using S = PrefillFp8Shape<kD>;
+  using S = PrefillFp8Shape<kD>;  // tiles of one Vᵀ panel (wider ones take the ldmatrix form)
   constexpr int kQuads = kD / 4;
   constexpr int kUnits = S::kBlockN / 16 * kQuads;
   static_assert(kUnits % 128 == 0, "whole passes of the warpgroup");
@@ -98,13 +98,21 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
 // of Vᵀ chunk G in the order perm (above); another gives column c + 1's. The 32-bit stores of a
 // warp hit 32 banks when lanes 16-31 store their odd column first. The 8 rows of each matrix are
 // 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
-template <int kD, bool kWhole>
+// kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1). kN keys per tile: groups 8 and up
+// (keys 128..) go to the second Vᵀ panel. kStsm: one stmatrix.x4 per unit in place of the four
+// 32-bit stores: the words are those stores' (matrix 2m + s holds store s of chunk 2p + m), lane
+// 8j + r addressing the Vᵀ row that row r of matrix j goes to (the rows of a matrix are 8
+// swizzled chunks: conflict-free). kHoisted (with kStsm): the addresses as a lane constant plus a
+// term of the unit's group and one of its pair (a row's swizzle depends on the row mod 8 alone,
+// which is the lane's), the unit counter unsigned.
+template <int kD, bool kWhole, int kWarps = 4, int kN = PrefillShape<kD>::kBlockN,
+          bool kStsm = false, bool kHoisted = false>
 __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
                                                       int tid) {
-  using S = PrefillFp8Shape<kD>;
-  constexpr int kGroups = S::kBlockN / 16;
-  constexpr int kUnits = kGroups * (kD / 32);
-  static_assert(kUnits % 4 == 0, "whole passes of the four warps");
+  using S = PrefillFp8Shape<kD, kN>;
+  static_assert(kStsm || !kHoisted, "the hoisted addresses are the stmatrix stores'");
+  constexpr uint32_t kGroups = S::kBlockN / 16;
+  constexpr uint32_t kUnits = kGroups * (kD / 32);
   const int lane = tid % 32, warp = tid / 32;
   const int t = lane % 4, g = lane / 4;
   // This lane's ldmatrix row: key offset and chunk offset within the unit.
@@ -115,14 +123,28 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
   const uint32_t first_sel = odd_first ? 0x7531u : 0x6420u;
   const uint32_t second_sel = odd_first ? 0x6420u : 0x7531u;
   const uint32_t first_col = 2 * g + odd_first, second_col = 2 * g + 1 - odd_first;
+  // kStsm: the Vᵀ row (less 32 pair) of row r = lane % 8 of matrix j = lane / 8: that of store
+  // j % 2 of chunk 2 pair + j / 2 by the lanes 4r..4r+3 holding it.
+  const uint32_t stsm_r = lane % 8, stsm_odd = stsm_r / 4;
+  const uint32_t stsm_col =
+      16 * (lane / 16) + 2 * stsm_r + ((lane / 8) % 2 == 0 ? stsm_odd : 1 - stsm_odd);
+  // kHoisted: the lane's parts of both addresses (key row load_key, Vᵀ row stsm_col).
+  const uint32_t v_lane = device::smem_addr(v) + load_key * 128, load_swizzle = lane % 8;
+  const uint32_t vt_lane = device::smem_addr(vt) + stsm_col * 128, store_swizzle = stsm_col % 8;
 #pragma unroll 1
-  for (int unit = warp; unit < kUnits; unit += 4) {
+  for (uint32_t unit = warp; unit < kUnits; unit += kWarps) {
     const uint32_t group = unit % kGroups, pair = unit / kGroups;
-    const uint32_t chunk = 2 * pair + load_chunk;
-    const uint32_t key = 16 * group + load_key;
     uint32_t r[4];
-    device::ldmatrix_x4_trans(r, device::smem_addr(v + (chunk / 8) * S::kKvPanelBytes +
-                                                   device::swizzle128_offset(key, chunk % 8)));
+    if constexpr (kHoisted) {
+      const uint32_t chunk = 2 * pair + load_chunk;
+      device::ldmatrix_x4_trans(r, v_lane + group * 2048 + (chunk / 8) * S::kKvPanelBytes +
+                                       (((chunk % 8) ^ load_swizzle) << 4));
+    } else {
+      const uint32_t chunk = 2 * pair + load_chunk;
+      const uint32_t key = 16 * group + load_key;
+      device::ldmatrix_x4_trans(r, device::smem_addr(v + (chunk / 8) * S::kKvPanelBytes +
+                                                     device::swizzle128_offset(key, chunk % 8)));
+    }
     if constexpr (!kWhole) {
       const int k0 = 16 * static_cast<int>(group) + 2 * t;  // bytes 0-1: key k0, 2-3: k0 + 1
       const uint32_t lo =
@@ -134,13 +156,32 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
       r[2] &= lo;
       r[3] &= hi;
     }
+    uint8_t* panel = vt;
+    uint32_t chunk = group;
+    if constexpr (kN > 128) {
+      panel += (group / 8) * S::kVtPanelBytes;
+      chunk = group % 8;
+    }
+    if constexpr (kStsm) {
+      const uint32_t words[4] = {
+          __byte_perm(r[0], r[1], first_sel), __byte_perm(r[0], r[1], second_sel),
+          __byte_perm(r[2], r[3], first_sel), __byte_perm(r[2], r[3], second_sel)};
+      if constexpr (kHoisted) {
+        device::stmatrix_x4(words, vt_lane + pair * 4096 + (group / 8) * S::kVtPanelBytes +
+                                       (((group % 8) ^ store_swizzle) << 4));
+      } else {
+        device::stmatrix_x4(words, device::smem_addr(panel + device::swizzle128_offset(
+                                                                 32 * pair + stsm_col, chunk)));
+      }
+    } else {
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
-      const uint32_t col0 = 16 * (2 * pair + m);
-      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + first_col, group) +
-                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], first_sel);
-      *reinterpret_cast<uint32_t*>(vt + device::swizzle128_offset(col0 + second_col, group) +
-                                   4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], second_sel);
+      for (int m = 0; m < 2; ++m) {  // matrices 2m, 2m + 1: chunk 2 pair + m
+        const uint32_t col0 = 16 * (2 * pair + m);
+        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + first_col, chunk) +
+                                     4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], first_sel);
+        *reinterpret_cast<uint32_t*>(panel + device::swizzle128_offset(col0 + second_col, chunk) +
+                                     4 * t) = __byte_perm(r[2 * m], r[2 * m + 1], second_sel);
+      }
     }
   }
 }

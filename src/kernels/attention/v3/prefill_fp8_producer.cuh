@@ -8,7 +8,8 @@
 //   request's end (the page holds them: pages are multiples of the KV tile);
 // - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
 //   the keys past the request's, one or two tiles behind the loads (produce_fp8) so the TMA copies
-//   stay ahead.
+//   stay ahead; or, with kFp8TuneLoaderWarp, warps 1-3 convert and transpose while warp 0 only
+//   loads (produce_fp8_split).
 #pragma once
 
 #include <cuda.h>
@@ -21,7 +22,9 @@
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
+#include "kernels/attention/v3/prefill_fp8_release.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -31,10 +34,10 @@ __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
 }
 
 // The bf16 Q of work tile w into s.q_stage (the leader; rows past the tokens read as zeros).
-template <int kD>
+template <int kD, int kN>
 __device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const PrefillTile& w,
-                                             PrefillFp8Smem<kD>& s) {
-  using S = PrefillFp8Shape<kD>;
+                                             PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
   device::mbarrier_arrive_expect_tx(&s.q_stage_full, S::kQStageBytes);
   for (int panel = 0; panel < kD / 64; ++panel) {
     const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
@@ -43,18 +46,18 @@ __device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const Pre
 }
 
 // 16-byte chunk c (8 bf16 columns) of query row `row` in the staged Q.
-template <int kD>
-__device__ __forceinline__ uint4 staged_q_chunk(const PrefillFp8Smem<kD>& s, int row, int c) {
+template <int kD, int kN>
+__device__ __forceinline__ uint4 staged_q_chunk(const PrefillFp8Smem<kD, kN>& s, int row, int c) {
   return *reinterpret_cast<const uint4*>(s.q_stage +
-                                         (c / 8) * PrefillFp8Shape<kD>::kQStagePanelBytes +
+                                         (c / 8) * PrefillFp8Shape<kD, kN>::kQStagePanelBytes +
                                          device::swizzle128_offset(row, c % 8));
 }
 
 // Query row tid of the staged Q into s.q as e4m3, and its descale. Rows past the request hold
 // other tokens or zeros: converted alike, never stored.
-template <int kD>
-__device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD>& s, int tid) {
-  using S = PrefillFp8Shape<kD>;
+template <int kD, int kN>
+__device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid) {
+  using S = PrefillFp8Shape<kD, kN>;
   float amax = 0.0f;
 #pragma unroll 4
   for (int c = 0; c < kD / 8; ++c) {
@@ -89,76 +92,162 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD>& s, int tid) {
 }
 
 // Issues the TMA copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer).
-template <int kD>
+template <int kD, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
-                                             uint32_t parity, bool leader, PrefillFp8Smem<kD>& s) {
-  using S = PrefillFp8Shape<kD>;
-  const int key0 = i * S::kBlockN;
-  const int block =
-      a.base.block_table[w.req * a.base.block_table_stride + key0 / a.base.block_size];
-  const int row0 = key0 % a.base.block_size;
+                                             uint32_t parity, bool leader,
+                                             PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
+  constexpr int kBoxes = S::kBlockN / S::kBoxKeys;
   const bool token_first = a.base.kv_token_coord == 1;
-  // Map coordinates: {column byte, token or head, head or token, plane, block}.
-  int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
+  // Map coordinates per box: {column byte, token or head, head or token, plane, block}. Boxes
+  // past the request's last (a 192-key tile's, past its last page) copy that one again:
+  // their keys are masked and zeroed like the rest past the request.
+  int32_t c[kBoxes][5];
+#pragma unroll
+  for (int b = 0; b < kBoxes; ++b) {
+    int key = i * S::kBlockN + b * S::kBoxKeys;
+    if constexpr (kBoxes > 1) key = min(key, (w.k_len - 1) / S::kBoxKeys * S::kBoxKeys);
+    const int block =
+        a.base.block_table[w.req * a.base.block_table_stride + key / a.base.block_size];
+    const int row0 = key % a.base.block_size;
+    c[b][0] = 0;
+    c[b][1] = token_first ? row0 : w.kv_head;
+    c[b][2] = token_first ? w.kv_head : row0;
+    c[b][3] = 0;
+    c[b][4] = block;
+  }
+  constexpr int kBoxBytes = S::kBoxKeys * 128;
   device::mbarrier_wait(&s.k_empty[stage], parity);
   if (leader) {
     device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
     for (int panel = 0; panel < S::kPanels; ++panel) {
-      c[0] = 128 * panel;
-      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        c[b][0] = 128 * panel;
+        device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes + b * kBoxBytes, kv_map, c[b],
+                            &s.k_full[stage]);
+      }
     }
   }
   device::mbarrier_wait(&s.v_empty[stage], parity);
   if (leader) {
     device::mbarrier_arrive_expect_tx(&s.v_full[stage], S::kKvTileBytes);
-    c[3] = 1;
     for (int panel = 0; panel < S::kPanels; ++panel) {
-      c[0] = 128 * panel;
-      device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.v_full[stage]);
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        c[b][0] = 128 * panel;
+        c[b][3] = 1;
+        device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes + b * kBoxBytes, kv_map, c[b],
+                            &s.v_full[stage]);
+      }
     }
   }
 }
 
 // Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
-// landed and its Vᵀ slot is free.
+// landed and its Vᵀ slot is free; run by the fp8_transpose_warps(kTuning) transposing warps (tid
+// counts from their first thread).
 // By ldmatrix with kFp8TuneLdsmTranspose.
-template <int kD, int kTuning>
-__device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys, PrefillFp8Smem<kD>& s,
-                                                  int tid) {
-  using S = PrefillFp8Shape<kD>;
+template <int kD, int kTuning, int kN>
+__device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
+                                                  PrefillFp8Smem<kD, kN>& s, int tid) {
+  using S = PrefillFp8Shape<kD, kN>;
+  constexpr int kWarps = fp8_transpose_warps(kTuning);
+  constexpr bool kStsm = (kTuning & kFp8TuneStmatrix) != 0;
+  constexpr bool kHoisted = (kTuning & kFp8TuneHoistedAddresses) != 0;
   const int stage = use % S::kStages;
   const uint32_t parity = (use / S::kStages) & 1;
   device::mbarrier_wait(&s.v_full[stage], parity);
   device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
   if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
+    static_assert(kWarps == 4, "the 32-bit transpose runs on four warps");
+    static_assert(kN == PrefillShape<kD>::kBlockN, "the 32-bit transpose writes one Vᵀ panel");
     transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
   } else if (valid_keys >= S::kBlockN) {
-    transpose_v_tile_ldsm<kD, true>(s.v[stage], s.vt[stage], valid_keys, tid);
+    transpose_v_tile_ldsm<kD, true, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
+                                                                 valid_keys, tid);
   } else {
-    transpose_v_tile_ldsm<kD, false>(s.v[stage], s.vt[stage], valid_keys, tid);
+    transpose_v_tile_ldsm<kD, false, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
+                                                                  valid_keys, tid);
   }
   device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
-  device::mbarrier_arrive(&s.v_empty[stage]);
-  device::mbarrier_arrive(&s.vt_full[stage]);
+  constexpr bool kPerWarp = (kTuning & kFp8TuneWarpArrivals) != 0;
+  release_to_other_role<kPerWarp>(&s.v_empty[stage]);
+  release_to_other_role<kPerWarp>(&s.vt_full[stage]);
 }
 
-// Work tile t's Q (staged), once the consumers are done with the previous tile's; then the next
-// tile's bf16 Q into the freed staging buffer.
-template <int kD>
-__device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
-                                               bool more, int tile_count, bool loader, bool leader,
-                                               PrefillFp8Smem<kD>& s, int tid) {
+// Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
+// rows tid, tid + kThreads, ... (kThreads: the converting threads).
+template <int kD, int kThreads, bool kPerWarp, int kN>
+__device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD, kN>& s,
+                                                 int tid) {
   const uint32_t parity = tile_count & 1;
   device::mbarrier_wait(&s.q_stage_full, parity);
   device::mbarrier_wait(&s.q_empty, parity ^ 1);
-  convert_q_row<kD>(s, tid);
+  if constexpr (kThreads == PrefillFp8Shape<kD, kN>::kBlockM) {
+    convert_q_row<kD>(s, tid);
+  } else {
+    for (int row = tid; row < PrefillFp8Shape<kD, kN>::kBlockM; row += kThreads) {
+      convert_q_row<kD>(s, row);
+    }
+  }
   device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
-  device::mbarrier_arrive(&s.q_full);
-  device::mbarrier_arrive(&s.q_stage_empty);
+  release_to_other_role<kPerWarp>(&s.q_full);
+  release_to_other_role<kPerWarp>(&s.q_stage_empty);
+}
+
+// Work tile t's Q (all 128 threads); then the next tile's bf16 Q into the freed staging buffer.
+template <int kD, bool kPerWarp, int kN>
+__device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
+                                               bool more, int tile_count, bool loader, bool leader,
+                                               PrefillFp8Smem<kD, kN>& s, int tid) {
+  const uint32_t parity = tile_count & 1;
+  convert_staged_q<kD, 128, kPerWarp>(tile_count, s, tid);
   if (more && loader) {
     device::mbarrier_wait(&s.q_stage_empty, parity);
     if (leader) load_q_stage<kD>(q_map, next, s);
+  }
+}
+
+// kFp8TuneLoaderWarp: warp 0 issues every copy in the order the consumers use them (work tile
+// t's Q stage, then its K/V tiles; t + 1's Q stage once t's Q is converted), waiting only for free
+// ring slots; warps 1-3 convert each work tile's Q (once the consumers have done every S of the
+// previous one, all of whose V tiles they have already transposed) and transpose its V tiles in
+// order. No item of one role waits behind the other's.
+template <int kD, int kTuning, int kN>
+__device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
+                                                  const CUtensorMap* kv_map,
+                                                  const PrefillFp8Args& a, int total_tiles,
+                                                  PrefillFp8Smem<kD, kN>& s) {
+  using S = PrefillFp8Shape<kD, kN>;
+  static_assert(fp8_transpose_warps(kTuning) == 3, "warp 0 loads, warps 1-3 transpose");
+  const int tid = threadIdx.x % 128;
+  TileWalk walk{total_tiles};
+  PrefillTile w;
+  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+  if (tid < 32) {
+    const bool leader = device::elect_one();
+    if (leader) load_q_stage<kD>(q_map, w, s);
+    for (int tile_count = 0, use = 0;; ++tile_count) {
+      for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+                         s);
+      }
+      walk.advance();
+      if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+      device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
+      if (leader) load_q_stage<kD>(q_map, w, s);
+    }
+  }
+  const int ttid = tid - 32;
+  for (int tile_count = 0, use = 0;; ++tile_count) {
+    convert_staged_q<kD, 96, (kTuning & kFp8TuneWarpArrivals) != 0>(tile_count, s, ttid);
+    for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+      transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
+    }
+    walk.advance();
+    if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
   }
 }
 
@@ -168,25 +257,29 @@ __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const P
 // consumers need first). lag 1 waits for the V tile loaded one item before; with
 // kFp8TuneDeepTranspose and three stages, lag 2 keeps two V tiles in flight ahead of the
 // transposes (the stage of V u - 2 is reloaded at item u + 1, after its transpose).
-template <int kD, int kTuning>
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                             const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD>& s) {
-  using S = PrefillFp8Shape<kD>;
+                                            PrefillFp8Smem<kD, kN>& s) {
+  if constexpr ((kTuning & kFp8TuneLoaderWarp) != 0) {
+    produce_fp8_split<kD, kTuning>(q_map, kv_map, a, total_tiles, s);
+    return;
+  }
+  using S = PrefillFp8Shape<kD, kN>;
   const int tid = threadIdx.x % 128;
   const bool loader = tid / 32 == 0;
   const bool leader = device::elect_one() && loader;
   constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a.base, w)) return;
+  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
   if (leader) load_q_stage<kD>(q_map, w, s);
   // The request's keys in V tiles use - 1 and use - 2, not transposed yet.
   int use = 0, valid1 = 0, valid2 = 0;
   for (int tile_count = 0;; ++tile_count) {
     TileWalk ahead = walk;
     ahead.advance();
-    const bool more = ahead.find<kD>(a.base, next);
+    const bool more = find_fp8_tile<kD, kN>(ahead, a.base, next);
     const int q_item = min(lag, w.num_kv_tiles) - 1;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       if (loader) {
@@ -198,7 +291,9 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
       }
       valid2 = valid1;
       valid1 = w.k_len - i * S::kBlockN;
-      if (i == q_item) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
+      if (i == q_item)
+        convert_q_tile<kD, (kTuning & kFp8TuneWarpArrivals) != 0>(q_map, next, more, tile_count,
+                                                                  loader, leader, s, tid);
     }
     if (!more) break;
     walk = ahead;

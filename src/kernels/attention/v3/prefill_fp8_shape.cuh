@@ -2,12 +2,14 @@
 // cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
 // Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
-// The work tiles, query rows per consumer and keys per KV tile are the bf16 kernel's
-// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles. FP8 wgmma reads both
+// The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
+// scheduler (prefill_tiles.cuh) walks the same tiles; the keys per KV tile (kN) are too, except in
+// the kFp8TuneKv192 variants (D 128: find_fp8_tile recounts the tile's KV tiles, and TMA copies
+// 64-key boxes, each inside one page). FP8 wgmma reads both
 // operands K-major, so V is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup
 // into a ring of its own. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per
-// 128 head columns for Q and K/V; Vᵀ rows are 128 bytes whatever the KV tile, 64 keys at D 256
-// filling half of each).
+// 128 head columns for Q and K/V; Vᵀ: one panel of D rows of 128 bytes per 128 keys, 64 keys at
+// D 256 filling half of each, and a 192-key tile's keys from 128 on half of its second).
 #pragma once
 
 #include <cstddef>
@@ -18,13 +20,16 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template <int kD>
+// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 192 at D 128).
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
+  static_assert(kN == 64 || kN == 128 || kN == 192, "KV tiles of 64, 128 or 192 keys");
   using Base = PrefillShape<kD>;
   static constexpr int kConsumers = Base::kConsumers;
-  static constexpr int kBlockM = Base::kBlockM;  // 128: one producer thread per query row
-  static constexpr int kBlockN = Base::kBlockN;  // 128 keys (64 at D 256)
+  static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
+  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256, or 192)
+  static constexpr int kBoxKeys = fp8_kv_box_keys(kN);  // keys per TMA copy
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
@@ -39,14 +44,16 @@ struct PrefillFp8Shape {
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
-  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227).
-  static constexpr int kStages = kD == 128 ? 3 : 2;
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227), 80 KB with
+  // 192-key tiles at D 128 (two: 208 KB; three do not fit).
+  static constexpr int kStages = kD == 128 && kN == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKvPanelBytes = kBlockN * 128;
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
-  static constexpr int kVtTileBytes = kD * 128;            // D rows of 128 bytes
+  static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
+  static constexpr int kVtTileBytes = (kN + 127) / 128 * kVtPanelBytes;
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
   static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;
@@ -56,9 +63,9 @@ struct PrefillFp8Shape {
   static constexpr int kOChunkRegs = kOChunkCols / 2;
 };
 
-template <int kD>
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Smem {
-  using S = PrefillFp8Shape<kD>;
+  using S = PrefillFp8Shape<kD, kN>;
   uint8_t q[S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
@@ -72,10 +79,11 @@ struct PrefillFp8Smem {
   uint64_t v_full[S::kStages], v_empty[S::kStages];  // v_empty: the producer has read V
   uint64_t vt_full[S::kStages], vt_empty[S::kStages];
 };
-template <int kD>
+template <int kD, int kN = PrefillShape<kD>::kBlockN>
 constexpr size_t prefill_fp8_smem_bytes() {
-  return sizeof(PrefillFp8Smem<kD>) + 1024;  // room to align the tiles to 1024 bytes
+  return sizeof(PrefillFp8Smem<kD, kN>) + 1024;  // room to align the tiles to 1024 bytes
 }
+static_assert(prefill_fp8_smem_bytes<128, 192>() <= 227 * 1024, "the 192-key tile's shared memory");
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {
