@@ -33,10 +33,8 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     // Consumer arrivals on q_empty, k_empty and vt_empty: a thread's or a warp's.
     constexpr uint32_t kConsumerArrivals =
         (kTuning & kFp8TuneWarpArrivals) ? S::kConsumers * 4 : S::kConsumers * 128;
-    // The producer's arrivals on q_full, q_stage_empty, v_empty and vt_full: a thread's or a
-    // warp's, of those that convert Q rows and transpose V (all four warps, or warps 1-3).
-    constexpr uint32_t kTransposers =
-        ((kTuning & kFp8TuneWarpArrivals) ? 1 : 32) * fp8_transpose_warps(kTuning);
+    // The producer threads that convert Q rows and transpose V (all, or warps 1-3).
+    constexpr uint32_t kTransposers = 32 * fp8_transpose_warps(kTuning);
     device::mbarrier_init(&s.q_full, kTransposers);
     device::mbarrier_init(&s.q_empty, kConsumerArrivals);
     device::mbarrier_init(&s.q_stage_full, 1);

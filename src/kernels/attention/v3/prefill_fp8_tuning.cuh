@@ -53,10 +53,8 @@ inline constexpr int kFp8TuneStmatrix = 32768;
 // row mod 8 alone, which is the lane's), in place of two full swizzle computations per unit.
 // (Bit 8192, two units' ldmatrix in flight, lost 10-20 % in calls A and C and is gone.)
 inline constexpr int kFp8TuneHoistedAddresses = 131072;
-// Both roles hand shared memory over by one arrival per warp (lane 0, after the warp's collective
-// wgmma wait or its lanes' stores and async-proxy fences), not one per thread: the consumers'
-// 512 arrivals per KV tile on k_empty and vt_empty become 16, the transposers' 256 on v_empty and
-// vt_full 8 (prefill_fp8_release.cuh).
+// The consumers release K/V slots and Q by one arrival per warp (lane 0, after the warp's wgmma
+// wait), not one per thread: 16 arrivals per KV tile on the two ring barriers, not 512.
 inline constexpr int kFp8TuneWarpArrivals = 524288;
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
 // divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
