@@ -80,19 +80,6 @@ __device__ __forceinline__ void issue_pv_fp8(
   device::wgmma_commit_group();
 }
 
-// Tells the producer a consumer is done with a ring slot or with Q: every thread arrives, or
-// (kPerWarp, kFp8TuneWarpArrivals) lane 0 of each warp once the warp is (a warp's wgmma waits are
-// collective, so its lanes are done together; the barrier counts warps then).
-template <bool kPerWarp>
-__device__ __forceinline__ void consumer_release(uint64_t* bar) {
-  if constexpr (kPerWarp) {
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) device::mbarrier_arrive(bar);
-  } else {
-    device::mbarrier_arrive(bar);
-  }
-}
-
 // Where a consumer is in the rings and in its tiles, carried from one work tile to the next.
 struct Fp8ConsumerPosition {
   int use = 0;         // of the K and Vᵀ rings
@@ -113,7 +100,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
-  constexpr bool kPerWarp = (kTuning & kFp8TuneWarpArrivals) != 0;
   constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
@@ -159,7 +145,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   if constexpr (kTurns) turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
-  consumer_release<kPerWarp>(&s.k_empty[stage_of(0)]);
+  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
   scores_to_p(0);  // O is still zero: nothing to rescale
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
@@ -174,13 +160,13 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     if constexpr (kTurns) turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    consumer_release<kPerWarp>(&s.k_empty[stage]);
+    device::mbarrier_arrive(&s.k_empty[stage]);
     const bool grew = scores_to_p(i);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-    consumer_release<kPerWarp>(&s.vt_empty[prev]);
+    device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
     if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
       rescale(o, alpha);
@@ -191,7 +177,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
     pack_p_fp8(sc, p);
   }
-  consumer_release<kPerWarp>(&s.q_empty);  // every S of the tile is complete, the descales read
+  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
   if constexpr (kTurns) turns.begin();
@@ -202,7 +188,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-  consumer_release<kPerWarp>(&s.vt_empty[last]);
+  device::mbarrier_arrive(&s.vt_empty[last]);
   if constexpr (kTensorSum) {
     st.l[0] = l_mma[0];
     st.l[1] = l_mma[2];

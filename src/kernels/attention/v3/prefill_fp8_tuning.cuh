@@ -53,9 +53,6 @@ inline constexpr int kFp8TuneStmatrix = 32768;
 // row mod 8 alone, which is the lane's), in place of two full swizzle computations per unit.
 // (Bit 8192, two units' ldmatrix in flight, lost 10-20 % in calls A and C and is gone.)
 inline constexpr int kFp8TuneHoistedAddresses = 131072;
-// The consumers release K/V slots and Q by one arrival per warp (lane 0, after the warp's wgmma
-// wait), not one per thread: 16 arrivals per KV tile on the two ring barriers, not 512.
-inline constexpr int kFp8TuneWarpArrivals = 524288;
 // Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
 // divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
 // tokens every box lies inside one page.
@@ -110,10 +107,8 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning | kFp8TuneKv192,
     kFp8DefaultTuning | kFp8TuneExp2FmaQuarter,
     kFp8DefaultTuning | kFp8TuneNoTurns,
-    // Written for call D: the hoisted transpose addresses, one consumer arrival per warp, both.
+    // Written for call D: the hoisted transpose addresses.
     kFp8DefaultTuning | kFp8TuneHoistedAddresses,
-    kFp8DefaultTuning | kFp8TuneWarpArrivals,
-    kFp8DefaultTuning | kFp8TuneHoistedAddresses | kFp8TuneWarpArrivals,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
