@@ -99,8 +99,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
-  constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
-  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
@@ -126,9 +124,9 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
     if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum>(sc, st, scale_log2, alpha);
     } else {
-      return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8(sc, st, scale_log2, alpha);
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
@@ -139,10 +137,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  if constexpr (kTurns) turns.begin();
+  turns.begin();
   device::wgmma_fence();
   issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  if constexpr (kTurns) turns.end(false);
+  turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
   device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
@@ -152,12 +150,12 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    if constexpr (kTurns) turns.begin();
+    turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
-    if constexpr (kTurns) turns.end(false);
+    turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
@@ -180,10 +178,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  if constexpr (kTurns) turns.begin();
+  turns.begin();
   device::wgmma_fence();
   issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
-  if constexpr (kTurns) turns.end(last_tile);
+  turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
@@ -206,7 +204,7 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
-  if constexpr ((kTuning & kFp8TuneNoTurns) == 0) turns.start();
+  turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
