@@ -36,33 +36,38 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel) on the
-// balanced plan with cuts (static: the plan before this session's), with the default plan (uncut
-// when the segments fit whole: in the pool or, with few per CTA, in static lists), uncut in static
-// lists only, and with everything in a guided pool (segments cut towards the end), interleaved and
-// repeated (differences of 1-2 % need it); then, once: the balanced plan without any merge (the
-// kernel alone; its output is wrong where segments are cut), cp.async tiles, a 256-CTA grid and the
-// copies alone. DECODE_BENCH_VARIANTS picks variants by name prefix.
+// The library's configuration (warp TMA tiles, split segments merged in the kernel, pool units
+// taken at each unit's end) with the default plan, beside the pool taken at each unit's start
+// (take_start, the fourth session's default) and at the end with one unit reserved ahead
+// (take_reserved), uncut plans in the pool from 1 or 2 segments per CTA (pool_r1, pool_r2; the
+// default from 3), the default plan on a 256-CTA grid and the balanced plan with cuts (static),
+// interleaved and repeated (differences of 1-2 % need it); then, once: uncut static lists, a guided
+// pool of cut pieces, cp.async tiles and the copies alone. DECODE_BENCH_VARIANTS picks variants by
+// name prefix. (6 stages and 8 warps on one CTA per SM, timed in the fifth session, are gone from
+// the build: docs/kernels.md has their figures.)
 void time_config_variants(DType cache, const TimeDecode& t) {
   using decode_ns::TileSync;
+  constexpr auto kAtStart = decode_ns::PoolTake::kAtStart;
+  constexpr auto kReserved = decode_ns::PoolTake::kAtEnd;
   auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
     using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
     using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
     for (int rep = 0; rep < 2; ++rep) {
       const bool timeline = rep == 0;
-      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true,
-                                         .timeline = timeline});
       time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_pool_r1", {.whole_ratio = 1, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_pool_r2", {.whole_ratio = 2, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_take_start",
+                       {.merge_in_kernel = true, .pool_take = kAtStart, .timeline = timeline});
+      time_config<Tma>(t, "tma_take_reserved", {.merge_in_kernel = true, .pool_take = kReserved});
+      time_config<Tma>(t, "tma_d256", {.num_ctas = 256, .merge_in_kernel = true});
+      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true});
     }
-    time_config<Tma>(t, "tma_pool1000", {.pool_permille = 1000, .cut_penalty = 0,
-                                         .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_nomerge", {.cut_penalty = 0, .combine = false});
+    time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
+    time_config<Tma>(t, "tma_pool1000",
+                     {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
-    time_config<Tma>(t, "tma_static_256", {.num_ctas = 256, .cut_penalty = 0,
-                                           .merge_in_kernel = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(
-        t, "tma_loads", {.cut_penalty = 0});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
@@ -242,13 +247,12 @@ void run_shape(const BenchShape& s) {
     a.num_splits_per_req = static_cast<int32_t*>(nsplit);
   }
   const double paged_ms = median_ms([&] { (void)kernels::launch_paged_attention(a, nullptr); });
-  const double read_ms = median_ms([&] {
-    read_bytes<<<sms * 8, 512>>>(static_cast<const uint4*>(kv), cache_elems * elem / 16,
-                                 static_cast<uint32_t*>(out));
-  });
+  const double read_ms = time_read_probes(kv, static_cast<size_t>(cache_elems * elem),
+                                          static_cast<uint32_t*>(out), kv_bytes);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::printf("  paged %.4f ms (%.2f TB/s, splits %d) | read %.4f ms (%.2f TB/s)\n", paged_ms,
-              kv_bytes / paged_ms / 1e9, a.max_num_splits, read_ms, kv_bytes / read_ms / 1e9);
+  std::printf("  paged %.4f ms (%.2f TB/s, splits %d) | read (best probe) %.4f ms (%.2f TB/s)\n",
+              paged_ms, kv_bytes / paged_ms / 1e9, a.max_num_splits, read_ms,
+              kv_bytes / read_ms / 1e9);
   for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales, split_out, split_lse, nsplit}) {
     cudaFree(ptr);
   }
@@ -257,12 +261,14 @@ void run_shape(const BenchShape& s) {
 
 // The peer suite's decode shapes (64 x 4096, 256 x 2048 and 8 x 32768 with 32/8 heads, 128 x 1024
 // with 64/8, 32 x 8192 with 32/32; bf16, NHD), then the issue's shape with an FP8 e4m3 cache, at
-// page 1024 and HND, and few long requests.
+// page 1024, HND and with its blocks in order, and few long requests.
 std::vector<BenchShape> bench_shapes() {
   std::vector<BenchShape> shapes;
-  for (const auto& [reqs, len, hq, hkv] :
-       {std::tuple{64, 4096, 32, 8}, {256, 2048, 32, 8}, {8, 32768, 32, 8}, {128, 1024, 64, 8},
-        {32, 8192, 32, 32}}) {
+  for (const auto& [reqs, len, hq, hkv] : {std::tuple{64, 4096, 32, 8},
+                                           {256, 2048, 32, 8},
+                                           {8, 32768, 32, 8},
+                                           {128, 1024, 64, 8},
+                                           {32, 8192, 32, 32}}) {
     BenchShape s;
     s.num_reqs = reqs;
     s.seq_len = len;
@@ -279,6 +285,10 @@ std::vector<BenchShape> bench_shapes() {
   BenchShape hnd;
   hnd.hnd = true;
   shapes.push_back(hnd);
+  // The issue's shape with each request's blocks in order: what shuffled pages cost the copies.
+  BenchShape in_order;
+  in_order.shuffle = false;
+  shapes.push_back(in_order);
   BenchShape small;  // few long requests: the plan must split
   small.num_reqs = 4;
   small.seq_len = 32768;

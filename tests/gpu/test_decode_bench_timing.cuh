@@ -1,4 +1,4 @@
-// DecodeBench's timing helpers: random fills, the read probe, median event timing, the CTA
+// DecodeBench's timing helpers: random fills, the read probes, median event timing, the CTA
 // timeline summary, the variant filter and the timing of one kernel configuration.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include "kernels/decode/decode_combine.h"
 #include "kernels/decode/decode_kernel.cuh"
 #include "plan/decode_plan.h"
+#include "testing/read_probe.cuh"
 
 namespace pagedattn::test::decode_bench {
 
@@ -27,18 +28,6 @@ __global__ void fill_random_bytes(uint32_t* p, int64_t n, uint32_t seed, uint32_
     h ^= h >> 13;
     p[i] = h & mask;  // mask clears exponent bits: finite values of moderate size
   }
-}
-
-// The read ceiling of the same bytes: 16-byte loads streaming over the K/V buffer.
-__global__ void read_bytes(const uint4* __restrict__ p, int64_t n, uint32_t* sink) {
-  uint32_t acc = 0;
-#pragma unroll 4
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const uint4 v = __ldg(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads
 }
 
 namespace decode_ns = kernels::decode;
@@ -55,6 +44,7 @@ struct TimeOptions {
   int whole_ratio = plan::kWholePoolRatio;    // DecodePlanConfig::whole_pool_ratio
   bool combine = true;
   bool merge_in_kernel = false;  // the decode kernel merges split segments (no combine launch)
+  decode_ns::PoolTake pool_take = decode_ns::DecodeArgs{}.pool_take;
   bool timeline = false;
 };
 
@@ -143,6 +133,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
     a.merge_in_kernel = opt.merge_in_kernel;
+    a.pool_take = opt.pool_take;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (opt.combine && !opt.merge_in_kernel) {
       (void)decode_ns::launch_decode_combine<__nv_bfloat16>(pp, a.group, nullptr);
@@ -150,11 +141,10 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   };
   plan::DecodePlanStats stats;
   const double ms = time_decode(ctas, opt, launch, &stats);
-  std::string out = " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) +
-                    " (grid " + std::to_string(ctas) + ", units " +
-                    std::to_string(stats.num_units) + ", merges " +
-                    std::to_string(stats.num_merges) + ", pool " + std::to_string(stats.pool_units) +
-                    ")";
+  std::string out =
+      " " + name + "x" + std::to_string(per_sm) + ":" + std::to_string(ms) + " (grid " +
+      std::to_string(ctas) + ", units " + std::to_string(stats.num_units) + ", merges " +
+      std::to_string(stats.num_merges) + ", pool " + std::to_string(stats.pool_units) + ")";
   if (clock != nullptr) {
     std::vector<unsigned long long> host(size_t{2} * ctas);
     cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);
@@ -164,6 +154,27 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   std::printf("  variant%s\n", out.c_str());
   std::fflush(stdout);
   return out;
+}
+
+// The read ceiling of the same bytes: the probes of testing/read_probe.cuh (16-byte loads and
+// each bulk-copy shape) over the K/V buffer, medians; printed each, the best returned (ms).
+inline double time_read_probes(const void* data, size_t bytes, uint32_t* sink, double kv_bytes) {
+  std::string line = "  read probes (TB/s): ldg";
+  double best = median_ms([&] { testing::launch_ldg_read(data, bytes, sink); });
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), " %.2f", kv_bytes / best / 1e9);
+  line += buf;
+  if (testing::bulk_read_supported()) {
+    for (const testing::BulkReadShape& s : testing::kBulkReadShapes) {
+      const double ms = median_ms([&] { (void)testing::launch_bulk_read(data, bytes, s); });
+      std::snprintf(buf, sizeof(buf), " | bulk %dx%dx%dK %.2f", s.ctas_per_sm, s.stages,
+                    s.chunk_bytes >> 10, kv_bytes / ms / 1e9);
+      line += buf;
+      best = std::min(best, ms);
+    }
+  }
+  std::printf("%s\n", line.c_str());
+  return best;
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,

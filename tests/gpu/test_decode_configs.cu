@@ -17,17 +17,20 @@
 namespace pagedattn::test {
 namespace {
 
+using kernels::decode::PoolTake;
 using kernels::decode::TileSync;
 using testing::CaseSpec;
 
 // The kernel then the combine kernel, or the kernel merging split segments itself.
 template <typename Cfg>
-DecodeRunOptions config_options(bool merge_in_kernel) {
+DecodeRunOptions config_options(bool merge_in_kernel,
+                                PoolTake pool_take = kernels::decode::DecodeArgs{}.pool_take) {
   DecodeRunOptions o;
   o.ctas_per_sm = kernels::decode::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  o.launch = [merge_in_kernel](const kernels::DecodeAttentionParams& p) -> Status {
+  o.launch = [merge_in_kernel, pool_take](const kernels::DecodeAttentionParams& p) -> Status {
     kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
     a.merge_in_kernel = merge_in_kernel;
+    a.pool_take = pool_take;
     cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (err == cudaSuccess && !merge_in_kernel) {
       err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
@@ -84,6 +87,13 @@ void expect_passes(std::initializer_list<int> blocks = {32}) {
                             blocks);
 }
 
+int device_major() {
+  int device = 0, major = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  return major;
+}
+
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;
 constexpr auto kBF16 = kernels::CacheKind::kBF16;
 
@@ -97,13 +107,55 @@ TEST(DecodeConfigs, CopyTiles) {
 
 TEST(DecodeConfigs, TmaTiles) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const int major = device_major();
   if (major != 9)
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
+}
+
+// The pool taken at each unit's end (the default; with a unit reserved ahead) and at its start:
+// whole segments (many short requests, odd lengths from 1 key) and the guided pool of cut pieces
+// (long requests), taken by 2 and 7 CTAs in turn, each plan launched three times (the pool's
+// counters back at 0 after each launch).
+template <typename Cfg>
+void expect_pool_takes_pass(const std::string& name) {
+  CaseSpec c;
+  c.seed = 151;
+  c.num_heads = 16;
+  c.num_kv_heads = 2;
+  c.block_size = 16;
+  c.sinks = true;
+  for (PoolTake take : {PoolTake::kAtStart, PoolTake::kAtEnd, PoolTake::kAtEndUnreserved}) {
+    for (int permille : {0, 1000}) {
+      c.seq_lens.clear();
+      for (int r = 0; r < (permille == 0 ? 200 : 6); ++r) {
+        c.seq_lens.push_back(permille == 0 ? 1 + (r * 37) % 150 : 900 + r * 613);
+      }
+      c.query_lens.assign(c.seq_lens.size(), 1);
+      for (int ctas : {2, 7}) {
+        c.name = name + "_take" + std::to_string(static_cast<int>(take)) + "_pool" +
+                 std::to_string(permille) + "_ctas" + std::to_string(ctas);
+        DecodeRunOptions o = config_options<Cfg>(true, take);
+        o.num_ctas = ctas;
+        o.pool_permille = permille;
+        if (permille > 0) o.cut_penalty_tokens = 0;
+        o.launches = 3;
+        const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
+        EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"
+                                << r.cmp.detail;
+        EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
+      }
+    }
+  }
+}
+
+TEST(DecodeConfigs, PoolTakes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  const int major = device_major();
+  if (major != 9)
+    GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
+  expect_pool_takes_pass<kernels::decode::DecodeTmaConfig<128, kBF16>>("tma");
 }
 
 }  // namespace

@@ -1,33 +1,18 @@
-// CUDA ceilings: DRAM read bandwidth (16-byte loads over a buffer far larger than L2) and the
-// bf16 mma.sync rate (the instruction the v2 attention kernels use), both timed with CUDA events.
+// CUDA ceilings: DRAM read bandwidth (the best of the read probes of testing/read_probe.cuh over a
+// buffer far larger than L2) and the bf16 mma.sync rate (the instruction the v2 attention kernels
+// use), both timed with CUDA events.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
-#include "runtime/check.h"
 #include "probes.h"
+#include "runtime/check.h"
+#include "testing/read_probe.cuh"
 
 namespace pagedattn::cli {
 namespace {
-
-__global__ void read_kernel(const uint4* __restrict__ data, size_t n, uint32_t* sink) {
-  uint32_t acc = 0;
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    const uint4 a = __ldg(data + i), b = __ldg(data + i + stride), c = __ldg(data + i + 2 * stride),
-                d = __ldg(data + i + 3 * stride);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^
-           d.w;
-  }
-  for (; i < n; i += stride) {
-    const uint4 a = __ldg(data + i);
-    acc ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // practically never: keeps the loads alive
-}
 
 constexpr int kMmaChains = 8;
 
@@ -94,16 +79,26 @@ Ceiling measure_cuda_read_bandwidth(int device_index, bool quick) {
     return {0.0, "not measured: cudaMalloc failed"};
   }
   cudaMemset(buffer, 0x3C, bytes);
-  const size_t n = bytes / sizeof(uint4);
-  const int blocks = sm_count(device_index) * 8;
-  const float ms = best_ms(quick ? 3 : 10, [&] {
-    read_kernel<<<blocks, 512>>>(static_cast<const uint4*>(buffer), n, sink);
-  });
+  const int passes = quick ? 3 : 10;
+  float ms = best_ms(passes, [&] { testing::launch_ldg_read(buffer, bytes, sink); });
+  std::string how = "16-byte loads";
+  if (testing::bulk_read_supported()) {
+    for (const testing::BulkReadShape& s : testing::kBulkReadShapes) {
+      const float bulk =
+          best_ms(passes, [&] { (void)testing::launch_bulk_read(buffer, bytes, s); });
+      if (bulk > 0.0f && (ms <= 0.0f || bulk < ms)) {
+        ms = bulk;
+        how = "TMA bulk copies (" + std::to_string(s.ctas_per_sm) + " CTA/SM x " +
+              std::to_string(s.stages) + " x " + std::to_string(s.chunk_bytes >> 10) + " KiB)";
+      }
+    }
+  }
   cudaFree(buffer);
   cudaFree(sink);
   if (ms <= 0.0f) return {0.0, "not measured: the read kernel failed"};
   return {static_cast<double>(bytes) / (ms * 1e-3) / 1e9,
-          "16-byte loads over a " + std::to_string(bytes >> 20) + " MiB buffer, best of passes"};
+          "the best of 16-byte loads and TMA bulk copies over a " + std::to_string(bytes >> 20) +
+              " MiB buffer, best of passes: " + how};
 }
 
 Ceiling cuda_matmul_ceiling(int device_index) {

@@ -1,7 +1,7 @@
 // The decode kernel: a fixed grid of CTAs, each running the work units the plan gave it, then
 // units of the plan's shared pool, as one stream of KV tiles through a kStages-deep pipeline; and
-// the host-side launch of one instantiation. The grid is the plan's num_ctas whatever the batch, so a captured CUDA graph
-// replays any plan made for it.
+// the host-side launch of one instantiation. The grid is the plan's num_ctas whatever the batch, so
+// a captured CUDA graph replays any plan made for it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,7 +30,8 @@ __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
   const auto* header = reinterpret_cast<const DecodePlanHeader*>(plan);
   const auto* cta_begin = reinterpret_cast<const int32_t*>(plan + kDecodePlanCtaBeginOffset);
   const auto* units = reinterpret_cast<const DecodeWorkUnit*>(plan + header->units_offset);
-  auto* counters = reinterpret_cast<DecodePoolCounters*>(plan + decode_pool_counters_offset(*header));
+  auto* counters =
+      reinterpret_cast<DecodePoolCounters*>(plan + decode_pool_counters_offset(*header));
   const int pool_tiles = max(1, (counters->min_keys + Cfg::kBlockN - 1) / Cfg::kBlockN);
   UnitPublisher<Cfg> q{units,
                        cta_begin[blockIdx.x],
@@ -38,7 +39,8 @@ __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
                        cta_begin[gridDim.x],
                        header->num_units,
                        &counters->next,
-                       pool_tiles};
+                       pool_tiles,
+                       a.pool_take != PoolTake::kAtEndUnreserved};
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
   run_stream<Cfg, T>(a, units, q, smem);
   if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();

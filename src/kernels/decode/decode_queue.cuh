@@ -24,11 +24,13 @@ __device__ __forceinline__ int* queue_slot(char* smem, int k) {
   return reinterpret_cast<int*>(smem + Cfg::kQueueOffset) + 2 * (k % Cfg::kQueueSlots);
 }
 
-// Thread 0's publishing state (the other threads carry it unused). Pool units are taken one
-// publication ahead (the atomic's result is read at the next publication, a unit later) and
+// Thread 0's publishing state (the other threads carry it unused). Pool units are taken when
+// published (by default; the caller publishes at each unit's end, so few are held when the pool
+// runs out) or one publication ahead (reserve_ahead: the atomic's result is read a unit later) and
 // counted at the pool's shortest unit's tiles (a lower bound: publishing by lower bounds still
-// covers the cursors' reach), so neither the atomic nor a load of the unit stalls the warp; when
-// that bound is too short to cover the cursors' reach with one unit, the unit is loaded.
+// covers the cursors' reach), so a load of the unit does not stall the warp (the atomic does,
+// unless reserved ahead); when that bound is too short to cover the cursors' reach with one unit,
+// the unit is loaded.
 template <typename Cfg>
 struct UnitPublisher {
   const DecodeWorkUnit* units;
@@ -36,8 +38,9 @@ struct UnitPublisher {
   int end_static;
   int pool_begin;  // the pool: units [pool_begin, pool_end)
   int pool_end;
-  int* pool_next;  // the plan's pool counter
-  int pool_tiles;  // tiles of the pool's shortest unit (>= 1)
+  int* pool_next;      // the plan's pool counter
+  int pool_tiles;      // tiles of the pool's shortest unit (>= 1)
+  bool reserve_ahead;  // take the next pool index one publication ahead
   int published = 0;
   int stream_end = 0;  // (a lower bound of) the stream position past the last published entry
   int reserved = -1;   // a pool index taken ahead, -1: none
@@ -76,11 +79,12 @@ struct UnitPublisher {
   // cursor's reach while entry j computes), or the end. Entry j - 1 and earlier are published.
   // Then takes the next pool index ahead once the static units are out.
   __device__ __forceinline__ void cover(char* smem, int j) {
-    while (!ended && (published <= j ||
-                      stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
+    while (!ended &&
+           (published <= j || stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
       publish_one(smem);
     }
-    if (!ended && next_static >= end_static && reserved < 0 && pool_begin < pool_end) {
+    if (reserve_ahead && !ended && next_static >= end_static && reserved < 0 &&
+        pool_begin < pool_end) {
       reserved = atomicAdd(pool_next, 1);
     }
   }

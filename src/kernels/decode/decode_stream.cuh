@@ -103,10 +103,12 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     if (u < 0) break;
     const UnitWork w = load_unit(units, u, a.group);
     // The entries the cursors reach during the next entry, published before the barriers of
-    // this entry's epilogue (the atomic's latency overlaps this entry's tiles).
-    if (threadIdx.x == 0) q.cover(smem, j + 1);
-    const bool count_now = a.merge_in_kernel && w.partial >= 0 &&
-                           !pieces.begin_cut(a, u, merge_list);
+    // this entry's epilogue: after its tiles (the default: fewer units held when the pool runs
+    // out) or here (a.pool_take).
+    const bool take_at_end = a.pool_take != PoolTake::kAtStart;
+    if (threadIdx.x == 0 && !take_at_end) q.cover(smem, j + 1);
+    const bool count_now =
+        a.merge_in_kernel && w.partial >= 0 && !pieces.begin_cut(a, u, merge_list);
     UnitContext<Cfg> c;
     WarpState<Cfg> st;
     begin_unit<Cfg, T>(a, w, c, st);
@@ -124,6 +126,7 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
       device::cp_async_commit();
       compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
     }
+    if (threadIdx.x == 0 && take_at_end) q.cover(smem, j + 1);
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
     // of the next tiles keep their copies in flight.
     __syncthreads();

@@ -129,6 +129,16 @@ using DecodeTmaConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHea
 template <int kHeadDim, CacheKind kCache>
 inline constexpr bool kDecodeTmaServes = kHeadDim*(is_fp8(kCache) ? 1 : 2) % 128 == 0;
 
+// When thread 0 takes the CTA's next units (decode_queue.cuh) and so publishes them: at the end of
+// each unit, before the epilogue's barriers (the entries the cursors reach during the next unit),
+// waiting there for the pool's atomic (the default); the same with one pool index reserved ahead
+// (kAtEnd: no wait, one unit more held when the pool runs out); or at the unit's start with one
+// reserved (kAtStart: two more held). Held units lengthen the tail: the CTAs' ends spread by the
+// SMs' speed differences over the work still held (H200, DecodeBench, default vs kAtStart, ms:
+// 128 x 1024 0.1399 / 0.1395 vs 0.1422 / 0.1419; 256 x 2048 0.4992 / 0.5040 vs 0.5037 / 0.5159;
+// the static-list and cut shapes within noise).
+enum class PoolTake { kAtEndUnreserved, kAtEnd, kAtStart };
+
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
   DecodeAttentionParams p;
@@ -142,6 +152,7 @@ struct DecodeArgs {
   // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
   // by the combine kernel after the decode kernel.
   bool merge_in_kernel = false;
+  PoolTake pool_take = PoolTake::kAtEndUnreserved;
   // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
   // and end to [2c] and [2c + 1].
   unsigned long long* cta_clock = nullptr;
