@@ -115,8 +115,8 @@ TEST(HopperFp8Transpose, EveryFormWritesTheVtLayout) {
   check_both<256, 64, true, true, 4, false>(33, 13);
   check_both<256, 64, true, true, 3, false>(63, 15);
   check_both<256, 64, true, true, 3, true>(17, 16);
-  // The 192-key tile (kFp8TuneKv192): keys from 128 on in the second panel; a last tile ending
-  // in either panel.
+  // A 192-key tile (PrefillFp8Shape<128, 192>): keys from 128 on in the second panel; a last
+  // tile ending in either panel.
   check_both<128, 192, true, false, 4, false>(150, 25);
   check_both<128, 192, true, true, 4, false>(191, 27);
   check_both<128, 192, true, true, 3, false>(120, 29);

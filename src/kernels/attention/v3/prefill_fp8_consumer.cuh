@@ -16,7 +16,6 @@
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
-#include "kernels/attention/v3/prefill_fp8_release.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
 #include "kernels/attention/v3/prefill_fp8_tiles.cuh"
@@ -100,9 +99,6 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
   constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
   constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
-  constexpr bool kTurns = (kTuning & kFp8TuneNoTurns) == 0;
-  constexpr bool kPerWarp = (kTuning & kFp8TuneWarpArrivals) != 0;
-  constexpr int kFmaEvery = (kTuning & kFp8TuneExp2FmaQuarter) ? 4 : 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
@@ -128,9 +124,9 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
     if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kTree, !kTensorSum, kFmaEvery>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8_lazy<kTree, !kTensorSum>(sc, st, scale_log2, alpha);
     } else {
-      return softmax_tile_fp8<kFmaEvery>(sc, st, scale_log2, alpha);
+      return softmax_tile_fp8(sc, st, scale_log2, alpha);
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
@@ -141,34 +137,34 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
   }
   device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  if constexpr (kTurns) turns.begin();
+  turns.begin();
   device::wgmma_fence();
   issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  if constexpr (kTurns) turns.end(false);
+  turns.end(false);
   device::wgmma_wait_group<0>();
   device::wgmma_fence_operands(sc);
-  release_to_other_role<kPerWarp>(&s.k_empty[stage_of(0)]);
+  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
   scores_to_p(0);  // O is still zero: nothing to rescale
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    if constexpr (kTurns) turns.begin();
+    turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
-    if constexpr (kTurns) turns.end(false);
+    turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    release_to_other_role<kPerWarp>(&s.k_empty[stage]);
+    device::mbarrier_arrive(&s.k_empty[stage]);
     const bool grew = scores_to_p(i);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-    release_to_other_role<kPerWarp>(&s.vt_empty[prev]);
+    device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
     if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
       rescale(o, alpha);
@@ -179,19 +175,18 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
     pack_p_fp8(sc, p);
   }
-  release_to_other_role<kPerWarp>(
-      &s.q_empty);  // every S of the tile is complete, the descales read
+  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  if constexpr (kTurns) turns.begin();
+  turns.begin();
   device::wgmma_fence();
   issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
-  if constexpr (kTurns) turns.end(last_tile);
+  turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
   if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-  release_to_other_role<kPerWarp>(&s.vt_empty[last]);
+  device::mbarrier_arrive(&s.vt_empty[last]);
   if constexpr (kTensorSum) {
     st.l[0] = l_mma[0];
     st.l[1] = l_mma[2];
@@ -209,7 +204,7 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   TileWalk walk{total_tiles};
   PrefillTile w, next;
   if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
-  if constexpr ((kTuning & kFp8TuneNoTurns) == 0) turns.start();
+  turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();

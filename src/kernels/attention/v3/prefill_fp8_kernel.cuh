@@ -30,24 +30,20 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
   PrefillFp8Smem<kD, kN>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
-    // Consumer arrivals on q_empty, k_empty and vt_empty: a thread's or a warp's.
-    constexpr uint32_t kConsumerArrivals =
-        (kTuning & kFp8TuneWarpArrivals) ? S::kConsumers * 4 : S::kConsumers * 128;
-    // The producer's arrivals on q_full, q_stage_empty, v_empty and vt_full: a thread's or a
-    // warp's, of those that convert Q rows and transpose V (all four warps, or warps 1-3).
-    constexpr uint32_t kTransposers =
-        ((kTuning & kFp8TuneWarpArrivals) ? 1 : 32) * fp8_transpose_warps(kTuning);
+    constexpr uint32_t kConsumerThreads = S::kConsumers * 128;
+    // The producer threads that convert Q rows and transpose V (all, or warps 1-3).
+    constexpr uint32_t kTransposers = 32 * fp8_transpose_warps(kTuning);
     device::mbarrier_init(&s.q_full, kTransposers);
-    device::mbarrier_init(&s.q_empty, kConsumerArrivals);
+    device::mbarrier_init(&s.q_empty, kConsumerThreads);
     device::mbarrier_init(&s.q_stage_full, 1);
     device::mbarrier_init(&s.q_stage_empty, kTransposers);
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], 1);
       device::mbarrier_init(&s.v_full[i], 1);
-      device::mbarrier_init(&s.k_empty[i], kConsumerArrivals);
+      device::mbarrier_init(&s.k_empty[i], kConsumerThreads);
       device::mbarrier_init(&s.v_empty[i], kTransposers);  // the transpose has read V
       device::mbarrier_init(&s.vt_full[i], kTransposers);
-      device::mbarrier_init(&s.vt_empty[i], kConsumerArrivals);
+      device::mbarrier_init(&s.vt_empty[i], kConsumerThreads);
     }
     device::mbarrier_init_fence();
   }

@@ -22,7 +22,6 @@
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
-#include "kernels/attention/v3/prefill_fp8_release.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
@@ -172,14 +171,13 @@ __device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
                                                                   valid_keys, tid);
   }
   device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
-  constexpr bool kPerWarp = (kTuning & kFp8TuneWarpArrivals) != 0;
-  release_to_other_role<kPerWarp>(&s.v_empty[stage]);
-  release_to_other_role<kPerWarp>(&s.vt_full[stage]);
+  device::mbarrier_arrive(&s.v_empty[stage]);
+  device::mbarrier_arrive(&s.vt_full[stage]);
 }
 
 // Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
 // rows tid, tid + kThreads, ... (kThreads: the converting threads).
-template <int kD, int kThreads, bool kPerWarp, int kN>
+template <int kD, int kThreads, int kN>
 __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD, kN>& s,
                                                  int tid) {
   const uint32_t parity = tile_count & 1;
@@ -193,17 +191,17 @@ __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<
     }
   }
   device::fence_proxy_async_shared();  // wgmma reads s.q; TMA rewrites s.q_stage
-  release_to_other_role<kPerWarp>(&s.q_full);
-  release_to_other_role<kPerWarp>(&s.q_stage_empty);
+  device::mbarrier_arrive(&s.q_full);
+  device::mbarrier_arrive(&s.q_stage_empty);
 }
 
 // Work tile t's Q (all 128 threads); then the next tile's bf16 Q into the freed staging buffer.
-template <int kD, bool kPerWarp, int kN>
+template <int kD, int kN>
 __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
                                                bool more, int tile_count, bool loader, bool leader,
                                                PrefillFp8Smem<kD, kN>& s, int tid) {
   const uint32_t parity = tile_count & 1;
-  convert_staged_q<kD, 128, kPerWarp>(tile_count, s, tid);
+  convert_staged_q<kD, 128>(tile_count, s, tid);
   if (more && loader) {
     device::mbarrier_wait(&s.q_stage_empty, parity);
     if (leader) load_q_stage<kD>(q_map, next, s);
@@ -242,7 +240,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
   }
   const int ttid = tid - 32;
   for (int tile_count = 0, use = 0;; ++tile_count) {
-    convert_staged_q<kD, 96, (kTuning & kFp8TuneWarpArrivals) != 0>(tile_count, s, ttid);
+    convert_staged_q<kD, 96>(tile_count, s, ttid);
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
     }
@@ -291,9 +289,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
       }
       valid2 = valid1;
       valid1 = w.k_len - i * S::kBlockN;
-      if (i == q_item)
-        convert_q_tile<kD, (kTuning & kFp8TuneWarpArrivals) != 0>(q_map, next, more, tile_count,
-                                                                  loader, leader, s, tid);
+      if (i == q_item) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
     }
     if (!more) break;
     walk = ahead;

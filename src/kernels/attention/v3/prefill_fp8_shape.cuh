@@ -2,10 +2,10 @@
 // cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
 // Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
-// The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
-// scheduler (prefill_tiles.cuh) walks the same tiles; the keys per KV tile (kN) are too, except in
-// the kFp8TuneKv192 variants (D 128: find_fp8_tile recounts the tile's KV tiles, and TMA copies
-// 64-key boxes, each inside one page). FP8 wgmma reads both
+// The work tiles, query rows per consumer and keys per KV tile are the bf16 kernel's
+// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles; kN takes other tile
+// sizes (192 keys at D 128 were built and measured: find_fp8_tile then recounts a work tile's KV
+// tiles, and TMA copies 64-key boxes, each inside one page). FP8 wgmma reads both
 // operands K-major, so V is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup
 // into a ring of its own. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per
 // 128 head columns for Q and K/V; Vᵀ: one panel of D rows of 128 bytes per 128 keys, 64 keys at

@@ -18,7 +18,6 @@
 #include <cstdint>
 
 #include "device/convert.cuh"
-#include "device/exp2_fma.cuh"
 #include "kernels/attention/v3/prefill_consumer.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -28,10 +27,9 @@ inline constexpr float kLazyOffset = 6.0f;      // the lazy softmax's
 inline constexpr float kLazyThreshold = 2.75f;  // 2^(6 + 2.75) = 430 < 448
 
 // The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima. kFmaEvery > 0: the exponentials of every
-// kFmaEvery-th n8 block by device::exp2_fma (PrefillFp8Args::tuning), the rest by ex2.approx.
+// and P offset by 2^8. st.m keeps the raw maxima.
 // Returns whether a row maximum of the thread grew (else alpha is exactly 1).
-template <int kFmaEvery, int kRegs>
+template <int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st,
                                                  const float (&scale_log2)[2], float (&alpha)[2]) {
   bool grew = false;
@@ -56,11 +54,7 @@ __device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st
       for (int e = 0; e < 2; ++e) {
         float& x = s[4 * j + 2 * h + e];
         const float arg = fmaf(x, scale_log2[h], offset);
-        if constexpr (kFmaEvery > 0) {
-          x = j % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
-        } else {
-          x = device::fast_exp2(arg);
-        }
+        x = device::fast_exp2(arg);
         sum += x;
       }
     }
@@ -87,9 +81,9 @@ __device__ __forceinline__ float reduce_row(const float (&s)[kRegs], int h, Op o
 
 // The lazy softmax (above). kTree:
 // maxima and sums by reduce_row. kSum: st.l advances (else the caller sums P by the tensor cores).
-// kFmaEvery: as softmax_tile_fp8's. st.m holds each row's base. Returns whether a base of the
+// st.m holds each row's base. Returns whether a base of the
 // thread moved (else alpha is exactly 1).
-template <bool kTree, bool kSum, int kFmaEvery, int kRegs>
+template <bool kTree, bool kSum, int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowState& st,
                                                       const float (&scale_log2)[2],
                                                       float (&alpha)[2]) {
@@ -122,11 +116,7 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
     for (int i = 0; i < kRegs / 2; ++i) {
       float& x = s[4 * (i / 2) + 2 * h + i % 2];
       const float arg = fmaf(x, scale_log2[h], offset);
-      if constexpr (kFmaEvery > 0) {  // i / 2: the n8 block
-        x = (i / 2) % kFmaEvery == kFmaEvery - 1 ? device::exp2_fma(arg) : device::fast_exp2(arg);
-      } else {
-        x = device::fast_exp2(arg);
-      }
+      x = device::fast_exp2(arg);
     }
     if constexpr (kSum) {
       float sum;
