@@ -263,4 +263,16 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   return result;
 }
 
+// run_paged_case through `launch`, failing the test with the case's name, `grid` (which launch) and
+// the errors where the output misses the oracle.
+inline void expect_pass_with(const testing::CaseSpec& c, KVCacheLayout layout,
+                             PagedAttentionLauncher launch, const char* grid,
+                             const SplitOptions& splits = {}) {
+  const RunResult r = run_paged_case(c, layout, splits, launch);
+  EXPECT_TRUE(r.cmp.pass) << c.name << " (" << grid << "): max_abs " << r.cmp.max_abs_error
+                          << " rel_frob " << r.cmp.rel_frobenius << " lse " << r.cmp.max_lse_error
+                          << "\n"
+                          << r.cmp.detail;
+}
+
 }  // namespace pagedattn::test

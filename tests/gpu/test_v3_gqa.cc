@@ -36,15 +36,6 @@ CaseSpec decode_case(uint64_t seed, int head_size, int block, int group) {
   return c;
 }
 
-void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLauncher launch,
-                      const char* grid, const SplitOptions& splits = {}) {
-  const RunResult r = run_paged_case(c, layout, splits, launch);
-  EXPECT_TRUE(r.cmp.pass) << c.name << " (" << grid << "): max_abs " << r.cmp.max_abs_error
-                          << " rel_frob " << r.cmp.rel_frobenius << " lse " << r.cmp.max_lse_error
-                          << "\n"
-                          << r.cmp.detail;
-}
-
 const int kGroups[] = {1, 4, 7, 8};
 
 TEST(PagedAttentionV3Gqa, DecodeShapes) {

@@ -56,15 +56,6 @@ Status with_invalid_table_tails(const kernels::PagedAttentionParams& p, void* st
   return kLaunch(p, stream);
 }
 
-void expect_pass_with(const CaseSpec& c, KVCacheLayout layout, PagedAttentionLauncher launch,
-                      const char* grid, const SplitOptions& s = {}) {
-  const RunResult r = run_paged_case(c, layout, s, launch);
-  EXPECT_TRUE(r.cmp.pass) << c.name << " (" << grid << "): max_abs " << r.cmp.max_abs_error
-                          << " rel_frob " << r.cmp.rel_frobenius << " lse " << r.cmp.max_lse_error
-                          << "\n"
-                          << r.cmp.detail;
-}
-
 // Through the dispatch (a persistent grid here), one CTA per tile, and three CTAs walking every
 // tile.
 void expect_pass(const CaseSpec& c, KVCacheLayout layout) {
