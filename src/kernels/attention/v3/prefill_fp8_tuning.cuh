@@ -8,7 +8,7 @@ namespace pagedattn::kernels::attention::v3 {
 
 // The exact softmax's options: O's rescale skipped by warps where no row maximum grew (alpha = 1
 // exactly), S_i issued before waiting for Vᵀ_{i-1} (the producer's transpose), P·V after. (Bit 1,
-// a quarter of the exponentials on the FMA pipe, device/exp2_fma.cuh, and bit 16, no ping-pong
+// a quarter of the exponentials on the FMA pipe, and bit 16, no ping-pong
 // turns, lost on 3680 and on 40544 and are gone: docs/kernels.md.)
 inline constexpr int kFp8TuneSkipRescale = 4;
 inline constexpr int kFp8TuneEarlyScores = 8;
