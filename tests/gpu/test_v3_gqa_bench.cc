@@ -85,9 +85,9 @@ TEST(V3Bench, DISABLED_GqaPrefill) {
 }
 
 // The standard suite's mixed pass (64 decodes over 4096 keys and one 2048-token chunk over 2048 of
-// context, 32/8 heads, D 128) in one launch: v2 (what FLASH_ATTN runs it on, gpu::decodes_favour_v2),
-// v3 packed (the decodes read their K/V once per KV head, the chunk as a prefill) and v3 unpacked (its
-// decodes read K/V once per query head), ms.
+// context, 32/8 heads, D 128) in one launch: v2, v3 packed (the decodes read their K/V once per KV
+// head, the chunk as a prefill: what gpu::pass_kernel picks for it) and v3 unpacked (its decodes
+// read K/V once per query head), ms.
 TEST(V3Bench, DISABLED_GqaMixed) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
