@@ -174,8 +174,10 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
     c.logits_soft_cap = 20.0;
     c.sliding_window = SlidingWindow{64, 0};
     c.name += "_chosen";
-    expect_pass_with(c, KVCacheLayout::kNHD, &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>,
-                     "generation rule");
+    expect_pass_with(
+        c, KVCacheLayout::kNHD,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>,
+        "generation rule");
   }
 }
 

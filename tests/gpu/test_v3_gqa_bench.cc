@@ -6,8 +6,8 @@
 // (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys once per KV
 // head) and the largest difference between v2's and v3's outputs on the same inputs. GqaPrefill:
 // packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from the
-// accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's mixed
-// pass in one launch through v2, packed and unpacked v3. Disabled by default; run with
+// accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's
+// mixed pass in one launch through v2, packed and unpacked v3. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Gqa*'.
 #include <gtest/gtest.h>
 

@@ -168,13 +168,15 @@ TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {
     c.name += "_chosen";
     expect_pass_with(
         c, KVCacheLayout::kNHD,
-        &with_invalid_table_tails<launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>>,
+        &with_invalid_table_tails<
+            launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV3>>,
         "generation rule");
     c.block_size = 48;
     c.name = "v3_pages_d" + std::to_string(d) + "_block48_chosen";
-    expect_pass_with(c, KVCacheLayout::kHND,
-                     &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV2>,
-                     "generation rule");
+    expect_pass_with(
+        c, KVCacheLayout::kHND,
+        &launch_as_the_backends_choose<gpu::PassKernel::kV3, kernels::KernelGeneration::kV2>,
+        "generation rule");
   }
 }
 

@@ -71,13 +71,13 @@ Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params
   kernels::PagedAttentionParams p = params;
   gpu::LaunchGenerations generations(kernels::KernelGeneration::kV3, /*forced=*/false);
   generations.choose(p, kKernel);
-  const bool packed = kExpected == kernels::KernelGeneration::kV3 && kKernel != gpu::PassKernel::kV3;
+  const bool packed =
+      kExpected == kernels::KernelGeneration::kV3 && kKernel != gpu::PassKernel::kV3;
   if (p.generation != kExpected || p.pack_gqa != packed) {
-    return internal_error("the generation rule chose v" +
-                          std::to_string(static_cast<int>(p.generation)) +
-                          (p.pack_gqa ? " packed" : "") + " at block_size " +
-                          std::to_string(p.block_size) + ": " +
-                          kernels::paged_attention_serves(p).to_string());
+    return internal_error(
+        "the generation rule chose v" + std::to_string(static_cast<int>(p.generation)) +
+        (p.pack_gqa ? " packed" : "") + " at block_size " + std::to_string(p.block_size) + ": " +
+        kernels::paged_attention_serves(p).to_string());
   }
   return kernels::launch_paged_attention(p, stream);
 }

@@ -88,8 +88,8 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
                                  cascade_.split_passes(md->cascade, config, num_sms_, main));
       main_seqs = cascade_.suffix_seq_lens();
     }
-    main.kernel = gpu::pass_kernel(qsl, main_seqs, params_.num_heads, params_.num_kv_heads,
-                                   meta.causal);
+    main.kernel =
+        gpu::pass_kernel(qsl, main_seqs, params_.num_heads, params_.num_kv_heads, meta.causal);
     PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,
                                plan::plan_split_kv(qsl, main_seqs, config));
     main.max_splits_used = schedule.max_splits_used;
