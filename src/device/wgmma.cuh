@@ -41,6 +41,15 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
          uint64_t{1} << 62;  // layout type 1: 128-byte swizzle; base offset 0 (aligned panels)
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) past the one `desc` describes. The
+// address field holds the shared address / 16, and shared addresses stay below 2^18, so the add
+// never carries out of the field: unrolled k steps cost one 32-bit add each, where a descriptor
+// built per step costs a mask, a shift and an or on the issuing path.
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 // Orders earlier register and shared-memory accesses before the next wgmma of this warpgroup.
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

@@ -30,12 +30,13 @@ template <int kD>
 __device__ __forceinline__ void issue_scores(float (&s)[PrefillShape<kD>::kScoreRegs],
                                              uint32_t q_base, uint32_t k_base) {
   using S = PrefillShape<kD>;
+  const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
+  const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     device::wgmma_k16_ss<__nv_bfloat16, 0>(
-        s, device::wgmma_desc_sw128(q_base + (kk / 4) * S::kQPanelBytes + (kk % 4) * 32, 16, 1024),
-        device::wgmma_desc_sw128(k_base + (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32, 16, 1024),
-        kk > 0);
+        s, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
+        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
   }
   device::wgmma_commit_group();
 }
@@ -47,14 +48,14 @@ __device__ __forceinline__ void issue_pv(
     float (&o)[PrefillShape<kD>::kOChunks][PrefillShape<kD>::kOChunkRegs],
     const uint32_t (&p)[PrefillShape<kD>::kKeySteps][4], uint32_t v_base) {
   using S = PrefillShape<kD>;
+  const uint64_t v_desc = device::wgmma_desc_sw128(v_base, S::kKvPanelBytes, 1024);
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      const uint32_t chunk = v_base + c * (S::kOChunkCols / 64) * S::kKvPanelBytes;
-      device::wgmma_k16_rs<__nv_bfloat16, 1>(
-          o[c], p[kk], device::wgmma_desc_sw128(chunk + kk * 16 * 128, S::kKvPanelBytes, 1024),
-          true);
+      const uint32_t offset = c * (S::kOChunkCols / 64) * S::kKvPanelBytes + kk * 16 * 128;
+      device::wgmma_k16_rs<__nv_bfloat16, 1>(o[c], p[kk], device::wgmma_desc_advance(v_desc, offset),
+                                             true);
     }
   }
   device::wgmma_commit_group();

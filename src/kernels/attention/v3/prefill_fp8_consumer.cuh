@@ -29,14 +29,13 @@ __device__ __forceinline__ void issue_score_keys_fp8(float (&s)[kAllRegs], uint3
                                                      uint32_t k_base) {
   using S = PrefillFp8Shape<kD, kN>;
   float(&part)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(&s[kKey0 / 2]);
+  const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
+  const uint64_t k_desc = device::wgmma_desc_sw128(k_base + kKey0 * 128, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kD / 32; ++kk) {
     device::wgmma_k32_e4m3_ss(
-        part,
-        device::wgmma_desc_sw128(q_base + (kk / 4) * S::kQPanelBytes + (kk % 4) * 32, 16, 1024),
-        device::wgmma_desc_sw128(k_base + kKey0 * 128 + (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32,
-                                 16, 1024),
-        kk > 0);
+        part, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
+        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
   }
 }
 
@@ -62,13 +61,14 @@ __device__ __forceinline__ void issue_pv_fp8(
     float (&l)[4], const uint32_t (&p)[PrefillFp8Shape<kD, kN>::kKeySteps][4], uint32_t vt_base,
     uint32_t ones) {
   using S = PrefillFp8Shape<kD, kN>;
+  const uint64_t vt_desc = device::wgmma_desc_sw128(vt_base, 16, 1024);
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      const uint32_t vt = vt_base + (kk / 4) * S::kVtPanelBytes + c * S::kOChunkCols * 128;
-      device::wgmma_k32_e4m3_rs(o[c], p[kk], device::wgmma_desc_sw128(vt + (kk % 4) * 32, 16, 1024),
-                                true);
+      const uint32_t offset =
+          (kk / 4) * S::kVtPanelBytes + c * S::kOChunkCols * 128 + (kk % 4) * 32;
+      device::wgmma_k32_e4m3_rs(o[c], p[kk], device::wgmma_desc_advance(vt_desc, offset), true);
     }
   }
   if constexpr (kTensorSum) {
