@@ -123,6 +123,19 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const bool small_pages = a.block_size < S::kBlockN;
     const int first_key = w.kv_tile0 * S::kBlockN;
     int next_page_id = small_pages ? tile_page_id(a, w, table, first_key) : 0;
+    // K runs one tile ahead of V: K_i is issued before V_{i-1}, so that waiting for V's slot
+    // (freed when both consumers finish P·V two tiles back) never holds back the next K.
+    int prev_page_id = 0, prev_row0 = 0, prev_key0 = 0;
+    const auto issue_v = [&](int u, int pid, int r0, int k0) {
+      const int stage = u % S::kStages;
+      device::mbarrier_wait(&s.v_empty[stage], ((u / S::kStages) & 1) ^ 1);
+      if (k0 + S::kBlockN <= w.k_len) {
+        tma_kv_tile<kD>(kv_map, a, w, pid, r0, 1, warp, leader, s.v[stage], &s.v_full[stage]);
+      } else if (warp == 0) {
+        copy_partial_v_tile<kD>(a, w, pid, r0, k0, s.v[stage]);
+        if (leader) device::mbarrier_arrive(&s.v_full[stage]);
+      }
+    };
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
       const uint32_t parity = ((use / S::kStages) & 1) ^ 1;  // a fresh barrier's previous phase
@@ -135,14 +148,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       device::mbarrier_wait(&s.k_empty[stage], parity);
       tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
-      device::mbarrier_wait(&s.v_empty[stage], parity);
-      if (key0 + S::kBlockN <= w.k_len) {
-        tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 1, warp, leader, s.v[stage], &s.v_full[stage]);
-      } else if (warp == 0) {
-        copy_partial_v_tile<kD>(a, w, page_id, row0, key0, s.v[stage]);
-        if (leader) device::mbarrier_arrive(&s.v_full[stage]);
-      }
+      if (i > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
+      prev_page_id = page_id, prev_row0 = row0, prev_key0 = key0;
     }
+    if (w.num_kv_tiles > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
   }
 }
 
