@@ -59,6 +59,8 @@ if has_stage tests; then
     awk '{n[$2] += $4} END {for (k in n) printf "%s %d; ", k, n[k]}')
   note "gpu tests ($shards shards): rc $rc in $((SECONDS - start)) s; ${counts:-no summary (timed out?)}"
   grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | sort -u | head -40 >>"$SUMMARY"
+  timeout "$(limit 60)" "$STAGE/bin/pagedattn_hopper_tests" >>"$OUT/gpu_tests.log" 2>&1
+  note "Hopper primitive tests: rc $? ($(grep -cE '^\[       OK \] HopperPrimitives' "$OUT/gpu_tests.log") passed)"
   timeout "$(limit 60)" "$STAGE/bin/pagedattn_unit_tests" >>"$OUT/gpu_tests.log" 2>&1
   note "host unit tests: rc $?"
 fi

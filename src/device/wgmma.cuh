@@ -33,7 +33,7 @@ __host__ __device__ __forceinline__ uint32_t swizzle128_offset(uint32_t row, uin
 // contiguous: Q and K for Q·Kᵀ): stride_bytes = 1024 (from one 8-row group to the next), leading
 // bytes unused. MN-major operands (V for P·V): stride_bytes = 1024 (the next 8 keys), leading_bytes
 // = the distance between 64-column panels along N.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
+__host__ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
                                                      uint32_t stride_bytes) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) |
          static_cast<uint64_t>((leading_bytes & 0x3FFFFu) >> 4) << 16 |
@@ -45,7 +45,7 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_
 // address field holds the shared address / 16, and shared addresses stay below 2^18, so the add
 // never carries out of the field: unrolled k steps cost one 32-bit add each, where a descriptor
 // built per step costs a mask, a shift and an or on the issuing path.
-__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+__host__ __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
   const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
   return (desc & 0xFFFFFFFF00000000ull) | lo;
 }

@@ -188,6 +188,27 @@ void check_wgmma(uint32_t seed) {
   EXPECT_EQ(bad, 0);
 }
 
+// The kernels build one descriptor per product and advance it per k step
+// (device::wgmma_desc_advance): that must equal the descriptor built at the advanced address, for
+// every 1024-aligned tile base and 16-byte step the 227 KB of shared memory can hold, with the
+// leading-byte fields Q·Kᵀ (16) and P·V (the panel strides) use. Host arithmetic: no device.
+TEST(HopperPrimitives, DescriptorAdvanceMatchesRebuilt) {
+  int bad = 0;
+  for (uint32_t lead : {16u, 8192u, 16384u}) {
+    for (uint32_t base = 0; base < 227 * 1024; base += 1024) {
+      const uint64_t desc = device::wgmma_desc_sw128(base, lead, 1024);
+      for (uint32_t offset = 0; base + offset < 227 * 1024; offset += 16) {
+        if (device::wgmma_desc_advance(desc, offset) !=
+                device::wgmma_desc_sw128(base + offset, lead, 1024) &&
+            ++bad <= 5) {
+          ADD_FAILURE() << "base " << base << ", offset " << offset << ", leading " << lead;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
 TEST(HopperPrimitives, WgmmaSharedOperandsMatchMmaSync) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
   check_wgmma<__nv_bfloat16, false, false>(1);

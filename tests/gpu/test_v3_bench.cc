@@ -92,6 +92,30 @@ TEST(V3Bench, DISABLED_Dispatch) {
   }
 }
 
+// The dispatch's v3 on 1 x 8192 non-causal, block 128, with the persistent grid cut to 132, 99,
+// 66 and 33 CTAs: TFLOP/s, and per CTA scaled to 132. If the SMs share a limit (L2 to shared
+// memory), fewer CTAs each run faster; with the kernel alone the limit, per-CTA rates stay flat
+// (up to the clock's rise at lower power, which the call's nvidia-smi log shows).
+TEST(V3Bench, DISABLED_GridScaling) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Schedule> grids = {{"132 CTAs", &launch_v3_grid<true, 132>},
+                                       {"99 CTAs", &launch_v3_grid<true, 99>},
+                                       {"66 CTAs", &launch_v3_grid<true, 66>},
+                                       {"33 CTAs", &launch_v3_grid<true, 33>}};
+  const int ctas[] = {132, 99, 66, 33};
+  for (const Shape& shape : {Shape{"1x8192 d128", 1, 8192, 32, 8, 128},
+                             Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    const std::vector<double> ms = interleaved_ms(grids, b.params(false));
+    for (size_t g = 0; g < grids.size(); ++g) {
+      const double tflops = b.flops(false) / ms[g] / 1e9;
+      std::printf("BENCH %-16s %-9s %8.3f ms %8.1f TFLOP/s %8.1f per CTA x 132\n", shape.name,
+                  grids[g].name, ms[g], tflops, tflops * 132 / ctas[g]);
+    }
+  }
+}
+
 // One launch each of 16 x 512 and 1 x 8192 (D 128, non-causal, the dispatch's v3), for a profiler.
 TEST(V3Bench, DISABLED_ProfileLaunches) {
   PAGEDATTN_REQUIRE_V3();

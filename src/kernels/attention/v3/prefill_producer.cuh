@@ -1,5 +1,5 @@
 // The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
-// KV tile into the ring. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): pages
+// KV tile into their rings, K one tile ahead of V. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): pages
 // smaller than the tile have their block ids read a tile ahead by the producer warps' lanes, and
 // elected lanes of four warps issue one TMA box per page and panel (pages holding whole tiles: one
 // warp, one box per panel); warp 0 copies a request's last, partial V tile with cp.async instead,
