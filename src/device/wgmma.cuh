@@ -33,8 +33,9 @@ __host__ __device__ __forceinline__ uint32_t swizzle128_offset(uint32_t row, uin
 // contiguous: Q and K for Q·Kᵀ): stride_bytes = 1024 (from one 8-row group to the next), leading
 // bytes unused. MN-major operands (V for P·V): stride_bytes = 1024 (the next 8 keys), leading_bytes
 // = the distance between 64-column panels along N.
-__host__ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr, uint32_t leading_bytes,
-                                                     uint32_t stride_bytes) {
+__host__ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr,
+                                                              uint32_t leading_bytes,
+                                                              uint32_t stride_bytes) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFFu) >> 4) |
          static_cast<uint64_t>((leading_bytes & 0x3FFFFu) >> 4) << 16 |
          static_cast<uint64_t>((stride_bytes & 0x3FFFFu) >> 4) << 32 |

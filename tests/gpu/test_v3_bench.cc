@@ -103,8 +103,8 @@ TEST(V3Bench, DISABLED_GridScaling) {
                                        {"66 CTAs", &launch_v3_grid<true, 66>},
                                        {"33 CTAs", &launch_v3_grid<true, 33>}};
   const int ctas[] = {132, 99, 66, 33};
-  for (const Shape& shape : {Shape{"1x8192 d128", 1, 8192, 32, 8, 128},
-                             Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
+  for (const Shape& shape :
+       {Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     const PrefillBench b(128, shape, false);
     const std::vector<double> ms = interleaved_ms(grids, b.params(false));

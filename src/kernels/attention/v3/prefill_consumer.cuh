@@ -54,8 +54,8 @@ __device__ __forceinline__ void issue_pv(
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
       const uint32_t offset = c * (S::kOChunkCols / 64) * S::kKvPanelBytes + kk * 16 * 128;
-      device::wgmma_k16_rs<__nv_bfloat16, 1>(o[c], p[kk], device::wgmma_desc_advance(v_desc, offset),
-                                             true);
+      device::wgmma_k16_rs<__nv_bfloat16, 1>(o[c], p[kk],
+                                             device::wgmma_desc_advance(v_desc, offset), true);
     }
   }
   device::wgmma_commit_group();

@@ -1,12 +1,12 @@
 // The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
-// KV tile into their rings, K one tile ahead of V. Q comes by TMA. K/V (pages that hold whole KV tiles or divide them): pages
-// smaller than the tile have their block ids read a tile ahead by the producer warps' lanes, and
-// elected lanes of four warps issue one TMA box per page and panel (pages holding whole tiles: one
-// warp, one box per panel); warp 0 copies a request's last, partial V tile with cp.async instead,
-// so that the rows past its keys are zeros in shared memory (those page slots hold whatever was
-// written before, NaN included, and 0 * NaN would reach the output). The ring's use count runs on
-// across work tiles, so the next tile's Q and first K/V tiles load while the consumers finish the
-// previous one.
+// KV tile into their rings, K one tile ahead of V. Q comes by TMA. K/V (pages that hold whole KV
+// tiles or divide them): pages smaller than the tile have their block ids read a tile ahead by the
+// producer warps' lanes, and elected lanes of four warps issue one TMA box per page and panel
+// (pages holding whole tiles: one warp, one box per panel); warp 0 copies a request's last, partial
+// V tile with cp.async instead, so that the rows past its keys are zeros in shared memory (those
+// page slots hold whatever was written before, NaN included, and 0 * NaN would reach the output).
+// The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
+// while the consumers finish the previous one.
 #pragma once
 
 #include <cuda.h>
