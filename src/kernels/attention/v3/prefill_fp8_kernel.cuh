@@ -50,7 +50,9 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
   if (threadIdx.x < 256) reinterpret_cast<uint32_t*>(s.ones)[threadIdx.x] = 0x38383838u;  // 1.0
   device::fence_proxy_async_shared();  // wgmma reads the ones
   __syncthreads();
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0, so the compiler knows it is warp-uniform: the consumers' Q addresses and
+  // wgmma descriptors then live in uniform registers, not copied into them before each product.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     produce_fp8<kD, kTuning>(&q_map, &kv_map, a, total_tiles, s);

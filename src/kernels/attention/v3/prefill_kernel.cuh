@@ -43,7 +43,9 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     device::mbarrier_init_fence();
   }
   __syncthreads();
-  const int warpgroup = threadIdx.x / 128;
+  // Broadcast from lane 0, so the compiler knows it is warp-uniform: the consumers' Q addresses and
+  // wgmma descriptors then live in uniform registers, not copied into them before each product.
+  const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     if (threadIdx.x / 32 < a.box_warps) {
