@@ -1,12 +1,12 @@
-// GQA packing in the Hopper ("v3") bf16 prefill kernel (V3Grid::pack_gqa: a work tile's rows are
-// (position, query head of one KV head) pairs) against the float64 oracle, with the v2 kernel's
-// harness (random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids, LSE
-// checked): decode-shaped launches (odd query lengths 1 to 8, which the unpacked kernel refuses),
-// groups 1, 4, 7 and 8 (7: the 128-row tile holds 18 positions and two rows of none), causal and
-// not, sliding windows, sinks, split-KV, blocks 16 and 128, NHD and HND, several packed query tiles
-// per request, the persistent grid, three CTAs and one CTA per tile; the backends' rule packing
-// mixed passes; and what packing refuses.
-// Needs a compute capability 9.0 device and a build with 90a (the refusals only the build).
+// GQA packing in the Hopper ("v3") bf16 prefill kernel (PagedAttentionParams::pack_gqa: a work
+// tile's rows are (position, query head of one KV head) pairs) against the float64 oracle, with the
+// v2 kernel's harness (random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids,
+// LSE checked): decode-shaped launches (odd query lengths 1 to 8, which the unpacked kernel
+// refuses), groups 1, 4, 7 and 8 (7: the 128-row tile holds 18 positions and two rows of none),
+// causal and not, sliding windows, sinks, split-KV, blocks 16 and 128, NHD and HND, several packed
+// query tiles per request, the persistent grid, three CTAs and one CTA per tile; the backends' rule
+// packing mixed passes; and what packing refuses. Needs a compute capability 9.0 device and a build
+// with 90a (the refusals only the build).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -161,10 +161,10 @@ kernels::PagedAttentionParams refusal_params() {
   return p;
 }
 
-Status packed_launch_status(const kernels::PagedAttentionParams& p) {
-  kernels::detail::V3Grid grid;
-  grid.pack_gqa = true;
-  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, nullptr, grid);
+Status packed_launch_status(const kernels::PagedAttentionParams& params) {
+  kernels::PagedAttentionParams p = params;
+  p.pack_gqa = true;
+  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, nullptr, {});
 }
 
 TEST(PagedAttentionV3Gqa, RefusesWhatPackingLacks) {

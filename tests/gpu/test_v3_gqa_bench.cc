@@ -1,12 +1,12 @@
-// Timing of GQA packing in the v3 prefill kernel (V3Grid::pack_gqa) beside v2 on decode-shaped
-// launches, where the dispatch runs v2 today (the unpacked v3 kernel refuses them): the standard
-// suite's decode shapes (one query token per request, bf16, head size 128) and two speculative-
-// decode ones (4 and 8 query tokens), at blocks 16 and 128; v2 through the dispatch, v3 packed,
-// and v3 unpacked where it serves the shape (q_len x group > 16). Launches interleaved one by one
-// (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys once per KV
-// head) and the largest difference between v2's and v3's outputs on the same inputs. GqaPrefill:
-// packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from the
-// accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's
+// Timing of GQA packing in the v3 prefill kernel (PagedAttentionParams::pack_gqa) beside v2 on
+// decode-shaped launches, where the dispatch runs v2 today (the unpacked v3 kernel refuses them):
+// the standard suite's decode shapes (one query token per request, bf16, head size 128) and two
+// speculative-decode ones (4 and 8 query tokens), at blocks 16 and 128; v2 through the dispatch,
+// v3 packed, and v3 unpacked where it serves the shape (q_len x group > 16). Launches interleaved
+// one by one (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys
+// once per KV head) and the largest difference between v2's and v3's outputs on the same inputs.
+// GqaPrefill: packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from
+// the accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's
 // mixed pass in one launch through v2, packed and unpacked v3. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Gqa*'.
 #include <gtest/gtest.h>

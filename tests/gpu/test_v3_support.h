@@ -46,8 +46,9 @@ template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps, boo
 Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
+  p.pack_gqa = kPackGqa;
   return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps, kPackGqa});
+      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps});
 }
 // One CTA per work tile: the first v3 kernel's grid.
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
@@ -55,8 +56,8 @@ inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
 // Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
 inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
-// GQA packing (V3Grid::pack_gqa; the dispatch does not pick it): the persistent grid, three
-// persistent CTAs, one CTA per work tile.
+// GQA packing (PagedAttentionParams::pack_gqa; the dispatch does not pick it): the persistent grid,
+// three persistent CTAs, one CTA per work tile.
 inline constexpr auto launch_v3_packed = &launch_v3_grid<true, 0, kDispatchBoxWarps, true>;
 inline constexpr auto launch_v3_packed_three_ctas =
     &launch_v3_grid<true, 3, kDispatchBoxWarps, true>;

@@ -63,8 +63,11 @@ struct PagedAttentionParams {
   // Which kernel family runs (here, it fills the padding after causal: the kernels' parameter
   // block keeps its size and offsets).
   KernelGeneration generation = KernelGeneration::kV2;
-  // v3: GQA packing, a KV head's query heads in one tile's rows, so that a decode-shaped request's
-  // K/V is read once per KV head (v3/launch.h, V3Grid::pack_gqa); v2 packs its decode tiles itself.
+  // v3: GQA packing. A work tile holds the query heads of one KV head (rows (position, head in the
+  // group), kBlockM / group positions), so each KV head's K/V is read once per query tile, not once
+  // per query head; decode-shaped launches (max_query_len x group <= 16) are served only with it.
+  // bf16 cache, no soft cap or ALiBi, group <= the query tile's rows. The backends set it per pass
+  // (gpu::pass_kernel); v2 packs its decode tiles itself.
   bool pack_gqa = false;
 
   // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads, lse_head_stride]

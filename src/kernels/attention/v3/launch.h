@@ -2,9 +2,9 @@
 // Host-only header. Today one prefill kernel: head sizes 64, 96, 128, 192 and 256 (those of them
 // this build instantiates), bf16 Q and cache, block sizes that are multiples of the KV tile (128
 // keys; 64 at head sizes 192 and 256) or multiples of 16 dividing it, prefill-shaped launches
-// (decode-shaped ones too with GQA packing, V3Grid::pack_gqa), causal or not, sliding windows,
-// soft cap, ALiBi, sinks and split-KV (bf16 cache; the FP8 kernel has none of them); anything
-// else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
+// (decode-shaped ones too with GQA packing, PagedAttentionParams::pack_gqa), causal or not, sliding
+// windows, soft cap, ALiBi, sinks and split-KV (bf16 cache; the FP8 kernel has none of them);
+// anything else is an Unimplemented status naming what is missing, so a caller can fall back to v2.
 #pragma once
 
 #include "kernels/attention/paged_attention.h"
@@ -22,12 +22,6 @@ struct V3Grid {
   // thread measured ~100 ns a box, so at block 16 one warp ran 345 TFLOP/s and four 557 at
   // 1 x 8192 D 128). Pages holding whole tiles: one warp.
   int box_warps = 4;
-  // GQA packing: a work tile holds the query heads of one KV head (rows (position, head in the
-  // group), kBlockM / group positions), so each KV head's K/V is read once per query tile, not
-  // once per query head; decode-shaped launches (max_query_len x group <= 16) are served only with
-  // it. bf16 cache, no soft cap or ALiBi, group <= the query tile's rows. The dispatch leaves it
-  // off until it is timed against v2 (docs/kernels.md).
-  bool pack_gqa = false;
 };
 
 // Same contract as the v2 launcher: params validated by launch_paged_attention, kernel_head_size

@@ -50,8 +50,9 @@ int kv_tile_keys(int d) {
 bool o_stage_built(int d) {
   return with_shape(d, [](auto shape) { return decltype(shape)::kStagedO; });
 }
-// Query positions per work tile: the tile's rows, or with GQA packing (V3Grid::pack_gqa) the
-// positions whose group query heads fit in them. Heads validated (check_heads).
+// Query positions per work tile: the tile's rows, or with GQA packing
+// (PagedAttentionParams::pack_gqa) the positions whose group query heads fit in them. Heads
+// validated (check_heads).
 int tile_positions(const PagedAttentionParams& p, bool pack_gqa) {
   const int rows = query_tile_rows(p.head_size);
   return pack_gqa ? rows / (p.num_heads / p.num_kv_heads) : rows;
@@ -89,9 +90,9 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3: " + what + " (use kernel generation v2)");
 }
 
-// What GQA packing leaves out (V3Grid::pack_gqa): the FP8 kernel, the score transforms (per-row
-// heads would need per-row ALiBi slopes; the plain kernel's registers stay as they are) and groups
-// larger than the query tile.
+// What GQA packing leaves out (PagedAttentionParams::pack_gqa): the FP8 kernel, the score
+// transforms (per-row heads would need per-row ALiBi slopes; the plain kernel's registers stay as
+// they are) and groups larger than the query tile.
 Status check_packable(const PagedAttentionParams& p) {
   if (p.cache_dtype == DType::kFP8E4M3 || attention::soft_cap_applies(p.softcap) ||
       p.alibi_slopes != nullptr) {
@@ -227,13 +228,12 @@ Status paged_attention_v3_serves(const PagedAttentionParams& p) {
 
 Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
                                  void* stream) {
-  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream,
-                                             V3Grid{.pack_gqa = p.pack_gqa});
+  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream, V3Grid{});
 }
 
 Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
                                            void* stream, V3Grid grid) {
-  PAGEDATTN_RETURN_IF_ERROR(check_served(p, grid.pack_gqa));
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p, p.pack_gqa));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
     return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
@@ -243,7 +243,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
 
   alignas(64) CUtensorMap q_map, kv_map;
   PrefillArgs a{};
-  const bool pack = grid.pack_gqa;
+  const bool pack = p.pack_gqa;
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, pack, &q_map));
   const bool fp8 = p.cache_dtype == DType::kFP8E4M3;  // its own K/V map (launch_prefill_fp8)
   if (fp8) {

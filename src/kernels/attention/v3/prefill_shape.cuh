@@ -121,10 +121,10 @@ struct PrefillArgs {
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other)
   int group;           // query heads per KV head
-  // GQA packing (the kPacked kernel, V3Grid::pack_gqa): a work tile is the `group` query heads of
-  // one KV head over packed_positions query positions, tile row r = position r / group, head
-  // r % group of the KV head's group (one Q box of group x packed_positions rows per panel), so
-  // K/V are read once per KV head. 0: unpacked (a tile is one head's kBlockM positions).
+  // GQA packing (the kPacked kernel, PagedAttentionParams::pack_gqa): a work tile is the `group`
+  // query heads of one KV head over packed_positions query positions, tile row r = position r /
+  // group, head r % group of the KV head's group (one Q box of group x packed_positions rows per
+  // panel), so K/V are read once per KV head. 0: unpacked (a tile is one head's kBlockM positions).
   int num_kv_heads;
   int packed_positions;  // kBlockM / group when packed
   // Work tiles (query head, request, query tile of kBlockM rows; packed: KV head, request, tile of
