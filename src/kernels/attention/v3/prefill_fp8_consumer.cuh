@@ -18,36 +18,23 @@
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
-#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
+#include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
-// The keys kKey0 .. kKey0 + kRegs * 2 - 1 of S (kRegs * 2: 64 or 128) from K rows kKey0.., k32
-// steps over the head columns (four per 128-column panel).
-template <int kD, int kN, int kKey0, int kRegs, int kAllRegs>
-__device__ __forceinline__ void issue_score_keys_fp8(float (&s)[kAllRegs], uint32_t q_base,
-                                                     uint32_t k_base) {
-  using S = PrefillFp8Shape<kD, kN>;
-  float(&part)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(&s[kKey0 / 2]);
-  const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
-  const uint64_t k_desc = device::wgmma_desc_sw128(k_base + kKey0 * 128, 16, 1024);
-#pragma unroll
-  for (int kk = 0; kk < kD / 32; ++kk) {
-    device::wgmma_k32_e4m3_ss(
-        part, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
-        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
-  }
-}
-
-// S = Q_rows · K_tileᵀ, one group: one wgmma per k32 step, two (N 128 and the rest) past 128 keys.
+// S = Q_rows · K_tileᵀ, one group: one wgmma per k32 step over the head columns (four per
+// 128-column panel).
 template <int kD, int kN>
 __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD, kN>::kScoreRegs],
                                                  uint32_t q_base, uint32_t k_base) {
-  if constexpr (kN > 128) {
-    issue_score_keys_fp8<kD, kN, 0, 64>(s, q_base, k_base);
-    issue_score_keys_fp8<kD, kN, 128, (kN - 128) / 2>(s, q_base, k_base);
-  } else {
-    issue_score_keys_fp8<kD, kN, 0, kN / 2>(s, q_base, k_base);
+  using S = PrefillFp8Shape<kD, kN>;
+  const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
+  const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);
+#pragma unroll
+  for (int kk = 0; kk < kD / 32; ++kk) {
+    device::wgmma_k32_e4m3_ss(
+        s, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
+        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
   }
   device::wgmma_commit_group();
 }
@@ -203,12 +190,12 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   const IssueTurns turns{consumer, PrefillFp8Shape<kD, kN>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+  if (!walk.find<kD>(a.base, w)) return;
   turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
-    const bool more = find_fp8_tile<kD, kN>(walk, a.base, next);
+    const bool more = walk.find<kD>(a.base, next);
     consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;

@@ -20,7 +20,7 @@ Status unsupported(const std::string& what) {
 }
 
 // The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x `keys`
-// tokens (a KV tile, or a third of a 192-key one: fp8_kv_box_keys).
+// tokens (a whole KV tile).
 Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                          int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
@@ -81,7 +81,7 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   alignas(64) CUtensorMap kv_map;
   PrefillFp8Args a{};
   a.base = base;
-  const int box_keys = fp8_kv_box_keys(fp8_kv_tile_keys(p.head_size, tuning_in_use));
+  const int box_keys = fp8_kv_tile_keys(p.head_size, tuning_in_use);  // a whole tile per panel
   PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, box_keys, &kv_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;

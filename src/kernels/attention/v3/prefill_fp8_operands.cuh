@@ -98,13 +98,12 @@ __device__ __forceinline__ void transpose_v_tile(const uint8_t* v, uint8_t* vt, 
 // of Vᵀ chunk G in the order perm (above); another gives column c + 1's. The 32-bit stores of a
 // warp hit 32 banks when lanes 16-31 store their odd column first. The 8 rows of each matrix are
 // 8 swizzled chunks: conflict-free loads. kWhole: every key is the request's (no zeroing).
-// kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1). kN keys per tile: groups 8 and up
-// (keys 128..) go to the second Vᵀ panel. kStsm: one stmatrix.x4 per unit in place of the four
-// 32-bit stores: the words are those stores' (matrix 2m + s holds store s of chunk 2p + m), lane
-// 8j + r addressing the Vᵀ row that row r of matrix j goes to (the rows of a matrix are 8
-// swizzled chunks: conflict-free). kHoisted (with kStsm): the addresses as a lane constant plus a
-// term of the unit's group and one of its pair (a row's swizzle depends on the row mod 8 alone,
-// which is the lane's), the unit counter unsigned.
+// kWarps warps take the units in turn (tid 0 .. 32 kWarps - 1). kStsm: one stmatrix.x4 per unit in
+// place of the four 32-bit stores: the words are those stores' (matrix 2m + s holds store s of
+// chunk 2p + m), lane 8j + r addressing the Vᵀ row that row r of matrix j goes to (the rows of a
+// matrix are 8 swizzled chunks: conflict-free). kHoisted (with kStsm): the addresses as a lane
+// constant plus a term of the unit's group and one of its pair (a row's swizzle depends on the row
+// mod 8 alone, which is the lane's), the unit counter unsigned.
 template <int kD, bool kWhole, int kWarps = 4, int kN = PrefillShape<kD>::kBlockN,
           bool kStsm = false, bool kHoisted = false>
 __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t* vt, int valid_keys,
@@ -156,19 +155,14 @@ __device__ __forceinline__ void transpose_v_tile_ldsm(const uint8_t* v, uint8_t*
       r[2] &= lo;
       r[3] &= hi;
     }
-    uint8_t* panel = vt;
-    uint32_t chunk = group;
-    if constexpr (kN > 128) {
-      panel += (group / 8) * S::kVtPanelBytes;
-      chunk = group % 8;
-    }
+    uint8_t* panel = vt;  // one Vᵀ panel: at most 128 keys, 8 groups
+    const uint32_t chunk = group;
     if constexpr (kStsm) {
       const uint32_t words[4] = {
           __byte_perm(r[0], r[1], first_sel), __byte_perm(r[0], r[1], second_sel),
           __byte_perm(r[2], r[3], first_sel), __byte_perm(r[2], r[3], second_sel)};
       if constexpr (kHoisted) {
-        device::stmatrix_x4(words, vt_lane + pair * 4096 + (group / 8) * S::kVtPanelBytes +
-                                       (((group % 8) ^ store_swizzle) << 4));
+        device::stmatrix_x4(words, vt_lane + pair * 4096 + ((group ^ store_swizzle) << 4));
       } else {
         device::stmatrix_x4(words, device::smem_addr(panel + device::swizzle128_offset(
                                                                  32 * pair + stsm_col, chunk)));

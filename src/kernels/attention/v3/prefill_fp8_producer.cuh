@@ -23,7 +23,6 @@
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
-#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -97,49 +96,28 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
                                              uint32_t parity, bool leader,
                                              PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Shape<kD, kN>;
-  constexpr int kBoxes = S::kBlockN / S::kBoxKeys;
   const bool token_first = a.base.kv_token_coord == 1;
-  // Map coordinates per box: {column byte, token or head, head or token, plane, block}. Boxes
-  // past the request's last (a 192-key tile's, past its last page) copy that one again:
-  // their keys are masked and zeroed like the rest past the request.
-  int32_t c[kBoxes][5];
-#pragma unroll
-  for (int b = 0; b < kBoxes; ++b) {
-    int key = i * S::kBlockN + b * S::kBoxKeys;
-    if constexpr (kBoxes > 1) key = min(key, (w.k_len - 1) / S::kBoxKeys * S::kBoxKeys);
-    const int block =
-        a.base.block_table[w.req * a.base.block_table_stride + key / a.base.block_size];
-    const int row0 = key % a.base.block_size;
-    c[b][0] = 0;
-    c[b][1] = token_first ? row0 : w.kv_head;
-    c[b][2] = token_first ? w.kv_head : row0;
-    c[b][3] = 0;
-    c[b][4] = block;
-  }
-  constexpr int kBoxBytes = S::kBoxKeys * 128;
+  // Map coordinates: {column byte, token or head, head or token, plane, block}; one box per panel
+  // (the tile lies inside one page).
+  const int key = i * S::kBlockN;
+  const int block = a.base.block_table[w.req * a.base.block_table_stride + key / a.base.block_size];
+  const int row0 = key % a.base.block_size;
+  int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
   device::mbarrier_wait(&s.k_empty[stage], parity);
   if (leader) {
     device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
     for (int panel = 0; panel < S::kPanels; ++panel) {
-#pragma unroll
-      for (int b = 0; b < kBoxes; ++b) {
-        c[b][0] = 128 * panel;
-        device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes + b * kBoxBytes, kv_map, c[b],
-                            &s.k_full[stage]);
-      }
+      c[0] = 128 * panel;
+      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
     }
   }
   device::mbarrier_wait(&s.v_empty[stage], parity);
   if (leader) {
     device::mbarrier_arrive_expect_tx(&s.v_full[stage], S::kKvTileBytes);
+    c[3] = 1;
     for (int panel = 0; panel < S::kPanels; ++panel) {
-#pragma unroll
-      for (int b = 0; b < kBoxes; ++b) {
-        c[b][0] = 128 * panel;
-        c[b][3] = 1;
-        device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes + b * kBoxBytes, kv_map, c[b],
-                            &s.v_full[stage]);
-      }
+      c[0] = 128 * panel;
+      device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.v_full[stage]);
     }
   }
 }
@@ -223,7 +201,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
   PrefillTile w;
-  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+  if (!walk.find<kD>(a.base, w)) return;
   if (tid < 32) {
     const bool leader = device::elect_one();
     if (leader) load_q_stage<kD>(q_map, w, s);
@@ -233,7 +211,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
                          s);
       }
       walk.advance();
-      if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+      if (!walk.find<kD>(a.base, w)) return;
       device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
       if (leader) load_q_stage<kD>(q_map, w, s);
     }
@@ -245,7 +223,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
       transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
     }
     walk.advance();
-    if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+    if (!walk.find<kD>(a.base, w)) return;
   }
 }
 
@@ -270,14 +248,14 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
   constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!find_fp8_tile<kD, kN>(walk, a.base, w)) return;
+  if (!walk.find<kD>(a.base, w)) return;
   if (leader) load_q_stage<kD>(q_map, w, s);
   // The request's keys in V tiles use - 1 and use - 2, not transposed yet.
   int use = 0, valid1 = 0, valid2 = 0;
   for (int tile_count = 0;; ++tile_count) {
     TileWalk ahead = walk;
     ahead.advance();
-    const bool more = find_fp8_tile<kD, kN>(ahead, a.base, next);
+    const bool more = ahead.find<kD>(a.base, next);
     const int q_item = min(lag, w.num_kv_tiles) - 1;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       if (loader) {

@@ -3,13 +3,11 @@
 // Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
 // The work tiles, query rows per consumer and keys per KV tile are the bf16 kernel's
-// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles; kN takes other tile
-// sizes (192 keys at D 128 were built and measured: find_fp8_tile then recounts a work tile's KV
-// tiles, and TMA copies 64-key boxes, each inside one page). FP8 wgmma reads both
-// operands K-major, so V is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup
-// into a ring of its own. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per
-// 128 head columns for Q and K/V; Vᵀ: one panel of D rows of 128 bytes per 128 keys, 64 keys at
-// D 256 filling half of each, and a 192-key tile's keys from 128 on half of its second).
+// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles, and TMA copies a
+// whole KV tile per panel (pages hold whole tiles). FP8 wgmma reads both operands K-major, so V
+// is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup into a ring of its own.
+// Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head columns for Q and
+// K/V; Vᵀ: one panel of D rows of 128 bytes, 64 keys at D 256 filling half of it).
 #pragma once
 
 #include <cstddef>
@@ -20,16 +18,15 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// kN: keys per KV tile (fp8_kv_tile_keys: the bf16 kernel's, or 192 at D 128).
+// kN: keys per KV tile, the bf16 kernel's (fp8_kv_tile_keys).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN == 64 || kN == 128 || kN == 192, "KV tiles of 64, 128 or 192 keys");
+  static_assert(kN == PrefillShape<kD>::kBlockN, "the bf16 kernel's KV tiles (its scheduler's)");
   using Base = PrefillShape<kD>;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
-  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256, or 192)
-  static constexpr int kBoxKeys = fp8_kv_box_keys(kN);  // keys per TMA copy
+  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256)
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
@@ -44,16 +41,15 @@ struct PrefillFp8Shape {
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
-  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227), 80 KB with
-  // 192-key tiles at D 128 (two: 208 KB; three do not fit).
-  static constexpr int kStages = kD == 128 && kN == 128 ? 3 : 2;
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227).
+  static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
   static constexpr int kKvPanelBytes = kBlockN * 128;
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
   static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
-  static constexpr int kVtTileBytes = (kN + 127) / 128 * kVtPanelBytes;
+  static constexpr int kVtTileBytes = kVtPanelBytes;
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
   static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;
@@ -83,7 +79,6 @@ template <int kD, int kN = PrefillShape<kD>::kBlockN>
 constexpr size_t prefill_fp8_smem_bytes() {
   return sizeof(PrefillFp8Smem<kD, kN>) + 1024;  // room to align the tiles to 1024 bytes
 }
-static_assert(prefill_fp8_smem_bytes<128, 192>() <= 227 * 1024, "the 192-key tile's shared memory");
 
 // The bf16 kernel's arguments (kv_cache unused: every K/V tile comes by TMA) and what FP8 adds.
 struct PrefillFp8Args {

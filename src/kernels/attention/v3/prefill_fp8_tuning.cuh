@@ -31,8 +31,9 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // u - lag and the landing of its V, so at D 256 (two stages, lag 1) the loads ran one TMA latency
 // plus one transpose per item; split, the K copies wait only for the consumers to free a stage.
 inline constexpr int kFp8TuneLoaderWarp = 4096;
-// Keys per KV tile: the bf16 kernel's (PrefillFp8Shape takes others; 160- and 192-key tiles at
-// D 128, bits 16384 and 65536, lost 4-17 % in calls B to D and are gone: docs/kernels.md).
+// Keys per KV tile: the bf16 kernel's, whose scheduler the FP8 kernel walks (160- and 192-key
+// tiles at D 128, bits 16384 and 65536, lost 4-17 % in calls B to D and are gone:
+// docs/kernels.md).
 constexpr int fp8_kv_tile_keys(int d, int /*tuning*/) {
   return d == 128 ? 128 : 64;
 }
@@ -44,12 +45,6 @@ inline constexpr int kFp8TuneStmatrix = 32768;
 // row mod 8 alone, which is the lane's), in place of two full swizzle computations per unit.
 // (Bit 8192, two units' ldmatrix in flight, lost 10-20 % in calls A and C and is gone.)
 inline constexpr int kFp8TuneHoistedAddresses = 131072;
-// Keys per TMA box of the K/V tensor map for tiles of tile_keys: the largest power of two that
-// divides it (the whole tile at 64 or 128, 64 at 192), so that with pages of a multiple of 128
-// tokens every box lies inside one page.
-constexpr int fp8_kv_box_keys(int tile_keys) {
-  return tile_keys & -tile_keys;
-}
 // Warps that transpose V and convert Q (arrivals on v_empty, vt_full, q_full, q_stage_empty).
 constexpr int fp8_transpose_warps(int tuning) {
   return (tuning & kFp8TuneLoaderWarp) ? 3 : 4;
