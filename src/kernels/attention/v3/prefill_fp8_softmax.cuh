@@ -35,13 +35,7 @@ __device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st
   bool grew = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx = st.m[h];
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mx = quad_max(thread_row_max(s, h, st.m[h]));
     const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
     alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
     grew = grew || mx > st.m[h];
@@ -96,14 +90,9 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
     if constexpr (kTree) {
       mx = reduce_row(s, h, max_op);
     } else {
-      mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < kRegs / 4; ++j) {
-        mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      }
+      mx = thread_row_max(s, h, -INFINITY);
     }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = quad_max(mx);
     // The first visible key sets the base (inf > threshold); no visible key yet keeps -inf (NaN).
     const bool move = (mx - st.m[h]) * scale_log2[h] > kLazyThreshold;
     const float m = move ? mx : st.m[h];

@@ -24,6 +24,21 @@ struct RowState {
   float l[2] = {0.0f, 0.0f};            // this thread's part of the running sum
 };
 
+// The largest of `init` and this thread's scores of row h (S elements 4j + 2h and 4j + 2h + 1).
+template <int kRegs>
+__device__ __forceinline__ float thread_row_max(const float (&s)[kRegs], int h, float init) {
+  float mx = init;
+#pragma unroll
+  for (int j = 0; j < kRegs / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+  return mx;
+}
+
+// The maximum over a row's quad: the four lanes that hold its columns.
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
 // Online softmax over the tile, in place: S becomes P, the sums and maxima advance, and alpha is
 // the factor O must be rescaled by (done by the caller once no P·V group is running). A row's
 // maximum moves only when the tile's exceeds it by more than `threshold` (log2 units): below that
@@ -35,13 +50,7 @@ __device__ __forceinline__ bool softmax_tile(float (&s)[kRegs], RowState& st, fl
   bool grew = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx = st.m[h];
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-      mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float mx = quad_max(thread_row_max(s, h, st.m[h]));
     // -inf - -inf is NaN: no visible key yet, nothing moves.
     const bool moves = (mx - st.m[h]) * scale_log2 > threshold;
     const float m = moves ? mx : st.m[h];
