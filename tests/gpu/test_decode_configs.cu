@@ -136,14 +136,7 @@ void expect_pool_takes_pass(const std::string& name) {
       for (int ctas : {2, 7}) {
         c.name = name + "_take" + std::to_string(static_cast<int>(take)) + "_pool" +
                  std::to_string(permille) + "_ctas" + std::to_string(ctas);
-        DecodeRunOptions o = config_options<Cfg>(true, take);
-        o.num_ctas = ctas;
-        o.pool_permille = permille;
-        if (permille > 0) o.cut_penalty_tokens = 0;
-        o.launches = 3;
-        const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
-        EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"
-                                << r.cmp.detail;
+        const DecodeRunResult r = run_pool_case(c, config_options<Cfg>(true, take), ctas, permille);
         EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
       }
     }

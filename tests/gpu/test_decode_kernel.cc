@@ -192,14 +192,7 @@ TEST(DecodeKernel, SharedPoolOfUnits) {
       CaseSpec c = decode_case(130 + permille / 100, permille == 400 ? 2 : 1);
       c.sinks = true;
       c.name = "pool_" + std::to_string(permille) + "_ctas_" + std::to_string(ctas);
-      DecodeRunOptions o;
-      o.num_ctas = ctas;
-      o.pool_permille = permille;
-      if (permille > 0) o.cut_penalty_tokens = 0;
-      o.launches = 3;
-      const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
-      EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"
-                              << r.cmp.detail;
+      const DecodeRunResult r = run_pool_case(c, {}, ctas, permille);
       if (permille == 0 && ctas == 0) {
         EXPECT_EQ(r.stats.pool_units, 0) << c.name;  // cuts: one CTA per 128 keys or so
       }

@@ -156,4 +156,18 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   return result;
 }
 
+// A pool test's run (NHD): `ctas` CTAs (0: the device's grid) over a plan with `permille` of its
+// cost cut into pool pieces (then never uncut), launched three times, so that the pool's
+// counters must be back at 0 after each launch; expects the oracle's pass.
+inline DecodeRunResult run_pool_case(const testing::CaseSpec& c, DecodeRunOptions o, int ctas,
+                                     int permille) {
+  o.num_ctas = ctas;
+  o.pool_permille = permille;
+  if (permille > 0) o.cut_penalty_tokens = 0;
+  o.launches = 3;
+  DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
+  EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n" << r.cmp.detail;
+  return r;
+}
+
 }  // namespace pagedattn::test
