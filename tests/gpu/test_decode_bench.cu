@@ -68,6 +68,11 @@ void time_config_variants(DType cache, const TimeDecode& t) {
                      {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
     time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
+    // The units' ends: the tiles computed (or only copied) but no epilogue.
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, true>>(
+        t, "tma_noepi", {.merge_in_kernel = true, .timeline = true});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 3, true>>(
+        t, "tma_loads_noepi", {.merge_in_kernel = true});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();

@@ -178,8 +178,8 @@ inline double time_read_probes(const void* data, size_t bytes, uint32_t* sink, d
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
-          bool kLoadsOnly = false, int kStages = 3>
+          bool kLoadsOnly = false, int kStages = 3, bool kNoEpilogue = false>
 using BenchConfig =
-    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly>;
+    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly, kNoEpilogue>;
 
 }  // namespace pagedattn::test::decode_bench

@@ -42,9 +42,10 @@ __device__ __forceinline__ UnitWork load_unit(const DecodeWorkUnit* units, int i
 }
 
 // Query fragments (A operand, 16 rows x kHeadDim) of every k16 step, in registers for the whole
-// unit. 16-bit caches: the plain m16n8k16 layout, T as given. FP8 caches: f16 pre-multiplied by
-// the softmax scale, with the k order permuted as the FP8 K fragments are (fragments_fp8.cuh):
-// lane t's registers hold columns 4t..4t+3 of each 16-column step.
+// unit. 16-bit caches: the plain m16n8k16 layout, T as given. FP8 caches: the k order permuted as
+// the FP8 K fragments are (fragments_fp8.cuh): lane t's registers hold columns 4t..4t+3 of each
+// 16-column step, as T until scale_q_fragments makes them f16 pre-multiplied by the softmax
+// scale. Plain loads with no use: they stay in flight until the unit's first product.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const UnitWork& w,
                                                  uint32_t (&qa)[Cfg::kKSteps][4]) {
@@ -66,9 +67,8 @@ __device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const Unit
         const int col = 16 * kk + 4 * t;
         uint2 v = make_uint2(0u, 0u);
         if (valid && col < p.head_size) v = *reinterpret_cast<const uint2*>(row + col);
-        const float2 x01 = device::unpack_float2<T>(v.x), x23 = device::unpack_float2<T>(v.y);
-        qa[kk][h] = device::pack_float2<__half>(x01.x * p.scale, x01.y * p.scale);
-        qa[kk][2 + h] = device::pack_float2<__half>(x23.x * p.scale, x23.y * p.scale);
+        qa[kk][h] = v.x;
+        qa[kk][2 + h] = v.y;
       } else {
         const int col = 16 * kk + 2 * t;
         const bool lo_ok = valid && col < p.head_size, hi_ok = valid && col + 8 < p.head_size;
@@ -76,6 +76,21 @@ __device__ __forceinline__ void load_q_fragments(const DecodeArgs& a, const Unit
         qa[kk][2 + h] = hi_ok ? *reinterpret_cast<const uint32_t*>(row + col + 8) : 0u;
       }
     }
+  }
+}
+
+// FP8 caches: the loaded fragments (T pairs) to f16 pre-multiplied by the softmax scale.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void scale_q_fragments(const DecodeArgs& a,
+                                                  uint32_t (&qa)[Cfg::kKSteps][4]) {
+  if constexpr (Cfg::kFp8) {
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kKSteps; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 x = device::unpack_float2<T>(qa[kk][i]);
+        qa[kk][i] = device::pack_float2<__half>(x.x * a.p.scale, x.y * a.p.scale);
+      }
   }
 }
 

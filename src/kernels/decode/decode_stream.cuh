@@ -98,10 +98,11 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   int* merge_flag = reinterpret_cast<int*>(smem + Cfg::kMergeFlagOffset);
   PieceCounter<Cfg> pieces;
   int p = 0;
+  int u = queue_slot<Cfg>(smem, 0)[0];
+  UnitWork w = load_unit(units, u, a.group);
+  UnitContext<Cfg> c;
+  prepare_unit<Cfg, T>(a, w, c);
   for (int j = 0;; ++j) {
-    const int u = queue_slot<Cfg>(smem, j)[0];
-    if (u < 0) break;
-    const UnitWork w = load_unit(units, u, a.group);
     // The entries the cursors reach during the next entry, published before the barriers of
     // this entry's epilogue: after its tiles (the default: fewer units held when the pool runs
     // out) or here (a.pool_take).
@@ -109,9 +110,8 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     if (threadIdx.x == 0 && !take_at_end) q.cover(smem, j + 1);
     const bool count_now =
         a.merge_in_kernel && w.partial >= 0 && !pieces.begin_cut(a, u, merge_list);
-    UnitContext<Cfg> c;
     WarpState<Cfg> st;
-    begin_unit<Cfg, T>(a, w, c, st);
+    begin_unit<Cfg, T>(a, c, st);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
       device::cp_async_wait<Cfg::kStages - 2>();
@@ -130,10 +130,29 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
     // of the next tiles keep their copies in flight.
     __syncthreads();
+    // The next unit's query loads fly during this unit's epilogue (its entry is published), where
+    // the registers allow (Cfg::kPrefetchQ).
+    const int next = queue_slot<Cfg>(smem, j + 1)[0];
+    UnitWork w_next{};
+    UnitContext<Cfg> c_next;
+    auto prepare_next = [&] {
+      w_next = load_unit(units, next, a.group);
+      prepare_unit<Cfg, T>(a, w_next, c_next);
+    };
+    if (Cfg::kPrefetchQ && next >= 0) prepare_next();
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
-    store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
+    if constexpr (Cfg::kNoEpilogue) {
+      keep_unit_alive<Cfg>(a, st);
+    } else {
+      store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
+    }
     if (count_now) pieces.template count_now<T>(a, u, merge_flag);
+    if (next < 0) break;
+    if (!Cfg::kPrefetchQ) prepare_next();
+    u = next;
+    w = w_next;
+    c = c_next;
   }
   device::cp_async_wait<0>();  // no copy outlives the CTA
   pieces.template count_listed<T>(a, merge_list);

@@ -28,9 +28,10 @@ enum class TileSync { kCta, kWarpTma };
 // The CTA's units form one stream of KV tiles: the copies of the next unit's first tiles are in
 // flight during this unit's last tiles and epilogue. kWarps: warps per CTA, each with
 // kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
-// compute (its output is meaningless).
+// compute (its output is meaningless); kNoEpilogue: its probe of the units' ends, the tiles
+// computed but nothing merged or written.
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
-          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false>
+          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false, bool kNoEpilogue_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -44,11 +45,15 @@ struct DecodeConfig {
   static constexpr TileSync kSync = kSync_;
   static constexpr bool kTma = kSync == TileSync::kWarpTma;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
+  static constexpr bool kNoEpilogue = kNoEpilogue_;
   // The key rows whose block ids one thread group fetches, and the group's threads: the tile and
   // the CTA (cp.async), or the warp's keys and the warp (TMA).
   static constexpr int kIdRows = kTma ? kWarpKeys : kBlockN;
   static constexpr int kIdThreads = kTma ? 32 : kThreads;
   static constexpr int kKSteps = kHeadDim / 16;  // k16 steps of Q K^T; 16-column chunks of V
+  // The next unit's query fragments load during a unit's epilogue: up to D 128 (above, its 4 *
+  // kKSteps registers beside the epilogue's O spill: D 256 FP8 700 bytes against 100).
+  static constexpr bool kPrefetchQ = kHeadDim <= 128;
   static constexpr int kChunks = kHeadDim * kElemBytes / 16;  // 16-byte chunks per row
   // cp.async tiles: rows padded by 16 bytes (an odd number of 16-byte chunks keeps ldmatrix
   // conflict-free). TMA tiles: per warp, one box per 16 keys (a page holds them), each kPanels
@@ -63,9 +68,11 @@ struct DecodeConfig {
   // Block ids of the key rows: fetched kStages - 1 tiles ahead of the K/V copies that use them.
   static constexpr int kRingTiles = 2 * kStages - 2;
   static constexpr int kRingBytes = kRingTiles * kBlockN * 4;
-  // Epilogue: each warp's unnormalized O rows (padded against bank conflicts when that fits in
-  // a stage), then its row maxima and sums.
-  static constexpr int kORowFloats = kTma ? kHeadDim : kHeadDim + 4;
+  // Epilogue: each warp's unnormalized O rows, then its row maxima and sums. The rows' float4
+  // groups are XOR-swizzled by the row (decode_epilogue.cuh) where the row is whole blocks of 8
+  // groups, else the rows are padded, against bank conflicts.
+  static constexpr bool kSwizzleO = kHeadDim % 32 == 0;
+  static constexpr int kORowFloats = kSwizzleO ? kHeadDim : kHeadDim + 4;
   static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
   static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
   static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;

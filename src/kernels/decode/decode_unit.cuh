@@ -16,20 +16,32 @@ struct UnitContext {
   int open_hi;
 };
 
-// Loads the unit's query fragments (global loads: issue them before waiting on copies) and
-// resets the warp's softmax state.
+// Issues the loads of the unit's query fragments (the previous unit's epilogue runs while they
+// are in flight) and sets its score constants.
 template <typename Cfg, typename T>
-__device__ __forceinline__ void begin_unit(const DecodeArgs& a, const UnitWork& w,
-                                           UnitContext<Cfg>& c, WarpState<Cfg>& st) {
+__device__ __forceinline__ void prepare_unit(const DecodeArgs& a, const UnitWork& w,
+                                             UnitContext<Cfg>& c) {
   const DecodeAttentionParams& p = a.p;
   load_q_fragments<Cfg, T>(a, w, c.qa);
   const int scale_idx = p.per_head_scales ? w.kv_head : 0;
   c.sp.qk_scale = Cfg::kFp8 ? p.k_scale[scale_idx] : p.scale;  // FP8: Q carries the scale
+  c.v_scale = Cfg::kFp8 ? p.v_scale[scale_idx] : 1.0f;
+  const int pos_first = w.kv_len - w.q_len + w.row0 / a.group;
+  const int pos_last = w.kv_len - w.q_len + (w.row0 + w.rows - 1) / a.group;
+  c.open_lo = unit_visible_keys(a, w, pos_last).lo;
+  c.open_hi = unit_visible_keys(a, w, pos_first).hi;
+}
+
+// The unit's start: its query fragments in their final form and a fresh softmax state.
+template <typename Cfg, typename T>
+__device__ __forceinline__ void begin_unit(const DecodeArgs& a, UnitContext<Cfg>& c,
+                                           WarpState<Cfg>& st) {
+  const DecodeAttentionParams& p = a.p;
+  scale_q_fragments<Cfg, T>(a, c.qa);
   c.sp.softcap = attention::soft_cap_applies(p.softcap);
   if (c.sp.softcap) c.sp.cap = attention::make_soft_cap(c.sp.qk_scale, p.softcap, kLog2e);
   c.sp.alibi = p.alibi_slopes != nullptr;
   c.sp.exp_scale = (c.sp.softcap || c.sp.alibi) ? 1.0f : c.sp.qk_scale * kLog2e;
-  c.v_scale = Cfg::kFp8 ? p.v_scale[scale_idx] : 1.0f;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     st.m[h] = -INFINITY;
@@ -39,10 +51,6 @@ __device__ __forceinline__ void begin_unit(const DecodeArgs& a, const UnitWork& 
   for (int dt = 0; dt < 2 * Cfg::kKSteps; ++dt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) st.o[dt][i] = 0.0f;
-  const int pos_first = w.kv_len - w.q_len + w.row0 / a.group;
-  const int pos_last = w.kv_len - w.q_len + (w.row0 + w.rows - 1) / a.group;
-  c.open_lo = unit_visible_keys(a, w, pos_last).lo;
-  c.open_hi = unit_visible_keys(a, w, pos_first).hi;
 }
 
 // Tile `t` of the unit (K then V at `tile` in shared memory) into the warp's state.
