@@ -196,7 +196,10 @@ void run_shape(const BenchShape& s) {
   std::fflush(stdout);
   if (s.profile) {
     using Cta = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kCta>;
+    using NoEpilogue =
+        BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarpTma, false, 3, true>;
     time_config<Cta>(time_decode, "cta");
+    time_config<NoEpilogue>(time_decode, "tma_noepi", {.merge_in_kernel = true});
     for (void* ptr : owned) cudaFree(ptr);
     for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
     return;
@@ -306,12 +309,16 @@ TEST(DecodeBench, DISABLED_Shapes) {
   for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
-// The issue's shape alone (64 x 4096, bf16, page 16, NHD), one launch of each of the default
-// (TMA) and cp.async kernels: for ncu.
+// One shape (the issue's, 64 x 4096 32/8 bf16 page 16 NHD, or DECODE_BENCH_PROFILE=
+// "reqs,len,hq,hkv"), one launch of each of the default (TMA), the cp.async kernel and the
+// no-epilogue probe: for ncu.
 TEST(DecodeBench, DISABLED_Profile) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   BenchShape s;
   s.profile = true;
+  if (const char* env = std::getenv("DECODE_BENCH_PROFILE")) {
+    ASSERT_EQ(std::sscanf(env, "%d,%d,%d,%d", &s.num_reqs, &s.seq_len, &s.hq, &s.hkv), 4) << env;
+  }
   run_shape(s);
 }
 
