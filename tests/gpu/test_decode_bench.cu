@@ -73,6 +73,11 @@ void time_config_variants(DType cache, const TimeDecode& t) {
         t, "tma_noepi", {.merge_in_kernel = true, .timeline = true});
     time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 3, true>>(
         t, "tma_loads_noepi", {.merge_in_kernel = true});
+    // Where a unit's time goes (decode_trace.cuh): the default and the no-epilogue probe.
+    using Traced = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, false, true>;
+    time_config<Traced>(t, "trace_default", {.merge_in_kernel = true});
+    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, true, true>>(
+        t, "trace_noepi", {.merge_in_kernel = true});
   };
   if (cache == DType::kFP8E4M3) {
     variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();

@@ -100,6 +100,43 @@ inline std::string timeline_summary(const std::vector<unsigned long long>& clock
   return buf;
 }
 
+// The unit trace of the last launch (Cfg::kTrace), averaged over the traced units of every CTA
+// but each CTA's first (it fills the pipeline) and last, in SM clock cycles: the tile loop and its
+// tiles, the cycles its tiles waited for data (the first tile after a unit's start apart) and
+// issued copies, the unit's end (publishing and the CTA barrier), the epilogue, and the gap to the
+// next unit's loop.
+inline std::string unit_trace_summary(const std::vector<long long>& trace, int ctas) {
+  namespace d = decode_ns;
+  double n = 0, loop = 0, tiles = 0, wait = 0, first = 0, issue = 0, sync = 0, epi = 0, gap = 0;
+  for (int c = 0; c < ctas; ++c) {
+    for (int j = 1; j + 1 < d::kTraceUnits; ++j) {
+      const long long* u = &trace[(size_t{1} * c * d::kTraceUnits + j) * d::kTraceFields];
+      const long long* next = u + d::kTraceFields;
+      if (u[d::kTraceTiles] < 2 || next[d::kTraceTiles] < 1) continue;
+      n += 1;
+      loop += u[d::kTraceLoopEnd] - u[d::kTraceStart];
+      tiles += u[d::kTraceTiles];
+      wait += u[d::kTraceWait] - u[d::kTraceFirstWait];
+      first += u[d::kTraceFirstWait];
+      issue += u[d::kTraceIssue];
+      sync += u[d::kTraceSynced] - u[d::kTraceLoopEnd];
+      epi += u[d::kTraceStored] - u[d::kTraceSynced];
+      gap += next[d::kTraceStart] - u[d::kTraceStored];
+    }
+  }
+  if (n == 0) return "[trace: no unit]";
+  const double other_tiles = tiles - n;
+  char buf[320];
+  std::snprintf(buf, sizeof(buf),
+                "[trace cycles, %.0f units: loop %.0f (%.1f tiles, %.0f each), first wait %.0f, "
+                "other waits %.0f each, issue %.0f each, end+barrier %.0f, epilogue %.0f, gap "
+                "%.0f]",
+                n, loop / n, tiles / n, loop / tiles, first / n,
+                other_tiles > 0 ? wait / other_tiles : 0.0, issue / tiles, sync / n, epi / n,
+                gap / n);
+  return buf;
+}
+
 // A kernel configuration (tile keys, stages, warps, tile sync, loads-only probe) at D 128 with bf16
 // queries, planned for its own occupancy (or opt's) and timed as `opt` says.
 // DECODE_BENCH_VARIANTS: comma-separated name prefixes of the variants to time (unset: all).
@@ -129,9 +166,16 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   const int ctas = opt.num_ctas > 0 ? opt.num_ctas : sms * per_sm;
   unsigned long long* clock = nullptr;
   if (opt.timeline) cudaMalloc(&clock, size_t{2} * ctas * 8);
+  long long* trace = nullptr;
+  const size_t trace_values = size_t{1} * ctas * decode_ns::kTraceUnits * decode_ns::kTraceFields;
+  if (Cfg::kTrace) {
+    cudaMalloc(&trace, trace_values * 8);
+    cudaMemset(trace, 0, trace_values * 8);
+  }
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);
     a.cta_clock = clock;
+    a.unit_trace = trace;
     a.merge_in_kernel = opt.merge_in_kernel;
     a.pool_take = opt.pool_take;
     (void)decode_ns::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
@@ -150,6 +194,12 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
     cudaMemcpy(host.data(), clock, host.size() * 8, cudaMemcpyDeviceToHost);
     cudaFree(clock);
     out += timeline_summary(host);
+  }
+  if (trace != nullptr) {
+    std::vector<long long> host(trace_values);
+    cudaMemcpy(host.data(), trace, trace_values * 8, cudaMemcpyDeviceToHost);
+    cudaFree(trace);
+    out += unit_trace_summary(host, ctas);
   }
   std::printf("  variant%s\n", out.c_str());
   std::fflush(stdout);
@@ -178,8 +228,8 @@ inline double time_read_probes(const void* data, size_t bytes, uint32_t* sink, d
 }
 
 template <kernels::CacheKind kCache, int kBlockN, int kWarps, decode_ns::TileSync kSync,
-          bool kLoadsOnly = false, int kStages = 3, bool kNoEpilogue = false>
-using BenchConfig =
-    decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync, kLoadsOnly, kNoEpilogue>;
+          bool kLoadsOnly = false, int kStages = 3, bool kNoEpilogue = false, bool kTrace = false>
+using BenchConfig = decode_ns::DecodeConfig<128, kCache, kBlockN, kStages, kWarps, kSync,
+                                            kLoadsOnly, kNoEpilogue, kTrace>;
 
 }  // namespace pagedattn::test::decode_bench

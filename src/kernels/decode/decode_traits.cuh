@@ -29,9 +29,10 @@ enum class TileSync { kCta, kWarpTma };
 // flight during this unit's last tiles and epilogue. kWarps: warps per CTA, each with
 // kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
 // compute (its output is meaningless); kNoEpilogue: its probe of the units' ends, the tiles
-// computed but nothing merged or written.
+// computed but nothing merged or written; kTrace: its unit trace (DecodeArgs::unit_trace).
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
-          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false, bool kNoEpilogue_ = false>
+          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false, bool kNoEpilogue_ = false,
+          bool kTrace_ = false>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -46,6 +47,7 @@ struct DecodeConfig {
   static constexpr bool kTma = kSync == TileSync::kWarpTma;
   static constexpr bool kLoadsOnly = kLoadsOnly_;
   static constexpr bool kNoEpilogue = kNoEpilogue_;
+  static constexpr bool kTrace = kTrace_;
   // The key rows whose block ids one thread group fetches, and the group's threads: the tile and
   // the CTA (cp.async), or the warp's keys and the warp (TMA).
   static constexpr int kIdRows = kTma ? kWarpKeys : kBlockN;
@@ -146,6 +148,20 @@ inline constexpr bool kDecodeTmaServes = kHeadDim*(is_fp8(kCache) ? 1 : 2) % 128
 // the static-list and cut shapes within noise).
 enum class PoolTake { kAtEndUnreserved, kAtEnd, kAtStart };
 
+// What the unit trace records per unit: clocks at its marks, and cycle sums over its tiles.
+enum UnitTraceField {
+  kTraceStart,       // the tile loop starts
+  kTraceWait,        // cycles waiting for the tiles' data (sum)
+  kTraceFirstWait,   // ... for the first tile's
+  kTraceLoopEnd,     // the tile loop ends
+  kTraceSynced,      // the next entries published and the CTA met (the epilogue starts)
+  kTraceStored,      // the epilogue ends
+  kTraceIssue,       // cycles issuing copies and block ids (sum)
+  kTraceTiles,       // tiles of the unit
+  kTraceFields
+};
+inline constexpr int kTraceUnits = 8;
+
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
   DecodeAttentionParams p;
@@ -163,6 +179,9 @@ struct DecodeArgs {
   // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
   // and end to [2c] and [2c + 1].
   unsigned long long* cta_clock = nullptr;
+  // DecodeBench's unit trace (Cfg::kTrace): thread 0 of CTA c writes the first kTraceUnits units'
+  // UnitTraceField values (SM clock cycles) to [(c * kTraceUnits + j) * kTraceFields + field].
+  long long* unit_trace = nullptr;
   // TileSync::kWarpTma: the cache as one tensor map (decode_tma.cuh: columns, then heads and
   // tokens in memory order, plane, block) and which coordinate is the token.
   CUtensorMap kv_map;
