@@ -9,6 +9,7 @@
 #include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/decode/decode_compute.cuh"
+#include "kernels/decode/decode_trace.cuh"
 
 namespace pagedattn::kernels::decode {
 
@@ -61,7 +62,7 @@ __device__ __forceinline__ void keep_unit_alive(const DecodeArgs& a, const WarpS
 template <typename Cfg, typename T>
 __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& w,
                                            const WarpState<Cfg>& st, float v_scale, char* smem,
-                                           char* ml) {
+                                           char* ml, UnitTracer<Cfg>& trace) {
   const DecodeAttentionParams& p = a.p;
   constexpr int kRows = kDecodeRowsPerTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -80,7 +81,9 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       l_smem[warp * kRows + row] = l;
     }
   }
+  trace.mark(kTraceParked);
   __syncthreads();
+  trace.mark(kTraceMet);
 
   const bool final_out = w.partial < 0;
   const bool apply_sink = final_out && p.sinks != nullptr;
@@ -123,6 +126,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       if (col == 0) p.partial_lse[prow] = lse;
     }
   }
+  trace.mark(kTraceMerged);
   // The next unit reuses the shared memory (TMA: the async proxy overwrites these rows).
   if constexpr (Cfg::kTma) device::fence_proxy_async_shared();
   __syncthreads();

@@ -148,12 +148,13 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
       prepare_unit<Cfg, T>(a, w_next, c_next);
     };
     if (Cfg::kPrefetchQ && next >= 0) prepare_next();
+    trace.mark(kTracePrepared);
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
     if constexpr (Cfg::kNoEpilogue) {
       keep_unit_alive<Cfg>(a, st);
     } else {
-      store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
+      store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset, trace);
     }
     trace.end();
     if (count_now) pieces.template count_now<T>(a, u, merge_flag);

@@ -158,6 +158,10 @@ enum UnitTraceField {
   kTraceStored,      // the epilogue ends
   kTraceIssue,       // cycles issuing copies and block ids (sum)
   kTraceTiles,       // tiles of the unit
+  kTracePrepared,    // the next unit's entry and query loads issued (the epilogue's start)
+  kTraceParked,      // the warps' O rows, maxima and sums stored (the epilogue's first rows)
+  kTraceMet,         // ... and the CTA met
+  kTraceMerged,      // the rows merged and written
   kTraceFields
 };
 inline constexpr int kTraceUnits = 8;
