@@ -70,6 +70,85 @@ struct RunResult {
   std::vector<uint16_t> out;  // raw output bits
 };
 
+// A host batch's operands on the device, as both kernel families read them: the query, the cache
+// (as the host batch holds it now), the block table, the scales, ALiBi slopes and sinks, and the
+// output and LSE, poisoned.
+struct DeviceBatch {
+  const testing::HostBatch& b;
+  DeviceBuffer q, kv, table, ks, vs, alibi, sinks, out, lse;
+
+  explicit DeviceBatch(const testing::HostBatch& batch)
+      : b(batch),
+        q(b.query.view().data(), b.query.view().nbytes()),
+        kv(b.kv_cache.view().data(), b.kv_cache.view().nbytes()),
+        table(b.block_table.view().data(), b.block_table.view().nbytes()),
+        ks(b.k_scale.view().data(), b.k_scale.view().nbytes()),
+        vs(b.v_scale.view().data(), b.v_scale.view().nbytes()),
+        out(out_bytes()),
+        lse(static_cast<size_t>(b.spec.num_heads) * tokens() * 4) {
+    const size_t hq = static_cast<size_t>(b.spec.num_heads);
+    if (!b.params.alibi_slopes.empty()) alibi = DeviceBuffer(b.params.alibi_slopes.data(), hq * 4);
+    if (!b.params.sinks.empty()) sinks = DeviceBuffer(b.params.sinks.data(), hq * 4);
+    out.poison();
+    lse.poison();
+  }
+  int tokens() const { return static_cast<int>(b.spec.num_tokens()); }
+  size_t out_bytes() const {
+    return static_cast<size_t>(tokens()) * b.spec.num_heads * b.spec.head_size * 2;
+  }
+
+  // The fields PagedAttentionParams and DecodeAttentionParams share.
+  template <typename Params>
+  void fill(Params& p) const {
+    const testing::CaseSpec& spec = b.spec;
+    const TensorView& cache = b.kv_cache.view();
+    const int hq = spec.num_heads, d = spec.head_size;
+    p.q = q.get();
+    p.q_token_stride = static_cast<int64_t>(hq) * d;
+    p.q_head_stride = d;
+    p.q_dtype = spec.dtype;
+    p.kv_cache = kv.get();
+    p.cache_dtype = cache.dtype();
+    p.cache_block_stride = cache.stride(0);
+    p.cache_kv_stride = cache.stride(1);
+    p.cache_token_stride = cache.stride(2);
+    p.cache_head_stride = cache.stride(3);
+    p.k_scale = ks.as<float>();
+    p.v_scale = vs.as<float>();
+    p.per_head_scales = b.k_scale.view().size(0) > 1;
+    p.block_table = table.as<int32_t>();
+    p.block_table_stride = b.block_table.view().size(1);
+    p.num_heads = hq;
+    p.num_kv_heads = spec.num_kv_heads;
+    p.head_size = d;
+    p.block_size = spec.block_size;
+    p.scale = b.params.resolved_scale();
+    p.softcap = b.params.logits_soft_cap;
+    p.alibi_slopes = alibi.as<float>();
+    p.sinks = sinks.as<float>();
+    p.window_left = b.params.sliding_window.left;
+    p.out = out.get();
+    p.out_token_stride = static_cast<int64_t>(hq) * d;
+    p.out_head_stride = d;
+    p.lse = lse.as<float>();
+    p.lse_head_stride = tokens();
+  }
+
+  // The output (its raw bits into `out_bits`) and LSE against the oracle's.
+  reference::Comparison compare(const reference::ReferenceOutputs& ref,
+                                std::vector<uint16_t>& out_bits) const {
+    const int T = tokens(), hq = b.spec.num_heads, d = b.spec.head_size;
+    out_bits.resize(out_bytes() / 2);
+    std::vector<float> lse_host(static_cast<size_t>(hq) * T);
+    cudaMemcpy(out_bits.data(), out.get(), out_bytes(), cudaMemcpyDeviceToHost);
+    cudaMemcpy(lse_host.data(), lse.get(), lse_host.size() * 4, cudaMemcpyDeviceToHost);
+    TensorView out_view(out_bits.data(), b.spec.dtype, Device::cpu(), {T, hq, d});
+    TensorView lse_view(lse_host.data(), DType::kF32, Device::cpu(), {hq, T});
+    return reference::compare_to_reference(out_view, lse_view, ref.out, ref.lse,
+                                           reference::tolerance_for(b.spec.dtype));
+  }
+};
+
 // Writes the new tokens' K/V (key/value) into the host cache at slot_mapping, FP8-encoded with
 // the scales where the cache is FP8.
 inline void write_new_tokens(testing::HostBatch& b) {
@@ -152,7 +231,6 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
   if (!batch_or.ok()) return result;
   testing::HostBatch& b = batch_or.value();
-  const TensorView& cache = b.kv_cache.view();
   // With the ragged source the device's cache lacks the new tokens of requests without context;
   // the oracle's has every new token.
   if (ragged.enabled) {
@@ -160,7 +238,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   } else {
     write_new_tokens(b);
   }
-  DeviceBuffer kv(cache.data(), cache.nbytes());
+  const DeviceBatch dev(b);
   if (ragged.enabled) write_new_tokens(b);
 
   auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
@@ -168,45 +246,21 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   if (!ref.ok()) return result;
 
-  const int T = static_cast<int>(spec.num_tokens()), hq = spec.num_heads, d = spec.head_size;
+  const int T = dev.tokens(), hq = spec.num_heads, d = spec.head_size;
   const int num_reqs = spec.num_reqs();
-  DeviceBuffer q(b.query.view().data(), b.query.view().nbytes());
-  DeviceBuffer table(b.block_table.view().data(), b.block_table.view().nbytes());
   DeviceBuffer seq(b.seq_lens.view().data(), b.seq_lens.view().nbytes());
   DeviceBuffer cu(b.query_start_loc.view().data(), b.query_start_loc.view().nbytes());
-  DeviceBuffer ks(b.k_scale.view().data(), b.k_scale.view().nbytes());
-  DeviceBuffer vs(b.v_scale.view().data(), b.v_scale.view().nbytes());
-  DeviceBuffer alibi, sinks, nsplit;
-  if (!b.params.alibi_slopes.empty()) alibi = DeviceBuffer(b.params.alibi_slopes.data(), hq * 4);
-  if (!b.params.sinks.empty()) sinks = DeviceBuffer(b.params.sinks.data(), hq * 4);
+  DeviceBuffer nsplit;
   if (!splits.per_req.empty()) nsplit = DeviceBuffer(splits.per_req.data(), num_reqs * 4);
-  const size_t out_bytes = static_cast<size_t>(T) * hq * d * 2;
-  DeviceBuffer out(out_bytes), lse(static_cast<size_t>(hq) * T * 4);
   DeviceBuffer split_out(static_cast<size_t>(splits.max_num_splits) * T * hq * d * 4);
   DeviceBuffer split_lse(static_cast<size_t>(splits.max_num_splits) * hq * T * 4);
-  out.poison();
-  lse.poison();
   split_out.poison();
   split_lse.poison();
 
   kernels::PagedAttentionParams p;
-  p.q = q.get();
-  p.q_token_stride = static_cast<int64_t>(hq) * d;
-  p.q_head_stride = d;
-  p.q_dtype = spec.dtype;
-  p.kv_cache = kv.get();
-  p.cache_dtype = cache.dtype();
-  p.cache_block_stride = cache.stride(0);
-  p.cache_kv_stride = cache.stride(1);
-  p.cache_token_stride = cache.stride(2);
-  p.cache_head_stride = cache.stride(3);
-  p.k_scale = ks.as<float>();
-  p.v_scale = vs.as<float>();
-  p.per_head_scales = b.k_scale.view().size(0) > 1;
+  dev.fill(p);
   p.cu_seqlens_q = cu.as<int32_t>();
   p.seqused_k = seq.as<int32_t>();
-  p.block_table = table.as<int32_t>();
-  p.block_table_stride = b.block_table.view().size(1);
   p.num_reqs = num_reqs;
   p.num_tokens = T;
   for (int r = 0; r < num_reqs; ++r) {
@@ -214,22 +268,8 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
     p.max_seq_len = std::max(p.max_seq_len, spec.seq_lens[r]);
   }
   p.max_query_len += splits.extra_max_query_len;
-  p.num_heads = hq;
-  p.num_kv_heads = spec.num_kv_heads;
-  p.head_size = d;
-  p.block_size = spec.block_size;
-  p.scale = b.params.resolved_scale();
-  p.softcap = b.params.logits_soft_cap;
-  p.alibi_slopes = alibi.as<float>();
-  p.sinks = sinks.as<float>();
-  p.window_left = b.params.sliding_window.left;
   p.window_right = b.params.sliding_window.right;
   p.causal = spec.causal;
-  p.out = out.get();
-  p.out_token_stride = static_cast<int64_t>(hq) * d;
-  p.out_head_stride = d;
-  p.lse = lse.as<float>();
-  p.lse_head_stride = T;
   p.max_num_splits = splits.max_num_splits;
   p.num_splits_per_req = nsplit.as<int32_t>();
   p.split_out = split_out.as<float>();
@@ -252,14 +292,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   const Status st = launch(p, nullptr);
   EXPECT_TRUE(st.ok()) << st.to_string();
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  result.out.resize(out_bytes / 2);
-  std::vector<float> lse_host(static_cast<size_t>(hq) * T);
-  cudaMemcpy(result.out.data(), out.get(), out_bytes, cudaMemcpyDeviceToHost);
-  cudaMemcpy(lse_host.data(), lse.get(), lse_host.size() * 4, cudaMemcpyDeviceToHost);
-  TensorView out_view(result.out.data(), spec.dtype, Device::cpu(), {T, hq, d});
-  TensorView lse_view(lse_host.data(), DType::kF32, Device::cpu(), {hq, T});
-  result.cmp = reference::compare_to_reference(out_view, lse_view, ref->out, ref->lse,
-                                               reference::tolerance_for(spec.dtype));
+  result.cmp = dev.compare(*ref, result.out);
   return result;
 }
 

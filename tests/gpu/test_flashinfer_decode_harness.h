@@ -87,72 +87,27 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   if (!stats.ok()) return result;
   result.stats = *stats;
 
-  const int hq = spec.num_heads, d = spec.head_size;
-  DeviceBuffer q(b.query.view().data(), b.query.view().nbytes());
-  DeviceBuffer kv(cache.data(), cache.nbytes());
-  DeviceBuffer table(b.block_table.view().data(), b.block_table.view().nbytes());
-  DeviceBuffer ks(b.k_scale.view().data(), b.k_scale.view().nbytes());
-  DeviceBuffer vs(b.v_scale.view().data(), b.v_scale.view().nbytes());
+  const DeviceBatch dev(b);
   DeviceBuffer plan_dev(plan_host.data(), static_cast<size_t>(limits.plan_bytes));
-  DeviceBuffer alibi, sinks;
-  if (!b.params.alibi_slopes.empty()) alibi = DeviceBuffer(b.params.alibi_slopes.data(), hq * 4);
-  if (!b.params.sinks.empty()) sinks = DeviceBuffer(b.params.sinks.data(), hq * 4);
-  const size_t out_bytes = static_cast<size_t>(T) * hq * d * 2;
   const size_t prows = static_cast<size_t>(std::max<int64_t>(1, limits.max_partial_rows));
-  DeviceBuffer out(out_bytes), lse(static_cast<size_t>(hq) * T * 4);
-  DeviceBuffer partial_out(prows * d * 4), partial_lse(prows * 4);
+  DeviceBuffer partial_out(prows * spec.head_size * 4), partial_lse(prows * 4);
   kernels::DecodeAttentionParams p;
-  p.q = q.get();
-  p.q_token_stride = static_cast<int64_t>(hq) * d;
-  p.q_head_stride = d;
-  p.q_dtype = spec.dtype;
-  p.kv_cache = kv.get();
-  p.cache_dtype = cache.dtype();
-  p.cache_block_stride = cache.stride(0);
-  p.cache_kv_stride = cache.stride(1);
-  p.cache_token_stride = cache.stride(2);
-  p.cache_head_stride = cache.stride(3);
-  p.k_scale = ks.as<float>();
-  p.v_scale = vs.as<float>();
-  p.per_head_scales = b.k_scale.view().size(0) > 1;
-  p.block_table = table.as<int32_t>();
-  p.block_table_stride = b.block_table.view().size(1);
-  p.num_heads = hq;
-  p.num_kv_heads = spec.num_kv_heads;
-  p.head_size = d;
-  p.block_size = spec.block_size;
-  p.scale = b.params.resolved_scale();
-  p.softcap = b.params.logits_soft_cap;
-  p.alibi_slopes = alibi.as<float>();
-  p.sinks = sinks.as<float>();
-  p.window_left = b.params.sliding_window.left;
-  p.out = out.get();
-  p.out_token_stride = static_cast<int64_t>(hq) * d;
-  p.out_head_stride = d;
-  p.lse = lse.as<float>();
-  p.lse_head_stride = T;
+  dev.fill(p);
   p.plan = plan_dev.get();
   p.partial_out = partial_out.as<float>();
   p.partial_lse = partial_lse.as<float>();
   p.num_ctas = config.num_ctas;
 
   for (int launch = 0; launch < opt.launches; ++launch) {
-    out.poison();
-    lse.poison();
+    dev.out.poison();
+    dev.lse.poison();
     partial_out.poison();
     partial_lse.poison();
     const Status st = opt.launch ? opt.launch(p) : kernels::launch_decode_attention(p, nullptr);
     EXPECT_TRUE(st.ok()) << st.to_string();
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
-  result.out.resize(out_bytes / 2);
-  std::vector<float> lse_host(static_cast<size_t>(hq) * T);
-  cudaMemcpy(result.out.data(), out.get(), out_bytes, cudaMemcpyDeviceToHost);
-  cudaMemcpy(lse_host.data(), lse.get(), lse_host.size() * 4, cudaMemcpyDeviceToHost);
-  TensorView out_view(result.out.data(), spec.dtype, Device::cpu(), {T, hq, d});
-  TensorView lse_view(lse_host.data(), DType::kF32, Device::cpu(), {hq, T});
-  result.cmp = reference::compare_to_reference(out_view, lse_view, ref->out, ref->lse,
-                                               reference::tolerance_for(spec.dtype));
+  result.cmp = dev.compare(*ref, result.out);
   return result;
 }
 
