@@ -108,7 +108,7 @@ inline std::string timeline_summary(const std::vector<unsigned long long>& clock
 inline std::string unit_trace_summary(const std::vector<long long>& trace, int ctas) {
   namespace d = decode_ns;
   double n = 0, loop = 0, tiles = 0, wait = 0, first = 0, issue = 0, sync = 0, epi = 0, gap = 0;
-  double prep = 0, park = 0, meet = 0, merge = 0;
+  double prep = 0, park = 0, meet = 0, merge = 0, stores = 0;
   for (int c = 0; c < ctas; ++c) {
     for (int j = 1; j + 1 < d::kTraceUnits; ++j) {
       const long long* u = &trace[(size_t{1} * c * d::kTraceUnits + j) * d::kTraceFields];
@@ -127,6 +127,7 @@ inline std::string unit_trace_summary(const std::vector<long long>& trace, int c
       park += u[d::kTraceParked] - u[d::kTracePrepared];
       meet += u[d::kTraceMet] - u[d::kTraceParked];
       merge += u[d::kTraceMerged] - u[d::kTraceMet];
+      stores += u[d::kTraceStoreIssue];
     }
   }
   if (n == 0) return "[trace: no unit]";
@@ -135,10 +136,11 @@ inline std::string unit_trace_summary(const std::vector<long long>& trace, int c
   std::snprintf(buf, sizeof(buf),
                 "[trace cycles, %.0f units: loop %.0f (%.1f tiles, %.0f each), first wait %.0f, "
                 "other waits %.0f each, issue %.0f each, end+barrier %.0f, epilogue %.0f (next "
-                "unit's loads %.0f, park %.0f, meet %.0f, merge+write %.0f), gap %.0f]",
+                "unit's loads %.0f, park %.0f, meet %.0f, merge+write %.0f of which issuing "
+                "thread 0's stores %.0f), gap %.0f]",
                 n, loop / n, tiles / n, loop / tiles, first / n,
                 other_tiles > 0 ? wait / other_tiles : 0.0, issue / tiles, sync / n, epi / n,
-                prep / n, park / n, meet / n, merge / n, gap / n);
+                prep / n, park / n, meet / n, merge / n, stores / n, gap / n);
   return buf;
 }
 

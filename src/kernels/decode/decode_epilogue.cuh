@@ -116,6 +116,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
     const float inv = l > 0.0f ? v_scale / l : 0.0f;
     o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
     const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    trace.restart();
     if (final_out) {
       attention::store_columns4(
           static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col, o);
@@ -125,6 +126,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       *reinterpret_cast<float4*>(p.partial_out + prow * p.head_size + col) = o;
       if (col == 0) p.partial_lse[prow] = lse;
     }
+    trace.stored();
   }
   trace.mark(kTraceMerged);
   // The next unit reuses the shared memory (TMA: the async proxy overwrites these rows).

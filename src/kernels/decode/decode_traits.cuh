@@ -162,6 +162,7 @@ enum UnitTraceField {
   kTraceParked,      // the warps' O rows, maxima and sums stored (the epilogue's first rows)
   kTraceMet,         // ... and the CTA met
   kTraceMerged,      // the rows merged and written
+  kTraceStoreIssue,  // cycles issuing the epilogue's global stores (sum)
   kTraceFields
 };
 inline constexpr int kTraceUnits = 8;
