@@ -66,6 +66,7 @@ template <PagedAttentionLauncher kLaunch>
 Status with_fp8_tensor_cores(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.fp8_tensor_cores = true;
+  give_fp8_workspace(p);
   return kLaunch(p, stream);
 }
 constexpr PagedAttentionLauncher launch_v3_fp8 = &with_fp8_tensor_cores<&launch_v3>;

@@ -103,6 +103,7 @@ struct Fp8Bench {
     p.out_head_stride = d;
     p.lse = lse.get();
     p.lse_head_stride = len;
+    if (fp8) give_fp8_workspace(p);
     return p;
   }
 };

@@ -3,6 +3,7 @@
 // values), and the dispatch to the generation's launcher.
 #include "kernels/attention/paged_attention.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -147,6 +148,16 @@ int paged_attention_kernel_head_size(int head_size) {
     if (n >= head_size && (best == 0 || n < best)) best = n;
   }
   return best;
+}
+
+size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& p) {
+  if (!p.fp8_tensor_cores || p.num_reqs <= 0 || p.max_seq_len <= 0 || p.num_kv_heads <= 0 ||
+      p.head_size <= 0) {
+    return 0;
+  }
+  const size_t images_per_head = (static_cast<size_t>(p.max_seq_len) + 127) / 128;
+  return static_cast<size_t>(p.num_reqs) * images_per_head * static_cast<size_t>(p.num_kv_heads) *
+         static_cast<size_t>(p.head_size) * 128;
 }
 
 Status launch_paged_attention(const PagedAttentionParams& params, void* stream) {

@@ -38,6 +38,11 @@ struct PagedAttentionParams {
   // rounded to e4m3 too, about 3e-2 relative error against 2e-3 for v2's path, which converts the
   // cache to 16 bits; opt-in, so that no backend trades accuracy for it unasked.
   bool fp8_tensor_cores = false;
+  // Device memory of paged_attention_fp8_workspace_bytes(params) bytes, 16-byte aligned, for the
+  // FP8 tensor-core kernel: it writes each request's V there transposed, once per launch, and
+  // every query tile's CTA copies it from there (no transpose in the kernel).
+  void* fp8_workspace = nullptr;
+  size_t fp8_workspace_bytes = 0;
 
   const int32_t* cu_seqlens_q = nullptr;  // [num_reqs + 1] device
   const int32_t* seqused_k = nullptr;     // [num_reqs] device: keys per request
@@ -111,6 +116,10 @@ Status paged_attention_serves(const PagedAttentionParams& params);
 // Head sizes compiled into this build (others are served by the next larger one, or rejected).
 bool paged_attention_head_size_built(int head_size);
 int paged_attention_kernel_head_size(int head_size);  // the instantiated size that serves head_size; 0 = none
+
+// The bytes of PagedAttentionParams::fp8_workspace a launch with fp8_tensor_cores needs (0 where it
+// needs none): num_reqs x ceil(max_seq_len / 128) x num_kv_heads x head_size x 128.
+size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& params);
 
 // Validates what the kernel cannot serve, then launches (stream: cudaStream_t).
 Status launch_paged_attention(const PagedAttentionParams& params, void* stream);

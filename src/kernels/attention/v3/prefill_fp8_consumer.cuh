@@ -117,6 +117,13 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
+  // Vᵀ of KV tile i: with kFp8TuneCopiedVt the ring slot holds a 128-key image, whose keys
+  // (i kBlockN) % 128 on are the tile's (64-key tiles at D 256: the odd ones at byte 64 of each row).
+  auto vt_of = [&](int i) {
+    const uint32_t base = device::smem_addr(s.vt[stage_of(i)]);
+    if constexpr ((kTuning & kFp8TuneCopiedVt) != 0) return base + (i * S::kBlockN) % 128;
+    return base;
+  };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
 #pragma unroll
@@ -141,7 +148,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[prev]), ones);
+    issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, vt_of(i - 1), ones);
     turns.end(false);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
@@ -167,7 +174,7 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
   turns.begin();
   device::wgmma_fence();
-  issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, device::smem_addr(s.vt[last]), ones);
+  issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, vt_of(w.num_kv_tiles - 1), ones);
   turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
@@ -190,12 +197,12 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   const IssueTurns turns{consumer, PrefillFp8Shape<kD, kN>::kConsumers};
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a.base, w)) return;
+  if (!walk.find_keys<kD, kN>(a.base, w)) return;
   turns.start();
   Fp8ConsumerPosition pos;
   for (;;) {
     walk.advance();
-    const bool more = walk.find<kD>(a.base, next);
+    const bool more = walk.find_keys<kD, kN>(a.base, next);
     consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;

@@ -19,6 +19,7 @@ Status launch_prefill_fp8_variant(const CUtensorMap& q_map, const CUtensorMap& k
   const auto kernel = paged_prefill_v3_fp8_kernel<kD, kTuning>;
   constexpr int kSmem =
       static_cast<int>(prefill_fp8_smem_bytes<kD, fp8_kv_tile_keys(kD, kTuning)>());
+  static_assert(kSmem <= 227 * 1024, "an sm_90 CTA has at most 227 KB of shared memory");
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
       "v3 FP8 shared memory limit");

@@ -25,6 +25,7 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
                                 const PrefillFp8Args a) {
   constexpr int kN = fp8_kv_tile_keys(kD, kTuning);
   using S = PrefillFp8Shape<kD, kN>;
+  static_assert(!S::kWide || (kTuning & kFp8TuneCopiedVt), "wide tiles have no V ring to transpose");
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
   extern __shared__ uint8_t smem_raw[];
   PrefillFp8Smem<kD, kN>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN>*>(
@@ -42,7 +43,8 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
       device::mbarrier_init(&s.v_full[i], 1);
       device::mbarrier_init(&s.k_empty[i], kConsumerThreads);
       device::mbarrier_init(&s.v_empty[i], kTransposers);  // the transpose has read V
-      device::mbarrier_init(&s.vt_full[i], kTransposers);
+      // Vᵀ: the transposing threads' arrivals, or the copy's bytes (kFp8TuneCopiedVt).
+      device::mbarrier_init(&s.vt_full[i], (kTuning & kFp8TuneCopiedVt) ? 1 : kTransposers);
       device::mbarrier_init(&s.vt_empty[i], kConsumerThreads);
     }
     device::mbarrier_init_fence();

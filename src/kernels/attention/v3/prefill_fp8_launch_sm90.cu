@@ -10,6 +10,7 @@
 #include "device/tma.cuh"
 #include "kernels/attention/v3/prefill_fp8_instance.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
+#include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/paged_kv_map.h"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -35,10 +36,6 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
 
 int tuning_in_use = kFp8DefaultTuning;
 
-int kv_tile_keys(int d) {
-  return d == 128 ? PrefillShape<128>::kBlockN : PrefillShape<256>::kBlockN;
-}
-
 }  // namespace
 
 void set_fp8_tuning(int tuning) {
@@ -56,7 +53,7 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.head_size != 128 && p.head_size != 256) {
     return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
   }
-  const int keys = kv_tile_keys(p.head_size);
+  const int keys = fp8_kv_tile_keys(p.head_size, tuning_in_use);
   if (p.block_size <= 0 || p.block_size % keys != 0) {
     return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
                        std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
@@ -87,6 +84,11 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
   a.tuning = tuning_in_use;
+  if (a.tuning & kFp8TuneCopiedVt) {
+    PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, stream));
+    a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
+    a.vt_images_per_req = fp8_vt_images_per_req(p);
+  }
   return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
                             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
 }

@@ -89,8 +89,30 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid
   }
 }
 
-// Issues the TMA copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer).
+// Issues the TMA copies of one KV tile's panels (coordinates c, c[0] set here) into `dst`.
 template <int kD, int kN>
+__device__ __forceinline__ void load_kv_panels(const CUtensorMap* kv_map, int32_t (&c)[5],
+                                               uint8_t* dst, uint64_t* full) {
+  using S = PrefillFp8Shape<kD, kN>;
+  device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
+  for (int panel = 0; panel < S::kPanels; ++panel) {
+    c[0] = 128 * panel;
+    device::tma_load<5>(dst + panel * S::kKvPanelBytes, kv_map, c, full);
+  }
+}
+
+// The pre-pass's Vᵀ image holding KV tile i of w (prefill_fp8_vt.h; clamped to the workspace).
+template <int kD, int kN>
+__device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, const PrefillTile& w,
+                                                   int i) {
+  const int64_t image = min(static_cast<int64_t>(i * kN / 128), a.vt_images_per_req - 1);
+  return a.vt_images +
+         ((w.req * a.vt_images_per_req + image) * a.base.num_kv_heads + w.kv_head) * (kD * 128);
+}
+
+// Issues the copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer): K by
+// TMA, then V by TMA, or with kFp8TuneCopiedVt its Vᵀ image by one bulk copy.
+template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
                                              uint32_t parity, bool leader,
@@ -104,21 +126,17 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
   const int row0 = key % a.base.block_size;
   int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
   device::mbarrier_wait(&s.k_empty[stage], parity);
-  if (leader) {
-    device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
-    for (int panel = 0; panel < S::kPanels; ++panel) {
-      c[0] = 128 * panel;
-      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
+  if (leader) load_kv_panels<kD, kN>(kv_map, c, s.k[stage], &s.k_full[stage]);
+  if constexpr ((kTuning & kFp8TuneCopiedVt) != 0) {
+    device::mbarrier_wait(&s.vt_empty[stage], parity);
+    if (leader) {
+      device::mbarrier_arrive_expect_tx(&s.vt_full[stage], S::kVtTileBytes);
+      device::bulk_load(s.vt[stage], vt_image<kD, kN>(a, w, i), S::kVtTileBytes, &s.vt_full[stage]);
     }
-  }
-  device::mbarrier_wait(&s.v_empty[stage], parity);
-  if (leader) {
-    device::mbarrier_arrive_expect_tx(&s.v_full[stage], S::kKvTileBytes);
+  } else {
+    device::mbarrier_wait(&s.v_empty[stage], parity);
     c[3] = 1;
-    for (int panel = 0; panel < S::kPanels; ++panel) {
-      c[0] = 128 * panel;
-      device::tma_load<5>(s.v[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.v_full[stage]);
-    }
+    if (leader) load_kv_panels<kD, kN>(kv_map, c, s.v[stage], &s.v_full[stage]);
   }
 }
 
@@ -190,7 +208,8 @@ __device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const P
 // t's Q stage, then its K/V tiles; t + 1's Q stage once t's Q is converted), waiting only for free
 // ring slots; warps 1-3 convert each work tile's Q (once the consumers have done every S of the
 // previous one, all of whose V tiles they have already transposed) and transpose its V tiles in
-// order. No item of one role waits behind the other's.
+// order (with kFp8TuneCopiedVt, Q alone: Vᵀ comes copied). No item of one role waits behind the
+// other's.
 template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
                                                   const CUtensorMap* kv_map,
@@ -201,29 +220,32 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
   PrefillTile w;
-  if (!walk.find<kD>(a.base, w)) return;
+  if (!walk.find_keys<kD, kN>(a.base, w)) return;
   if (tid < 32) {
     const bool leader = device::elect_one();
     if (leader) load_q_stage<kD>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+        load_kv_tile<kD, kTuning>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
                          s);
       }
       walk.advance();
-      if (!walk.find<kD>(a.base, w)) return;
+      if (!walk.find_keys<kD, kN>(a.base, w)) return;
       device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
       if (leader) load_q_stage<kD>(q_map, w, s);
     }
   }
   const int ttid = tid - 32;
-  for (int tile_count = 0, use = 0;; ++tile_count) {
+  [[maybe_unused]] int use = 0;
+  for (int tile_count = 0;; ++tile_count) {
     convert_staged_q<kD, 96>(tile_count, s, ttid);
-    for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-      transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
+    if constexpr ((kTuning & kFp8TuneCopiedVt) == 0) {
+      for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
+        transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
+      }
     }
     walk.advance();
-    if (!walk.find<kD>(a.base, w)) return;
+    if (!walk.find_keys<kD, kN>(a.base, w)) return;
   }
 }
 
@@ -248,18 +270,18 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
   constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
   TileWalk walk{total_tiles};
   PrefillTile w, next;
-  if (!walk.find<kD>(a.base, w)) return;
+  if (!walk.find_keys<kD, kN>(a.base, w)) return;
   if (leader) load_q_stage<kD>(q_map, w, s);
   // The request's keys in V tiles use - 1 and use - 2, not transposed yet.
   int use = 0, valid1 = 0, valid2 = 0;
   for (int tile_count = 0;; ++tile_count) {
     TileWalk ahead = walk;
     ahead.advance();
-    const bool more = ahead.find<kD>(a.base, next);
+    const bool more = ahead.find_keys<kD, kN>(a.base, next);
     const int q_item = min(lag, w.num_kv_tiles) - 1;
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       if (loader) {
-        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+        load_kv_tile<kD, kTuning>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
                          s);
       }
       if (use >= lag) {

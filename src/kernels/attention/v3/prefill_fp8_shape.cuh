@@ -18,12 +18,15 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// kN: keys per KV tile, the bf16 kernel's (fp8_kv_tile_keys).
+// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or 128 at D 256 (kFp8TuneWideTiles).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN == PrefillShape<kD>::kBlockN, "the bf16 kernel's KV tiles (its scheduler's)");
+  static_assert(kN == PrefillShape<kD>::kBlockN || (kD == 256 && kN == 128),
+                "the bf16 kernel's KV tiles, or 128 keys at D 256");
   using Base = PrefillShape<kD>;
+  // Wide tiles come with Vᵀ copied from the pre-pass (kFp8TuneCopiedVt): no V ring.
+  static constexpr bool kWide = kN != Base::kBlockN;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
   static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256)
@@ -34,14 +37,17 @@ struct PrefillFp8Shape {
   // split did). The producer transposes and converts (it spills at the bf16 kernel's 56, and at
   // 56 with the ldmatrix transpose at D 256); the consumers hold fewer P registers than bf16's:
   // 128 * 72 + 256 * 216 = 64,512. At D 256 the tensor-core row sums spill 12 bytes.
-  static constexpr int kProducerRegisters = 72;
-  static constexpr int kConsumerRegisters = 216;
+  // Wide tiles: S of 128 keys beside D 256's O takes the consumers to 232, which a producer that
+  // only loads and converts Q leaves them.
+  static constexpr int kProducerRegisters = kWide ? 24 : 72;
+  static constexpr int kConsumerRegisters = kWide ? 240 : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
                 "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
   // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
-  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227).
+  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227); wide tiles: K and
+  // Vᵀ, 64 KB (two: 224 KB).
   static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
@@ -64,10 +70,11 @@ struct PrefillFp8Smem {
   using S = PrefillFp8Shape<kD, kN>;
   uint8_t q[S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
-  uint8_t v[S::kStages][S::kKvTileBytes];   // as TMA wrote it
-  uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer
+  uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer, or copied
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
   uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
+  // V as TMA wrote it, for the producer's transpose (wide tiles: none, 16 unused bytes).
+  uint8_t v[S::kWide ? 1 : S::kStages][S::kWide ? 16 : S::kKvTileBytes];
   float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
@@ -86,6 +93,10 @@ struct PrefillFp8Args {
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
+  // kFp8TuneCopiedVt: the pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request,
+  // KV head).
+  const uint8_t* vt_images;
+  int64_t vt_images_per_req;
   int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 

@@ -31,11 +31,15 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // u - lag and the landing of its V, so at D 256 (two stages, lag 1) the loads ran one TMA latency
 // plus one transpose per item; split, the K copies wait only for the consumers to free a stage.
 inline constexpr int kFp8TuneLoaderWarp = 4096;
-// Keys per KV tile: the bf16 kernel's, whose scheduler the FP8 kernel walks (160- and 192-key
-// tiles at D 128, bits 16384 and 65536, lost 4-17 % in calls B to D and are gone:
-// docs/kernels.md).
-constexpr int fp8_kv_tile_keys(int d, int /*tuning*/) {
-  return d == 128 ? 128 : 64;
+// Keys per KV tile: the bf16 kernel's work tiles, KV tiles of 128 keys at D 128 (160- and 192-key
+// tiles, bits 16384 and 65536, lost 4-17 % in calls B to D and are gone: docs/kernels.md) and of
+// 64 at D 256, or 128 with kFp8TuneWideTiles.
+// With kFp8TuneCopiedVt, kFp8TuneWideTiles gives D 256 KV tiles of 128 keys (a whole Vᵀ image,
+// half the tiles' fixed costs per key): no V ring in shared memory leaves room for two stages of
+// them, and a producer without transposes needs few registers, so the consumers take 232.
+inline constexpr int kFp8TuneWideTiles = 524288;
+constexpr int fp8_kv_tile_keys(int d, int tuning) {
+  return d == 128 || (tuning & kFp8TuneWideTiles) ? 128 : 64;
 }
 // The ldmatrix transpose stores each unit by one stmatrix.x4, not four 32-bit stores (and their
 // four swizzled addresses): about a third fewer producer instructions per V tile.
@@ -45,6 +49,11 @@ inline constexpr int kFp8TuneStmatrix = 32768;
 // row mod 8 alone, which is the lane's), in place of two full swizzle computations per unit.
 // (Bit 8192, two units' ldmatrix in flight, lost 10-20 % in calls A and C and is gone.)
 inline constexpr int kFp8TuneHoistedAddresses = 131072;
+// With kFp8TuneLoaderWarp: Vᵀ transposed once per launch by a pre-pass into the workspace
+// (prefill_fp8_vt.h), and each KV tile's copied by warp 0 with one bulk copy into the Vᵀ ring
+// beside K's TMA copy; warps 1-3 only convert Q. In the kernel, every CTA reading a KV tile
+// transposed it again (one per query tile and query head).
+inline constexpr int kFp8TuneCopiedVt = 262144;
 // Warps that transpose V and convert Q (arrivals on v_empty, vt_full, q_full, q_stage_empty).
 constexpr int fp8_transpose_warps(int tuning) {
   return (tuning & kFp8TuneLoaderWarp) ? 3 : 4;
@@ -74,12 +83,18 @@ inline constexpr int kFp8SplitStmatrixTuning =
 // (two rounds, the same run): D 128 771-777 / 748-754 against 772-799 / 737-761, D 256 869-871 /
 // 820-830 against 824-871 / 789-823 (the same kernel built twice read 3 % apart in call C).
 inline constexpr int kFp8DefaultTuning = kFp8SplitStmatrixTuning | kFp8TuneHoistedAddresses;
+// 269920: 3680's consumers with the split producer and Vᵀ from the pre-pass.
+inline constexpr int kFp8CopiedVtTuning = kFp8BaseTuning | kFp8TuneLoaderWarp | kFp8TuneCopiedVt;
+// 794208: 269920 with 128-key tiles at D 256 (the same kernel as 269920 at D 128).
+inline constexpr int kFp8WideTuning = kFp8CopiedVtTuning | kFp8TuneWideTiles;
 
 // The built variants: the dispatch's, 40544 and 3680 (what it was measured against), the exact
 // softmax (SharpScoresMoveTheBases' reference). The others measured in this and the fourth
 // session are in docs/kernels.md and no longer built.
 inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning,
+    kFp8CopiedVtTuning,
+    kFp8WideTuning,
     kFp8SplitStmatrixTuning,
     kFp8BaseTuning,
     kFp8ExactTuning,

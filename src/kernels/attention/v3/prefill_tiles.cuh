@@ -37,7 +37,8 @@ enum class TileKind {
 
 // Fills w for tile t: split t % max_splits (the splits of a query tile are neighbours: they share
 // its Q), then query head (packed: KV head), request and query tile as above from t / max_splits.
-template <int kD, bool kPacked = false>
+// KV tiles of kN keys (the FP8 kernel's may be wider than the bf16 kernel's).
+template <int kD, bool kPacked = false, int kN = PrefillShape<kD>::kBlockN>
 __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, PrefillTile& w) {
   using S = PrefillShape<kD>;
   w.split = 0;
@@ -69,8 +70,8 @@ __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, P
   const int last_row = min(w.q0 + positions, w.q_len) - 1, ctx = w.k_len - w.q_len;
   const int lo = visible_keys(a.mask, w.k_len, w.q0 + ctx).lo;
   const int hi = visible_keys(a.mask, w.k_len, last_row + ctx).hi;
-  w.kv_tile0 = lo / S::kBlockN;
-  w.num_kv_tiles = (hi + S::kBlockN) / S::kBlockN - w.kv_tile0;
+  w.kv_tile0 = lo / kN;
+  w.num_kv_tiles = (hi + kN) / kN - w.kv_tile0;
   if (a.max_splits > 1) {
     // Split s of n takes the s-th run of ceil(tiles / n) of the visible tiles (v2's rule).
     const int n = a.splits_per_req != nullptr ? min(max(a.splits_per_req[w.req], 1), a.max_splits)
@@ -103,17 +104,24 @@ struct TileWalk {
   }
   // Moves to the next tile with work, this round's included; false when none is left. Empty
   // splits on the way go to on_empty.
-  template <int kD, bool kPacked = false, typename OnEmpty = IgnoreEmptySplits>
+  template <int kD, bool kPacked = false, typename OnEmpty = IgnoreEmptySplits,
+            int kN = PrefillShape<kD>::kBlockN>
   __device__ __forceinline__ bool find(const PrefillArgs& a, PrefillTile& w,
                                        OnEmpty on_empty = {}) {
     for (; round * static_cast<int>(gridDim.x) < total; ++round) {
       const int t = tile();
       if (t >= total) continue;
-      const TileKind kind = describe_tile<kD, kPacked>(a, t, w);
+      const TileKind kind = describe_tile<kD, kPacked, kN>(a, t, w);
       if (kind == TileKind::kWork) return true;
       if (kind == TileKind::kEmptySplit) on_empty(w);
     }
     return false;
+  }
+  // find, with the KV tiles counted in kN keys (the FP8 kernel's may be wider than the bf16
+  // kernel's).
+  template <int kD, int kN>
+  __device__ __forceinline__ bool find_keys(const PrefillArgs& a, PrefillTile& w) {
+    return find<kD, false, IgnoreEmptySplits, kN>(a, w);
   }
   __device__ __forceinline__ void advance() { ++round; }
 };
