@@ -1,7 +1,7 @@
 // The Hopper primitives (src/device/wgmma.cuh, tma.cuh, mbarrier.cuh, warp_specialize.cuh) on an
 // sm_90 device: wgmma (N 64 and 128) in its SS and RS forms, K-major and MN-major B, bf16 and f16,
 // against mma.sync on the same inputs and a float64 product; the e4m3 forms (k32) against float64,
-// with the FP8 kernel's P·V operands (P packed from accumulators, V transposed in shared memory),
+// with the FP8 kernel's P·V operands (P packed from accumulators, Vᵀ from the pre-pass),
 // e4m3 packing against the host encoder and exp2 on the FMA pipe against float64;
 // TMA boxes of a paged-cache-shaped tensor (swizzle, a size-1 box dimension, zeros outside) across
 // mbarrier phases; and a warp-specialised producer/consumer ring with register reallocation. Built
@@ -26,6 +26,8 @@
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -364,23 +366,17 @@ TEST(HopperPrimitives, WgmmaE4m3MatchesFloat64) {
   check_wgmma_e4m3<true, true>(14);
 }
 
-// The FP8 kernel's P·V for head size kD: V [kBlockN][kD] e4m3 in shared memory as TMA writes it
-// (kD / 128 panels), transposed by transpose_v_tile with the keys from valid_keys on zeroed (their
-// bytes are NaN here), P [64][kBlockN] floats packed from the accumulator layout by pack_p_fp8,
-// then O [64][kD] by the RS wgmma, 128 columns per product.
+// The FP8 kernel's P·V for head size kD: Vᵀ as the pre-pass wrote it (prefill_fp8_vt.h: one
+// 128-key image, keys from valid_keys on zeroed, their bytes NaN in the cache) copied into shared
+// memory, P [64][kBlockN] floats packed from the accumulator layout by pack_p_fp8, then O [64][kD]
+// by the RS wgmma, 128 columns per product.
 template <int kD>
-__global__ void fp8_pv_product(const float* p, const uint8_t* v, int valid_keys, float* out) {
+__global__ void fp8_pv_product(const float* p, const uint8_t* vt_image, float* out) {
   using S = kernels::attention::v3::PrefillFp8Shape<kD>;
-  __shared__ __align__(1024) uint8_t v_s[S::kKvTileBytes];
   __shared__ __align__(1024) uint8_t vt_s[S::kVtTileBytes];
-  for (int c = threadIdx.x; c < S::kBlockN * kD / 16; c += blockDim.x) {
-    const int row = c / (kD / 16), chunk = c % (kD / 16);
-    *reinterpret_cast<uint4*>(v_s + (chunk / 8) * S::kKvPanelBytes +
-                              device::swizzle128_offset(row, chunk % 8)) =
-        *reinterpret_cast<const uint4*>(v + row * kD + chunk * 16);
+  for (int c = threadIdx.x; c < S::kVtTileBytes / 16; c += blockDim.x) {
+    reinterpret_cast<uint4*>(vt_s)[c] = reinterpret_cast<const uint4*>(vt_image)[c];
   }
-  __syncthreads();
-  kernels::attention::v3::transpose_v_tile<kD>(v_s, vt_s, valid_keys, threadIdx.x);
   device::fence_proxy_async_shared();
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -427,9 +423,32 @@ void check_fp8_pv(int valid_keys, uint32_t seed) {
   for (int k = valid_keys; k < kN; ++k) {
     for (int d = 0; d < kD; ++d) v[k * kD + d] = 0x7F;  // NaN: must not reach O
   }
+  // The cache: one request of valid_keys keys, one KV head, one page of 128 (K plane unused).
+  std::vector<uint8_t> cache(2 * 128 * kD, 0x7F);
+  std::copy(v.begin(), v.end(), cache.begin() + 128 * kD);
+  DeviceArray<uint8_t> cache_d(cache), image(kD * 128);
+  DeviceArray<int32_t> table(std::vector<int32_t>{0}), keys(std::vector<int32_t>{valid_keys});
+  kernels::PagedAttentionParams prm;
+  prm.kv_cache = cache_d.get();
+  prm.cache_dtype = DType::kFP8E4M3;
+  prm.fp8_tensor_cores = true;
+  prm.cache_block_stride = 2 * 128 * kD;
+  prm.cache_kv_stride = 128 * kD;
+  prm.cache_token_stride = kD;
+  prm.cache_head_stride = kD;
+  prm.seqused_k = keys.get();
+  prm.block_table = table.get();
+  prm.block_table_stride = 1;
+  prm.num_reqs = prm.num_kv_heads = 1;
+  prm.max_seq_len = valid_keys;
+  prm.head_size = kD;
+  prm.block_size = 128;
+  prm.fp8_workspace = image.get();
+  prm.fp8_workspace_bytes = kD * 128;
+  const Status st = kernels::attention::v3::launch_fp8_v_transpose(prm, nullptr);
+  ASSERT_TRUE(st.ok()) << st.to_string();
   DeviceArray<float> p_d(p), out(64 * kD);
-  DeviceArray<uint8_t> v_d(v);
-  fp8_pv_product<kD><<<1, 128>>>(p_d.get(), v_d.get(), valid_keys, out.get());
+  fp8_pv_product<kD><<<1, 128>>>(p_d.get(), image.get(), out.get());
   PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   std::vector<double> exact(64 * kD, 0.0), magnitude(64 * kD, 0.0);
   for (int m = 0; m < 64; ++m) {
@@ -446,7 +465,7 @@ void check_fp8_pv(int valid_keys, uint32_t seed) {
       << "D " << kD << " valid keys " << valid_keys;
 }
 
-TEST(HopperPrimitives, Fp8PvOperandsTransposeAndPack) {
+TEST(HopperPrimitives, Fp8PvOperandsFromThePrePass) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
   check_fp8_pv<128>(128, 21);
   check_fp8_pv<128>(77, 22);  // a request's last, partial tile

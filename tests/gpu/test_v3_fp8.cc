@@ -111,7 +111,7 @@ TEST(PagedAttentionV3Fp8, CausalAndNotBothLayoutsBothScales) {
   }
 }
 
-// Pages of two KV tiles, GQA groups of 1 and 7, and the two other grids (one CTA per tile; three
+// Pages of two KV tiles (and at D 256 of 64 keys), GQA groups of 1 and 7, and the two other grids (one CTA per tile; three
 // CTAs walking every tile, so the rings run on across requests and heads).
 TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
   PAGEDATTN_REQUIRE_V3();
@@ -120,6 +120,12 @@ TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
     c.block_size = 256;
     c.name += "_block256";
     expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3_fp8, "v3 FP8", false);
+    if (d == 256) {  // pages of 64 keys: the dispatch's 64-key tiles (no wide tiles)
+      c = fp8_case(11, d, false);
+      c.block_size = 64;
+      c.name += "_block64";
+      expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8, "v3 FP8", false);
+    }
     for (int group : {1, 7}) {
       c = fp8_case(6 + group, d, group == 7);
       c.num_heads = 2 * group;
@@ -201,7 +207,7 @@ TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
     EXPECT_LT(exact.cmp.rel_frobenius, 4 * kRelFrobenius) << c.name;
     EXPECT_LT(exact.cmp.max_abs_error, 4 * kMaxAbs) << c.name;
     EXPECT_LT(exact.cmp.max_lse_error, 4 * kMaxLse) << c.name;
-    for (int bits : {kFp8DefaultTuning, kFp8BaseTuning}) {
+    for (int bits : {kFp8DefaultTuning, kFp8NarrowTuning}) {
       set_fp8_tuning(bits);
       const RunResult lazy = run_paged_case(c, KVCacheLayout::kNHD, {}, launch_v3_fp8);
       const std::string what = "v3 FP8 tuning " + std::to_string(bits);

@@ -18,6 +18,7 @@
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
+#include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -117,12 +118,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
-  // Vᵀ of KV tile i: with kFp8TuneCopiedVt the ring slot holds a 128-key image, whose keys
-  // (i kBlockN) % 128 on are the tile's (64-key tiles at D 256: the odd ones at byte 64 of each row).
+  // Vᵀ of KV tile i: its ring slot holds a 128-key image whose keys (i kBlockN) % 128 on are the
+  // tile's (64-key tiles at D 256: the odd ones from byte 64 of each row).
   auto vt_of = [&](int i) {
-    const uint32_t base = device::smem_addr(s.vt[stage_of(i)]);
-    if constexpr ((kTuning & kFp8TuneCopiedVt) != 0) return base + (i * S::kBlockN) % 128;
-    return base;
+    return device::smem_addr(s.vt[stage_of(i)]) + (i * S::kBlockN) % kVtImageKeys;
   };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);

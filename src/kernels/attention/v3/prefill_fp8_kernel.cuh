@@ -1,8 +1,8 @@
 // The v3 FP8 prefill kernel for head size kD and variant kTuning (kFp8Tune* bits,
-// prefill_fp8_shape.cuh): warpgroup 0 produces (Q
-// converted to e4m3, K/V by TMA, V transposed), the others consume (both products on the FP8
-// tensor cores). Persistent like the bf16 kernel: the CTAs walk the same work tiles. Compiled for
-// sm_90a alone (prefill_fp8_d<D>_sm90.cu).
+// prefill_fp8_tuning.cuh): warpgroup 0 produces (Q converted to e4m3; K by TMA and Vᵀ, transposed
+// by the launch's pre-pass, by bulk copies), the others consume (both products on the FP8 tensor
+// cores). Persistent like the bf16 kernel: the CTAs walk the same work tiles. Compiled for sm_90a
+// alone (prefill_fp8_d<D>_sm90.cu).
 #pragma once
 
 #include <cuda.h>
@@ -25,26 +25,21 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
                                 const PrefillFp8Args a) {
   constexpr int kN = fp8_kv_tile_keys(kD, kTuning);
   using S = PrefillFp8Shape<kD, kN>;
-  static_assert(!S::kWide || (kTuning & kFp8TuneCopiedVt), "wide tiles have no V ring to transpose");
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
   extern __shared__ uint8_t smem_raw[];
   PrefillFp8Smem<kD, kN>& s = *reinterpret_cast<PrefillFp8Smem<kD, kN>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     constexpr uint32_t kConsumerThreads = S::kConsumers * 128;
-    // The producer threads that convert Q rows and transpose V (all, or warps 1-3).
-    constexpr uint32_t kTransposers = 32 * fp8_transpose_warps(kTuning);
-    device::mbarrier_init(&s.q_full, kTransposers);
+    constexpr uint32_t kConverters = 96;  // producer warps 1-3 convert Q
+    device::mbarrier_init(&s.q_full, kConverters);
     device::mbarrier_init(&s.q_empty, kConsumerThreads);
     device::mbarrier_init(&s.q_stage_full, 1);
-    device::mbarrier_init(&s.q_stage_empty, kTransposers);
+    device::mbarrier_init(&s.q_stage_empty, kConverters);
     for (int i = 0; i < S::kStages; ++i) {
       device::mbarrier_init(&s.k_full[i], 1);
-      device::mbarrier_init(&s.v_full[i], 1);
+      device::mbarrier_init(&s.vt_full[i], 1);
       device::mbarrier_init(&s.k_empty[i], kConsumerThreads);
-      device::mbarrier_init(&s.v_empty[i], kTransposers);  // the transpose has read V
-      // Vᵀ: the transposing threads' arrivals, or the copy's bytes (kFp8TuneCopiedVt).
-      device::mbarrier_init(&s.vt_full[i], (kTuning & kFp8TuneCopiedVt) ? 1 : kTransposers);
       device::mbarrier_init(&s.vt_empty[i], kConsumerThreads);
     }
     device::mbarrier_init_fence();
@@ -57,7 +52,7 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    produce_fp8<kD, kTuning>(&q_map, &kv_map, a, total_tiles, s);
+    produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume_fp8<kD, kTuning>(a, total_tiles, s, warpgroup - 1);

@@ -36,6 +36,12 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
 
 int tuning_in_use = kFp8DefaultTuning;
 
+// The variant a launch runs: the one set, without wide tiles where pages hold fewer than 128 keys.
+int launch_tuning(const PagedAttentionParams& p) {
+  const bool wide_fits = p.block_size % fp8_kv_tile_keys(p.head_size, kFp8TuneWideTiles) == 0;
+  return wide_fits ? tuning_in_use : tuning_in_use & ~kFp8TuneWideTiles;
+}
+
 }  // namespace
 
 void set_fp8_tuning(int tuning) {
@@ -53,7 +59,7 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.head_size != 128 && p.head_size != 256) {
     return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
   }
-  const int keys = fp8_kv_tile_keys(p.head_size, tuning_in_use);
+  const int keys = fp8_kv_tile_keys(p.head_size, launch_tuning(p));
   if (p.block_size <= 0 || p.block_size % keys != 0) {
     return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
                        std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
@@ -78,17 +84,15 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   alignas(64) CUtensorMap kv_map;
   PrefillFp8Args a{};
   a.base = base;
-  const int box_keys = fp8_kv_tile_keys(p.head_size, tuning_in_use);  // a whole tile per panel
+  a.tuning = launch_tuning(p);
+  const int box_keys = fp8_kv_tile_keys(p.head_size, a.tuning);  // a whole tile per panel
   PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, box_keys, &kv_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
-  a.tuning = tuning_in_use;
-  if (a.tuning & kFp8TuneCopiedVt) {
-    PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, stream));
-    a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
-    a.vt_images_per_req = fp8_vt_images_per_req(p);
-  }
+  PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, stream));  // Vᵀ for every CTA to copy
+  a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
+  a.vt_images_per_req = fp8_vt_images_per_req(p);
   return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
                             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
 }

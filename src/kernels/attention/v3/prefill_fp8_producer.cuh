@@ -1,15 +1,15 @@
-// The producer warpgroup of the v3 FP8 prefill kernel. For each work tile of the CTA:
-// - Q: the bf16 tile comes by TMA into a staging buffer a work tile ahead; thread r converts query
-//   row r to e4m3 with its own power-of-two scale 2^e, the largest with amax(row) * 2^e <= 448:
-//   the scaling is exact, e4m3's rounding is the only error, and the row's 2^-e goes to the
-//   consumers (q_descale), which fold it into the row's score scale. A per-row scale follows each
-//   row's range, with no pre-pass over Q and no global buffer.
-// - K and V by TMA into their rings (warp 0; one elected lane issues), whole tiles even at a
-//   request's end (the page holds them: pages are multiples of the KV tile);
-// - Vᵀ: all four warps transpose each V tile into the Vᵀ ring (prefill_fp8_operands.cuh), zeroing
-//   the keys past the request's, one or two tiles behind the loads (produce_fp8) so the TMA copies
-//   stay ahead; or, with kFp8TuneLoaderWarp, warps 1-3 convert and transpose while warp 0 only
-//   loads (produce_fp8_split).
+// The producer warpgroup of the v3 FP8 prefill kernel. Warp 0 issues every copy, in the order the
+// consumers use them, waiting only for free ring slots; warps 1-3 convert Q. For each work tile of
+// the CTA:
+// - Q: the bf16 tile comes by TMA into a staging buffer a work tile ahead; query row r is converted
+//   to e4m3 with its own power-of-two scale 2^e, the largest with amax(row) * 2^e <= 448: the
+//   scaling is exact, e4m3's rounding the only error, and the row's 2^-e goes to the consumers
+//   (q_descale), which fold it into the row's score scale. A per-row scale follows each row's
+//   range, with no pre-pass over Q and no global buffer.
+// - K by TMA (one elected lane; whole tiles even at a request's end: pages hold whole tiles), and
+//   the tile's Vᵀ by one bulk copy of the pre-pass's image (prefill_fp8_vt.h), which the launch
+//   wrote before the kernel: FP8 wgmma reads both operands K-major, and a transpose here cost every
+//   CTA that read a tile the same work again.
 #pragma once
 
 #include <cuda.h>
@@ -21,8 +21,8 @@
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
-#include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
+#include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/attention/v3/prefill_tiles.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -89,86 +89,42 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid
   }
 }
 
-// Issues the TMA copies of one KV tile's panels (coordinates c, c[0] set here) into `dst`.
-template <int kD, int kN>
-__device__ __forceinline__ void load_kv_panels(const CUtensorMap* kv_map, int32_t (&c)[5],
-                                               uint8_t* dst, uint64_t* full) {
-  using S = PrefillFp8Shape<kD, kN>;
-  device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
-  for (int panel = 0; panel < S::kPanels; ++panel) {
-    c[0] = 128 * panel;
-    device::tma_load<5>(dst + panel * S::kKvPanelBytes, kv_map, c, full);
-  }
-}
-
 // The pre-pass's Vᵀ image holding KV tile i of w (prefill_fp8_vt.h; clamped to the workspace).
 template <int kD, int kN>
 __device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, const PrefillTile& w,
                                                    int i) {
-  const int64_t image = min(static_cast<int64_t>(i * kN / 128), a.vt_images_per_req - 1);
+  const int64_t image = min(static_cast<int64_t>(i * kN / kVtImageKeys), a.vt_images_per_req - 1);
   return a.vt_images +
          ((w.req * a.vt_images_per_req + image) * a.base.num_kv_heads + w.kv_head) * (kD * 128);
 }
 
 // Issues the copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer): K by
-// TMA, then V by TMA, or with kFp8TuneCopiedVt its Vᵀ image by one bulk copy.
-template <int kD, int kTuning, int kN>
+// TMA, one box per panel (the tile lies inside one page), and its Vᵀ image by one bulk copy.
+template <int kD, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
                                              uint32_t parity, bool leader,
                                              PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Shape<kD, kN>;
   const bool token_first = a.base.kv_token_coord == 1;
-  // Map coordinates: {column byte, token or head, head or token, plane, block}; one box per panel
-  // (the tile lies inside one page).
+  // Map coordinates: {column byte, token or head, head or token, plane (K), block}.
   const int key = i * S::kBlockN;
   const int block = a.base.block_table[w.req * a.base.block_table_stride + key / a.base.block_size];
   const int row0 = key % a.base.block_size;
   int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
   device::mbarrier_wait(&s.k_empty[stage], parity);
-  if (leader) load_kv_panels<kD, kN>(kv_map, c, s.k[stage], &s.k_full[stage]);
-  if constexpr ((kTuning & kFp8TuneCopiedVt) != 0) {
-    device::mbarrier_wait(&s.vt_empty[stage], parity);
-    if (leader) {
-      device::mbarrier_arrive_expect_tx(&s.vt_full[stage], S::kVtTileBytes);
-      device::bulk_load(s.vt[stage], vt_image<kD, kN>(a, w, i), S::kVtTileBytes, &s.vt_full[stage]);
+  if (leader) {
+    device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
+    for (int panel = 0; panel < S::kPanels; ++panel) {
+      c[0] = 128 * panel;
+      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
     }
-  } else {
-    device::mbarrier_wait(&s.v_empty[stage], parity);
-    c[3] = 1;
-    if (leader) load_kv_panels<kD, kN>(kv_map, c, s.v[stage], &s.v_full[stage]);
   }
-}
-
-// Transposes the V tile of ring use `use` (valid_keys of its keys are the request's) once it has
-// landed and its Vᵀ slot is free; run by the fp8_transpose_warps(kTuning) transposing warps (tid
-// counts from their first thread).
-// By ldmatrix with kFp8TuneLdsmTranspose.
-template <int kD, int kTuning, int kN>
-__device__ __forceinline__ void transpose_kv_tile(int use, int valid_keys,
-                                                  PrefillFp8Smem<kD, kN>& s, int tid) {
-  using S = PrefillFp8Shape<kD, kN>;
-  constexpr int kWarps = fp8_transpose_warps(kTuning);
-  constexpr bool kStsm = (kTuning & kFp8TuneStmatrix) != 0;
-  constexpr bool kHoisted = (kTuning & kFp8TuneHoistedAddresses) != 0;
-  const int stage = use % S::kStages;
-  const uint32_t parity = (use / S::kStages) & 1;
-  device::mbarrier_wait(&s.v_full[stage], parity);
-  device::mbarrier_wait(&s.vt_empty[stage], parity ^ 1);
-  if constexpr ((kTuning & kFp8TuneLdsmTranspose) == 0) {
-    static_assert(kWarps == 4, "the 32-bit transpose runs on four warps");
-    static_assert(kN == PrefillShape<kD>::kBlockN, "the 32-bit transpose writes one Vᵀ panel");
-    transpose_v_tile<kD>(s.v[stage], s.vt[stage], valid_keys, tid);
-  } else if (valid_keys >= S::kBlockN) {
-    transpose_v_tile_ldsm<kD, true, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
-                                                                 valid_keys, tid);
-  } else {
-    transpose_v_tile_ldsm<kD, false, kWarps, kN, kStsm, kHoisted>(s.v[stage], s.vt[stage],
-                                                                  valid_keys, tid);
+  device::mbarrier_wait(&s.vt_empty[stage], parity);
+  if (leader) {
+    device::mbarrier_arrive_expect_tx(&s.vt_full[stage], S::kVtTileBytes);
+    device::bulk_load(s.vt[stage], vt_image<kD, kN>(a, w, i), S::kVtTileBytes, &s.vt_full[stage]);
   }
-  device::fence_proxy_async_shared();  // the consumers read Vᵀ through wgmma
-  device::mbarrier_arrive(&s.v_empty[stage]);
-  device::mbarrier_arrive(&s.vt_full[stage]);
 }
 
 // Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
@@ -191,32 +147,14 @@ __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<
   device::mbarrier_arrive(&s.q_stage_empty);
 }
 
-// Work tile t's Q (all 128 threads); then the next tile's bf16 Q into the freed staging buffer.
+// Run by the producer warpgroup over the CTA's work tiles: warp 0 issues work tile t's Q stage,
+// then its K/V tiles, and t + 1's Q stage once t's Q is converted; warps 1-3 convert each work
+// tile's Q once the consumers have done every S of the previous one.
 template <int kD, int kN>
-__device__ __forceinline__ void convert_q_tile(const CUtensorMap* q_map, const PrefillTile& next,
-                                               bool more, int tile_count, bool loader, bool leader,
-                                               PrefillFp8Smem<kD, kN>& s, int tid) {
-  const uint32_t parity = tile_count & 1;
-  convert_staged_q<kD, 128>(tile_count, s, tid);
-  if (more && loader) {
-    device::mbarrier_wait(&s.q_stage_empty, parity);
-    if (leader) load_q_stage<kD>(q_map, next, s);
-  }
-}
-
-// kFp8TuneLoaderWarp: warp 0 issues every copy in the order the consumers use them (work tile
-// t's Q stage, then its K/V tiles; t + 1's Q stage once t's Q is converted), waiting only for free
-// ring slots; warps 1-3 convert each work tile's Q (once the consumers have done every S of the
-// previous one, all of whose V tiles they have already transposed) and transpose its V tiles in
-// order (with kFp8TuneCopiedVt, Q alone: Vᵀ comes copied). No item of one role waits behind the
-// other's.
-template <int kD, int kTuning, int kN>
-__device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
-                                                  const CUtensorMap* kv_map,
-                                                  const PrefillFp8Args& a, int total_tiles,
-                                                  PrefillFp8Smem<kD, kN>& s) {
+__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+                                            const PrefillFp8Args& a, int total_tiles,
+                                            PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Shape<kD, kN>;
-  static_assert(fp8_transpose_warps(kTuning) == 3, "warp 0 loads, warps 1-3 transpose");
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
   PrefillTile w;
@@ -226,7 +164,7 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
     if (leader) load_q_stage<kD>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-        load_kv_tile<kD, kTuning>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
+        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
                          s);
       }
       walk.advance();
@@ -235,68 +173,11 @@ __device__ __forceinline__ void produce_fp8_split(const CUtensorMap* q_map,
       if (leader) load_q_stage<kD>(q_map, w, s);
     }
   }
-  const int ttid = tid - 32;
-  [[maybe_unused]] int use = 0;
   for (int tile_count = 0;; ++tile_count) {
-    convert_staged_q<kD, 96>(tile_count, s, ttid);
-    if constexpr ((kTuning & kFp8TuneCopiedVt) == 0) {
-      for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-        transpose_kv_tile<kD, kTuning>(use, w.k_len - i * S::kBlockN, s, ttid);
-      }
-    }
+    convert_staged_q<kD, 96>(tile_count, s, tid - 32);
     walk.advance();
     if (!walk.find_keys<kD, kN>(a.base, w)) return;
   }
-}
-
-// Run by the 128 threads of the producer warpgroup, over the CTA's work tiles and their KV tiles
-// as one sequence: item u loads K/V tile u, transposes V tile u - lag and, in a work tile's item
-// min(lag, its KV tiles) - 1, converts its Q (after the previous tile's last transpose, which the
-// consumers need first). lag 1 waits for the V tile loaded one item before; with
-// kFp8TuneDeepTranspose and three stages, lag 2 keeps two V tiles in flight ahead of the
-// transposes (the stage of V u - 2 is reloaded at item u + 1, after its transpose).
-template <int kD, int kTuning, int kN>
-__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
-                                            const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD, kN>& s) {
-  if constexpr ((kTuning & kFp8TuneLoaderWarp) != 0) {
-    produce_fp8_split<kD, kTuning>(q_map, kv_map, a, total_tiles, s);
-    return;
-  }
-  using S = PrefillFp8Shape<kD, kN>;
-  const int tid = threadIdx.x % 128;
-  const bool loader = tid / 32 == 0;
-  const bool leader = device::elect_one() && loader;
-  constexpr int lag = S::kStages >= 3 && (kTuning & kFp8TuneDeepTranspose) ? 2 : 1;
-  TileWalk walk{total_tiles};
-  PrefillTile w, next;
-  if (!walk.find_keys<kD, kN>(a.base, w)) return;
-  if (leader) load_q_stage<kD>(q_map, w, s);
-  // The request's keys in V tiles use - 1 and use - 2, not transposed yet.
-  int use = 0, valid1 = 0, valid2 = 0;
-  for (int tile_count = 0;; ++tile_count) {
-    TileWalk ahead = walk;
-    ahead.advance();
-    const bool more = ahead.find_keys<kD, kN>(a.base, next);
-    const int q_item = min(lag, w.num_kv_tiles) - 1;
-    for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-      if (loader) {
-        load_kv_tile<kD, kTuning>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
-                         s);
-      }
-      if (use >= lag) {
-        transpose_kv_tile<kD, kTuning>(use - lag, lag == 2 ? valid2 : valid1, s, tid);
-      }
-      valid2 = valid1;
-      valid1 = w.k_len - i * S::kBlockN;
-      if (i == q_item) convert_q_tile<kD>(q_map, next, more, tile_count, loader, leader, s, tid);
-    }
-    if (!more) break;
-    walk = ahead;
-    w = next;
-  }
-  if (lag == 2 && use >= 2) transpose_kv_tile<kD, kTuning>(use - 2, valid2, s, tid);
-  transpose_kv_tile<kD, kTuning>(use - 1, valid1, s, tid);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -2,12 +2,13 @@
 // cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
 // Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
-// The work tiles, query rows per consumer and keys per KV tile are the bf16 kernel's
-// (PrefillShape), so its scheduler (prefill_tiles.cuh) walks the same tiles, and TMA copies a
-// whole KV tile per panel (pages hold whole tiles). FP8 wgmma reads both operands K-major, so V
-// is copied transposed (Vᵀ: D rows of keys) by the producer warpgroup into a ring of its own.
-// Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head columns for Q and
-// K/V; Vᵀ: one panel of D rows of 128 bytes, 64 keys at D 256 filling half of it).
+// The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
+// scheduler (prefill_tiles.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or,
+// at D 256, 128 (kFp8TuneWideTiles), and TMA copies a whole K tile per panel (pages hold whole
+// tiles). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D rows of keys), which a
+// pre-pass writes once per launch (prefill_fp8_vt.h) and the producer copies as it is. Tiles are
+// 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head columns for Q and K; Vᵀ: one
+// panel of D rows of 128 bytes, a 64-key tile at D 256 reading half of it).
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,6 @@ struct PrefillFp8Shape {
   static_assert(kN == PrefillShape<kD>::kBlockN || (kD == 256 && kN == 128),
                 "the bf16 kernel's KV tiles, or 128 keys at D 256");
   using Base = PrefillShape<kD>;
-  // Wide tiles come with Vᵀ copied from the pre-pass (kFp8TuneCopiedVt): no V ring.
   static constexpr bool kWide = kN != Base::kBlockN;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
@@ -34,20 +34,17 @@ struct PrefillFp8Shape {
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
   // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
-  // split did). The producer transposes and converts (it spills at the bf16 kernel's 56, and at
-  // 56 with the ldmatrix transpose at D 256); the consumers hold fewer P registers than bf16's:
-  // 128 * 72 + 256 * 216 = 64,512. At D 256 the tensor-core row sums spill 12 bytes.
-  // Wide tiles: S of 128 keys beside D 256's O takes the consumers to 232, which a producer that
-  // only loads and converts Q leaves them.
+  // split did): 128 * 72 + 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide
+  // tiles: S of 128 keys beside D 256's O needs 240 (232 serialised the wgmmas: ptxas C7512), and
+  // the producer, which only loads and converts Q, gives them up: 128 * 24 + 256 * 240.
   static constexpr int kProducerRegisters = kWide ? 24 : 72;
   static constexpr int kConsumerRegisters = kWide ? 240 : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
                 "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
-  // Per stage: K, V as loaded and Vᵀ, 48 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB:
-  // 192 KB), 64 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 224 KB of the 227); wide tiles: K and
-  // Vᵀ, 64 KB (two: 224 KB).
+  // Per stage: K and Vᵀ, 32 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB: 144 KB), 48 KB at
+  // D 256 (two + Q 32 KB + bf16 Q 64 KB: 192 KB), 64 KB with wide tiles (two: 224 KB of the 227).
   static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
@@ -70,16 +67,13 @@ struct PrefillFp8Smem {
   using S = PrefillFp8Shape<kD, kN>;
   uint8_t q[S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
-  uint8_t vt[S::kStages][S::kVtTileBytes];  // transposed by the producer, or copied
+  uint8_t vt[S::kStages][S::kVtTileBytes];  // the pre-pass's images, copied
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
   uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
-  // V as TMA wrote it, for the producer's transpose (wide tiles: none, 16 unused bytes).
-  uint8_t v[S::kWide ? 1 : S::kStages][S::kWide ? 16 : S::kKvTileBytes];
   float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
   uint64_t k_full[S::kStages], k_empty[S::kStages];
-  uint64_t v_full[S::kStages], v_empty[S::kStages];  // v_empty: the producer has read V
   uint64_t vt_full[S::kStages], vt_empty[S::kStages];
 };
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
@@ -93,8 +87,7 @@ struct PrefillFp8Args {
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
-  // kFp8TuneCopiedVt: the pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request,
-  // KV head).
+  // The pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request, KV head).
   const uint8_t* vt_images;
   int64_t vt_images_per_req;
   int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
