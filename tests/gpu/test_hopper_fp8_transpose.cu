@@ -28,11 +28,13 @@ int chunk_key(int q) {
   return 8 * ((q % 4) / 2) + 2 * (q / 4) + q % 2;
 }
 
-// The pre-pass's images of a paged e4m3 cache (NHD or HND, pages shuffled, every slot a request
-// does not use NaN), byte for byte against the same host model: image i of (request, KV head)
-// holds keys 128 i .. + 127, those past the request zero. Images past a request's keys are not
+// The pre-pass's images for KV tiles of tile_keys keys, of a paged e4m3 cache (NHD or HND, pages
+// shuffled, every slot a request does not use NaN), byte for byte against the host model: image i
+// of (request, KV head) holds keys K i .. K i + K - 1 (K = fp8_vt_image_keys: 128, or the tile's
+// 192), key 16 g + perm(q) at byte q of chunk g % 8 of panel g / 8, those past the request zero.
+// Images past a request's keys, and the unused half of a 192-key image's second panel, are not
 // written (the kernel reads none): they keep the workspace's fill.
-void check_vt_images(int d, int block_size, bool hnd, uint32_t seed) {
+void check_vt_images(int d, int block_size, bool hnd, int tile_keys, uint32_t seed) {
   const std::vector<int> lens = {300, 1, 128, 77, 129};
   const int kv_heads = 3, reqs = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
@@ -80,31 +82,35 @@ void check_vt_images(int d, int block_size, bool hnd, uint32_t seed) {
   p.head_size = d;
   p.block_size = block_size;
   const size_t bytes = kernels::paged_attention_fp8_workspace_bytes(p);
-  ASSERT_EQ(bytes, size_t{5} * 3 * kv_heads * d * 128);
-  p.fp8_workspace_bytes = bytes - 16;
+  ASSERT_EQ(bytes, size_t{5} * 4 * kv_heads * d * 128);  // 300 keys: 4 panels of 192-key images
+  const int64_t per_req = v3::fp8_vt_images_per_req(p, tile_keys);
+  const int image_keys = v3::fp8_vt_image_keys(tile_keys);
+  const int64_t image_bytes = v3::fp8_vt_image_bytes(tile_keys, d);
+  const size_t needed = size_t{5} * per_req * kv_heads * image_bytes;
+  p.fp8_workspace_bytes = needed - 16;
   DeviceArray<uint8_t> images(bytes);
   p.fp8_workspace = images.get();
-  const Status small = v3::launch_fp8_v_transpose(p, nullptr);
+  const Status small = v3::launch_fp8_v_transpose(p, tile_keys, nullptr);
   EXPECT_EQ(small.code(), StatusCode::kInvalidArgument) << small.to_string();
   EXPECT_NE(small.to_string().find("fp8_workspace"), std::string::npos) << small.to_string();
   p.fp8_workspace_bytes = bytes;
   cudaMemset(images.get(), 0xA5, bytes);
-  const Status st = v3::launch_fp8_v_transpose(p, nullptr);
+  const Status st = v3::launch_fp8_v_transpose(p, tile_keys, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
   const std::vector<uint8_t> out = images.to_host();
-  const int64_t per_req = v3::fp8_vt_images_per_req(p);
   int errors = 0;
   for (int r = 0; r < reqs; ++r) {
     for (int64_t i = 0; i < per_req; ++i) {
       for (int h = 0; h < kv_heads; ++h) {
-        const uint8_t* image = out.data() + ((r * per_req + i) * kv_heads + h) * d * 128;
+        const uint8_t* image = out.data() + ((r * per_req + i) * kv_heads + h) * image_bytes;
         for (int n = 0; n < d; ++n) {
-          for (int group = 0; group < 8; ++group) {
-            const uint8_t* chunk = image + device::swizzle128_offset(n, group);
+          for (int group = 0; group < image_keys / 16; ++group) {
+            const uint8_t* chunk =
+                image + (group / 8) * d * 128 + device::swizzle128_offset(n, group % 8);
             for (int q = 0; q < 16; ++q) {
-              const int key = static_cast<int>(128 * i) + 16 * group + chunk_key(q);
-              const bool written = 128 * i < lens[r];
+              const int key = static_cast<int>(image_keys * i) + 16 * group + chunk_key(q);
+              const bool written = image_keys * i < lens[r];
               const uint8_t want = !written ? 0xA5 : key < lens[r] ? v_at(r, key, h, n) : 0;
               if (chunk[q] != want && ++errors <= 5) {
                 std::printf("request %d image %lld head %d column %d key %d: 0x%02x, want 0x%02x\n",
@@ -116,15 +122,17 @@ void check_vt_images(int d, int block_size, bool hnd, uint32_t seed) {
       }
     }
   }
-  EXPECT_EQ(errors, 0) << "D " << d << ", block " << block_size << (hnd ? ", HND" : ", NHD");
+  EXPECT_EQ(errors, 0) << "D " << d << ", block " << block_size << (hnd ? ", HND" : ", NHD")
+                       << ", " << tile_keys << "-key tiles";
 }
 
 TEST(HopperFp8Transpose, PrePassWritesTheVtImages) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
-  check_vt_images(128, 128, false, 21);
-  check_vt_images(128, 256, true, 22);
-  check_vt_images(256, 64, false, 23);
-  check_vt_images(256, 128, true, 24);
+  check_vt_images(128, 128, false, 128, 21);
+  check_vt_images(128, 64, true, 192, 22);
+  check_vt_images(128, 256, false, 192, 23);
+  check_vt_images(256, 64, false, 64, 24);
+  check_vt_images(256, 128, true, 128, 25);
 }
 
 }  // namespace

@@ -445,7 +445,7 @@ void check_fp8_pv(int valid_keys, uint32_t seed) {
   prm.block_size = 128;
   prm.fp8_workspace = image.get();
   prm.fp8_workspace_bytes = kD * 128;
-  const Status st = kernels::attention::v3::launch_fp8_v_transpose(prm, nullptr);
+  const Status st = kernels::attention::v3::launch_fp8_v_transpose(prm, kN, nullptr);
   ASSERT_TRUE(st.ok()) << st.to_string();
   DeviceArray<float> p_d(p), out(64 * kD);
   fp8_pv_product<kD><<<1, 128>>>(p_d.get(), image.get(), out.get());

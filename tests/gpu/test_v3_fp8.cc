@@ -111,7 +111,7 @@ TEST(PagedAttentionV3Fp8, CausalAndNotBothLayoutsBothScales) {
   }
 }
 
-// Pages of two KV tiles (and at D 256 of 64 keys), GQA groups of 1 and 7, and the two other grids (one CTA per tile; three
+// Pages of 256 and 64 keys, GQA groups of 1 and 7, and the two other grids (one CTA per tile; three
 // CTAs walking every tile, so the rings run on across requests and heads).
 TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
   PAGEDATTN_REQUIRE_V3();
@@ -120,12 +120,11 @@ TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
     c.block_size = 256;
     c.name += "_block256";
     expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3_fp8, "v3 FP8", false);
-    if (d == 256) {  // pages of 64 keys: the dispatch's 64-key tiles (no wide tiles)
-      c = fp8_case(11, d, false);
-      c.block_size = 64;
-      c.name += "_block64";
-      expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8, "v3 FP8", false);
-    }
+    // Pages of 64 keys: 192-key tiles from three pages at D 128, 64-key tiles at D 256.
+    c = fp8_case(11, d, false);
+    c.block_size = 64;
+    c.name += "_block64";
+    expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8, "v3 FP8", false);
     for (int group : {1, 7}) {
       c = fp8_case(6 + group, d, group == 7);
       c.num_heads = 2 * group;

@@ -23,19 +23,33 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// S = Q_rows · K_tileᵀ, one group: one wgmma per k32 step over the head columns (four per
-// 128-column panel).
+// S = Q_rows · K_tileᵀ, one group: per k32 step over the head columns (four per 128-column
+// panel), one wgmma of N 128 per 128 keys and one of N 64 for a last 64 (192-key tiles).
 template <int kD, int kN>
 __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD, kN>::kScoreRegs],
                                                  uint32_t q_base, uint32_t k_base) {
   using S = PrefillFp8Shape<kD, kN>;
+  constexpr int kWhole = kN / 128;           // N 128 products
+  constexpr bool kRest = kN % 128 == 64;     // one N 64 product after them
+  static_assert(kN % 128 == 0 || kN % 128 == 64, "tiles of 64, 128 or 192 keys");
   const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
   const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kD / 32; ++kk) {
-    device::wgmma_k32_e4m3_ss(
-        s, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
-        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
+    const uint32_t q_step = (kk / 4) * S::kQPanelBytes + (kk % 4) * 32;
+    const uint32_t k_step = (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32;
+#pragma unroll
+    for (int n = 0; n < kWhole; ++n) {
+      device::wgmma_k32_e4m3_ss(*reinterpret_cast<float(*)[64]>(s + 64 * n),
+                                device::wgmma_desc_advance(q_desc, q_step),
+                                device::wgmma_desc_advance(k_desc, k_step + n * 128 * 128), kk > 0);
+    }
+    if constexpr (kRest) {
+      device::wgmma_k32_e4m3_ss(*reinterpret_cast<float(*)[32]>(s + 64 * kWhole),
+                                device::wgmma_desc_advance(q_desc, q_step),
+                                device::wgmma_desc_advance(k_desc, k_step + kWhole * 128 * 128),
+                                kk > 0);
+    }
   }
   device::wgmma_commit_group();
 }
@@ -118,10 +132,10 @@ __device__ __forceinline__ void consume_tile_fp8(const PrefillFp8Args& fa, const
     }
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
-  // Vᵀ of KV tile i: its ring slot holds a 128-key image whose keys (i kBlockN) % 128 on are the
-  // tile's (64-key tiles at D 256: the odd ones from byte 64 of each row).
+  // Vᵀ of KV tile i: its ring slot holds the tile's image, or with 64-key tiles (D 256) a
+  // 128-key image whose odd tiles start at byte 64 of each row.
   auto vt_of = [&](int i) {
-    return device::smem_addr(s.vt[stage_of(i)]) + (i * S::kBlockN) % kVtImageKeys;
+    return device::smem_addr(s.vt[stage_of(i)]) + (i * S::kBlockN) % fp8_vt_image_keys(kN);
   };
   auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
   device::mbarrier_wait(&s.q_full, pos.tile_count & 1);

@@ -21,7 +21,7 @@ Status unsupported(const std::string& what) {
 }
 
 // The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x `keys`
-// tokens (a whole KV tile).
+// tokens (a KV tile, or a part inside one page: fp8_k_box_keys).
 Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                          int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
@@ -36,9 +36,14 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
 
 int tuning_in_use = kFp8DefaultTuning;
 
-// The variant a launch runs: the one set, without wide tiles where pages hold fewer than 128 keys.
+// Keys per TMA box of K for `tuning` at head size d: pages must be multiples of it.
+int k_box_keys(int d, int tuning) {
+  return fp8_k_box_keys(fp8_kv_tile_keys(d, tuning));
+}
+
+// The variant a launch runs: the one set, without wide tiles where pages do not hold their boxes.
 int launch_tuning(const PagedAttentionParams& p) {
-  const bool wide_fits = p.block_size % fp8_kv_tile_keys(p.head_size, kFp8TuneWideTiles) == 0;
+  const bool wide_fits = p.block_size % k_box_keys(p.head_size, kFp8TuneWideTiles) == 0;
   return wide_fits ? tuning_in_use : tuning_in_use & ~kFp8TuneWideTiles;
 }
 
@@ -59,7 +64,7 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.head_size != 128 && p.head_size != 256) {
     return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
   }
-  const int keys = fp8_kv_tile_keys(p.head_size, launch_tuning(p));
+  const int keys = k_box_keys(p.head_size, launch_tuning(p));
   if (p.block_size <= 0 || p.block_size % keys != 0) {
     return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
                        std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
@@ -85,14 +90,15 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   PrefillFp8Args a{};
   a.base = base;
   a.tuning = launch_tuning(p);
-  const int box_keys = fp8_kv_tile_keys(p.head_size, a.tuning);  // a whole tile per panel
-  PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, box_keys, &kv_map, &a.base.kv_token_coord));
+  const int tile_keys = fp8_kv_tile_keys(p.head_size, a.tuning);
+  PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, fp8_k_box_keys(tile_keys), &kv_map,
+                                              &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
-  PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, stream));  // Vᵀ for every CTA to copy
+  PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
-  a.vt_images_per_req = fp8_vt_images_per_req(p);
+  a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);
   return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
                             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
 }

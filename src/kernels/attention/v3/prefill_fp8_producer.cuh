@@ -93,31 +93,38 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid
 template <int kD, int kN>
 __device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, const PrefillTile& w,
                                                    int i) {
-  const int64_t image = min(static_cast<int64_t>(i * kN / kVtImageKeys), a.vt_images_per_req - 1);
-  return a.vt_images +
-         ((w.req * a.vt_images_per_req + image) * a.base.num_kv_heads + w.kv_head) * (kD * 128);
+  const int64_t image =
+      min(static_cast<int64_t>(i * kN / fp8_vt_image_keys(kN)), a.vt_images_per_req - 1);
+  return a.vt_images + ((w.req * a.vt_images_per_req + image) * a.base.num_kv_heads + w.kv_head) *
+                           fp8_vt_image_bytes(kN, kD);
 }
 
 // Issues the copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer): K by
-// TMA, one box per panel (the tile lies inside one page), and its Vᵀ image by one bulk copy.
+// TMA, one box per panel and kKBoxKeys keys (a box lies inside one page; boxes past the request's
+// last page read that page again: their keys are masked), and its Vᵀ image by one bulk copy.
 template <int kD, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
                                              uint32_t parity, bool leader,
                                              PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Shape<kD, kN>;
-  const bool token_first = a.base.kv_token_coord == 1;
-  // Map coordinates: {column byte, token or head, head or token, plane (K), block}.
-  const int key = i * S::kBlockN;
-  const int block = a.base.block_table[w.req * a.base.block_table_stride + key / a.base.block_size];
-  const int row0 = key % a.base.block_size;
-  int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
   device::mbarrier_wait(&s.k_empty[stage], parity);
   if (leader) {
+    const bool token_first = a.base.kv_token_coord == 1;
+    const int last_page = (w.k_len - 1) / a.base.block_size;
     device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
-    for (int panel = 0; panel < S::kPanels; ++panel) {
-      c[0] = 128 * panel;
-      device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes, kv_map, c, &s.k_full[stage]);
+    for (int box = 0; box < S::kBlockN / S::kKBoxKeys; ++box) {
+      const int key = i * S::kBlockN + box * S::kKBoxKeys;
+      const int page = min(key / a.base.block_size, last_page);
+      const int block = a.base.block_table[w.req * a.base.block_table_stride + page];
+      const int row0 = key % a.base.block_size;
+      // Map coordinates: {column byte, token or head, head or token, plane (K), block}.
+      int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
+      for (int panel = 0; panel < S::kPanels; ++panel) {
+        c[0] = 128 * panel;
+        device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128,
+                            kv_map, c, &s.k_full[stage]);
+      }
     }
   }
   device::mbarrier_wait(&s.vt_empty[stage], parity);

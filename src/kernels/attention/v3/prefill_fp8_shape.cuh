@@ -19,32 +19,36 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or 128 at D 256 (kFp8TuneWideTiles).
+// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or wide ones (kFp8TuneWideTiles:
+// 192 at D 128, 128 at D 256).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN == PrefillShape<kD>::kBlockN || (kD == 256 && kN == 128),
-                "the bf16 kernel's KV tiles, or 128 keys at D 256");
+  static_assert(kN == PrefillShape<kD>::kBlockN || kN == fp8_kv_tile_keys(kD, kFp8TuneWideTiles),
+                "the bf16 kernel's KV tiles, or the wide ones");
   using Base = PrefillShape<kD>;
   static constexpr bool kWide = kN != Base::kBlockN;
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
-  static constexpr int kBlockN = kN;                    // 128 keys (64 at D 256)
+  static constexpr int kBlockN = kN;
+  static constexpr int kKBoxKeys = fp8_k_box_keys(kN);  // K's TMA boxes
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
   // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
   // split did): 128 * 72 + 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide
-  // tiles: S of 128 keys beside D 256's O needs 240 (232 serialised the wgmmas: ptxas C7512), and
-  // the producer, which only loads and converts Q, gives them up: 128 * 24 + 256 * 240.
+  // tiles: S of 128 keys beside D 256's O needs 240 (232 serialised the wgmmas: ptxas C7512; at
+  // D 128, S of 192 keys), and the producer, which only loads and converts Q, gives them up:
+  // 128 * 24 + 256 * 240.
   static constexpr int kProducerRegisters = kWide ? 24 : 72;
   static constexpr int kConsumerRegisters = kWide ? 240 : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
                 "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
-  // Per stage: K and Vᵀ, 32 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB: 144 KB), 48 KB at
-  // D 256 (two + Q 32 KB + bf16 Q 64 KB: 192 KB), 64 KB with wide tiles (two: 224 KB of the 227).
+  // Per stage: K and Vᵀ, 32 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB: 144 KB; wide:
+  // 56 KB, 216 KB), 48 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 192 KB; wide: 64 KB, 224 KB of
+  // the 227).
   static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
   static constexpr int kQPanelBytes = kBlockM * 128;
@@ -52,7 +56,8 @@ struct PrefillFp8Shape {
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
   static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
-  static constexpr int kVtTileBytes = kVtPanelBytes;
+  static constexpr int kVtPanels = (kN + 127) / 128;
+  static constexpr int kVtTileBytes = kVtPanels * kVtPanelBytes;
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
   static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;

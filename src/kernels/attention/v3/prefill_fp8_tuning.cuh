@@ -21,16 +21,22 @@ inline constexpr int kFp8TuneTreeReduce = 64;
 // beside each P·V step, rescaled with O), not 64 adds per thread and tile; the sums are then of
 // the e4m3-rounded P that P·V uses.
 inline constexpr int kFp8TuneTensorSums = 2048;
-// D 256 KV tiles of 128 keys, not the bf16 kernel's 64: half the tiles' fixed costs per key. Two
-// stages of them fit beside Q because Vᵀ comes copied (no V ring), and a producer that only loads
-// and converts Q leaves the consumers 240 registers. Pages must hold whole tiles (multiples of
-// 128 keys): the dispatch drops the bit for pages of 64 (fp8_launch_tuning).
+// Wider KV tiles than the bf16 kernel's (FlashAttention-3's FP8 sizes are wider too): 192 keys
+// at D 128, 128 at D 256, so each tile's fixed costs (row maxima and their shuffles, barriers,
+// turns) spread over more keys. They fit because Vᵀ comes copied (no V ring), and a producer
+// that only loads and converts Q leaves the consumers 240 registers. At D 256 pages must hold
+// whole tiles (multiples of 128 keys): the launch drops the bit for pages of 64.
 inline constexpr int kFp8TuneWideTiles = 524288;
 
-// Keys per KV tile: the bf16 kernel's work tiles, with KV tiles of 128 keys at D 128 and 64 at
-// D 256, or 128 with kFp8TuneWideTiles.
+// Keys per KV tile: the bf16 kernel's (128 at D 128, 64 at D 256), or the wide ones.
 constexpr int fp8_kv_tile_keys(int d, int tuning) {
-  return d == 128 || (tuning & kFp8TuneWideTiles) ? 128 : 64;
+  if (tuning & kFp8TuneWideTiles) return d == 128 ? 192 : 128;
+  return d == 128 ? 128 : 64;
+}
+// Keys per TMA box of K (and so the page sizes served: multiples of it): whole tiles of a power of
+// two, else 64 (a 192-key tile straddles pages of 128; a box of 64 never does).
+constexpr int fp8_k_box_keys(int tile_keys) {
+  return (tile_keys & (tile_keys - 1)) == 0 ? tile_keys : 64;
 }
 
 // The exact softmax (SharpScoresMoveTheBases' reference).
