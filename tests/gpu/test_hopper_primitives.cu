@@ -2,7 +2,7 @@
 // sm_90 device: wgmma (N 64 and 128) in its SS and RS forms, K-major and MN-major B, bf16 and f16,
 // against mma.sync on the same inputs and a float64 product; the e4m3 forms (k32) against float64,
 // with the FP8 kernel's P·V operands (P packed from accumulators, Vᵀ from the pre-pass),
-// e4m3 packing against the host encoder and exp2 on the FMA pipe against float64;
+// e4m3 packing against the host encoder;
 // TMA boxes of a paged-cache-shaped tensor (swizzle, a size-1 box dimension, zeros outside) across
 // mbarrier phases; and a warp-specialised producer/consumer ring with register reallocation. Built
 // for sm_90a only (tests/hopper.cmake).
