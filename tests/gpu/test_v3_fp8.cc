@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -61,12 +63,16 @@ constexpr double kMaxAbs = 0.25, kRelFrobenius = 0.045, kMaxLse = 0.15;
 
 // FP8 v3 through `launch`, bounded; with `compare`, v2's FP8 path and the bf16 v3 kernel on the
 // same inputs too (v2 must pass the harness's bf16 tolerance, bf16 v3 as well).
-// A v3 launcher with the FP8 tensor cores asked for (PagedAttentionParams::fp8_tensor_cores).
+// A v3 launcher with the FP8 tensor cores asked for (PagedAttentionParams::fp8_tensor_cores) and
+// the workspace they need.
 template <PagedAttentionLauncher kLaunch>
 Status with_fp8_tensor_cores(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.fp8_tensor_cores = true;
-  give_fp8_workspace(p);
+  const size_t bytes = kernels::paged_attention_fp8_workspace_bytes(p);
+  DeviceArray<uint8_t> workspace(bytes);  // its cudaFree waits for the launch
+  p.fp8_workspace = workspace.get();
+  p.fp8_workspace_bytes = bytes;
   return kLaunch(p, stream);
 }
 constexpr PagedAttentionLauncher launch_v3_fp8 = &with_fp8_tensor_cores<&launch_v3>;

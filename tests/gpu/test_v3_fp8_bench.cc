@@ -64,6 +64,17 @@ struct Fp8Bench {
   // Block ids of the pages of 16 and of 128 tokens, each a shuffle of all pages of its size.
   DeviceArray<int32_t> table16{shuffled_ids(len / 16)};
   DeviceArray<int32_t> table128{shuffled_ids(len / 128)};
+  DeviceArray<uint8_t> workspace{workspace_bytes()};  // the FP8 kernel's Vᵀ images
+
+  size_t workspace_bytes() const {
+    kernels::PagedAttentionParams p;
+    p.fp8_tensor_cores = true;
+    p.num_reqs = 1;
+    p.max_seq_len = len;
+    p.num_kv_heads = kv_heads;
+    p.head_size = d;
+    return kernels::paged_attention_fp8_workspace_bytes(p);
+  }
 
   double flops(bool causal) const {
     const double keys = causal ? len - (len - 1) / 2.0 : len;
@@ -103,7 +114,10 @@ struct Fp8Bench {
     p.out_head_stride = d;
     p.lse = lse.get();
     p.lse_head_stride = len;
-    if (fp8) give_fp8_workspace(p);
+    if (fp8) {
+      p.fp8_workspace = workspace.get();
+      p.fp8_workspace_bytes = workspace_bytes();
+    }
     return p;
   }
 };

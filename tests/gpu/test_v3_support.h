@@ -83,22 +83,6 @@ Status launch_as_the_backends_choose(const kernels::PagedAttentionParams& params
   return kernels::launch_paged_attention(p, stream);
 }
 
-// Gives p (fp8_tensor_cores set) the FP8 kernel's workspace (PagedAttentionParams::fp8_workspace):
-// one buffer kept for the process, grown when a launch needs more.
-inline void give_fp8_workspace(kernels::PagedAttentionParams& p) {
-  static void* buffer = nullptr;
-  static size_t bytes = 0;
-  const size_t needed = kernels::paged_attention_fp8_workspace_bytes(p);
-  if (needed > bytes) {
-    cudaDeviceSynchronize();  // no launch still reads the old buffer
-    cudaFree(buffer);
-    buffer = nullptr;
-    bytes = cudaMalloc(&buffer, needed) == cudaSuccess ? needed : 0;
-  }
-  p.fp8_workspace = buffer;
-  p.fp8_workspace_bytes = bytes;
-}
-
 // A cudaMalloc'ed array of n Ts (zeroed), or a copy of a host vector.
 template <typename T>
 class DeviceArray {
