@@ -45,11 +45,11 @@ inline constexpr int kFp8ExactTuning = kFp8TuneEarlyScores | kFp8TuneSkipRescale
 // D 256 (the dispatch's for pages of 64 keys).
 inline constexpr int kFp8NarrowTuning =
     kFp8TuneLazyRescale | kFp8TuneTreeReduce | kFp8TuneTensorSums;
-// 526432, the dispatch's: 2144 with 128-key tiles at D 256 (at D 128 the same kernel as 2144).
-// H200 (V3Fp8Bench 1 x 8192, TFLOP/s, non-causal / causal, two rounds in one run; docs/kernels.md):
-// D 256 1100-1107 / 1009-1080 against 954-959 / 880-968 with 64-key tiles and 893-894 / 752-839
-// for the previous dispatch's in-kernel transpose (171616); D 128 767-822 / 713-749 against
-// 793-816 / 732-775 for 171616 (within the run's noise).
+// 526432, the dispatch's: 2144 with the wide tiles (192 keys at D 128, 128 at D 256). H200
+// (V3Fp8Bench 1 x 8192, TFLOP/s, non-causal / causal, two rounds in one run; docs/kernels.md):
+// D 128 822-889 / 755-790 against 721-759 / 727-789 for 2144; D 256 1100-1107 / 1009-1080
+// against 954-959 / 880-968 with 64-key tiles and 787-894 / 752-839 for the previous dispatch's
+// in-kernel transpose (171616).
 inline constexpr int kFp8DefaultTuning = kFp8NarrowTuning | kFp8TuneWideTiles;
 
 inline constexpr int kFp8BuiltTunings[] = {
