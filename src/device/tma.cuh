@@ -29,8 +29,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map,
 // memory into shared memory at `dst` and signals them on `bar`: a plain bulk copy, no tensor map.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes,
                                           uint64_t* bar) {
-  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes,
-                           bar);
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_global, dst, src, bytes, bar);
 }
 
 // Makes ordinary shared-memory writes of this thread (st.shared, cp.async) visible to the async

@@ -122,8 +122,8 @@ void check_vt_images(int d, int block_size, bool hnd, int tile_keys, uint32_t se
       }
     }
   }
-  EXPECT_EQ(errors, 0) << "D " << d << ", block " << block_size << (hnd ? ", HND" : ", NHD")
-                       << ", " << tile_keys << "-key tiles";
+  EXPECT_EQ(errors, 0) << "D " << d << ", block " << block_size << (hnd ? ", HND" : ", NHD") << ", "
+                       << tile_keys << "-key tiles";
 }
 
 TEST(HopperFp8Transpose, PrePassWritesTheVtImages) {

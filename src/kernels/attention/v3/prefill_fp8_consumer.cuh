@@ -29,8 +29,8 @@ template <int kD, int kN>
 __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD, kN>::kScoreRegs],
                                                  uint32_t q_base, uint32_t k_base) {
   using S = PrefillFp8Shape<kD, kN>;
-  constexpr int kWhole = kN / 128;           // N 128 products
-  constexpr bool kRest = kN % 128 == 64;     // one N 64 product after them
+  constexpr int kWhole = kN / 128;        // N 128 products
+  constexpr bool kRest = kN % 128 == 64;  // one N 64 product after them
   static_assert(kN % 128 == 0 || kN % 128 == 64, "tiles of 64, 128 or 192 keys");
   const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
   const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);

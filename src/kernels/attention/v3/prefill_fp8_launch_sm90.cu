@@ -91,8 +91,8 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   a.base = base;
   a.tuning = launch_tuning(p);
   const int tile_keys = fp8_kv_tile_keys(p.head_size, a.tuning);
-  PAGEDATTN_RETURN_IF_ERROR(encode_fp8_kv_map(p, fp8_k_box_keys(tile_keys), &kv_map,
-                                              &a.base.kv_token_coord));
+  PAGEDATTN_RETURN_IF_ERROR(
+      encode_fp8_kv_map(p, fp8_k_box_keys(tile_keys), &kv_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;

@@ -56,8 +56,9 @@ __global__ void __launch_bounds__(256) transpose_v_images(const VtArgs a) {
                            4 * quad;
 #pragma unroll
       for (int k = 0; k < 16; ++k) {
-        words[k] = first + k < keys ? __ldg(reinterpret_cast<const uint32_t*>(src + k * a.token_stride))
-                                    : 0u;  // unused page slots may hold NaN
+        words[k] = first + k < keys
+                       ? __ldg(reinterpret_cast<const uint32_t*>(src + k * a.token_stride))
+                       : 0u;  // unused page slots may hold NaN
       }
     } else {
 #pragma unroll
