@@ -2,7 +2,8 @@
 // CUtensorMap, passed to the kernel as a __grid_constant__ parameter), one device thread issues a
 // copy of a whole box into shared memory, and the copy's bytes complete on an mbarrier
 // (mbarrier.cuh). Only the 128-byte-swizzle forms the Hopper kernels need: boxes of 128 bytes of
-// columns, written as the swizzled panels described in wgmma.cuh.
+// columns, written as the swizzled panels described in wgmma.cuh. Also the plain bulk copy of
+// contiguous bytes (bulk_load), for data already laid out as shared memory wants it.
 #pragma once
 
 #include <cuda.h>
