@@ -72,6 +72,9 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax's maxima are of raw scores
     return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
   }
+  if (p.num_reqs > 65535) {  // the V pre-pass's grid has a y dimension per request
+    return unsupported("num_reqs " + std::to_string(p.num_reqs) + " (allowed: up to 65535)");
+  }
   if (p.k_scale == nullptr || p.v_scale == nullptr) {
     return invalid_argument("paged attention v3 FP8: k_scale and v_scale must be given");
   }
