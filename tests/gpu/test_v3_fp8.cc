@@ -258,6 +258,9 @@ TEST(PagedAttentionV3Fp8, RefusesWhatItDoesNotServe) {
     kernels::PagedAttentionParams p = refused_params(DType::kFP8E4M3, d, 128);
     p.q_dtype = DType::kF16;
     expect_refused(p, "q_dtype f16");
+    p = refused_params(DType::kFP8E4M3, d, 128);
+    p.num_reqs = 65536;  // the V pre-pass's grid
+    expect_refused(p, "num_reqs 65536");
   }
   if (kernels::paged_attention_head_size_built(64)) {
     expect_refused(refused_params(DType::kFP8E4M3, 64, 128), "head_size 64");
