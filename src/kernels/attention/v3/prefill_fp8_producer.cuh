@@ -6,7 +6,7 @@
 //   scaling is exact, e4m3's rounding the only error, and the row's 2^-e goes to the consumers
 //   (q_descale), which fold it into the row's score scale. A per-row scale follows each row's
 //   range, with no pre-pass over Q and no global buffer.
-// - K by TMA (one elected lane; whole tiles even at a request's end: pages hold whole tiles), and
+// - K by TMA (one elected lane; boxes inside one page, whole tiles even at a request's end), and
 //   the tile's Vᵀ by one bulk copy of the pre-pass's image (prefill_fp8_vt.h), which the launch
 //   wrote before the kernel: FP8 wgmma reads both operands K-major, and a transpose here cost every
 //   CTA that read a tile the same work again.

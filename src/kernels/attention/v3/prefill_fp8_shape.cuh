@@ -1,14 +1,15 @@
 // Geometry, shared memory and arguments of the v3 FP8 prefill kernel: e4m3 K/V from the paged
 // cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
-// Head sizes 128 and 256, pages holding whole KV tiles (TMA).
+// Head sizes 128 and 256, pages holding whole K boxes (TMA).
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
-// scheduler (prefill_tiles.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or,
-// at D 256, 128 (kFp8TuneWideTiles), and TMA copies a whole K tile per panel (pages hold whole
-// tiles). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D rows of keys), which a
-// pre-pass writes once per launch (prefill_fp8_vt.h) and the producer copies as it is. Tiles are
-// 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head columns for Q and K; Vᵀ: one
-// panel of D rows of 128 bytes, a 64-key tile at D 256 reading half of it).
+// scheduler (prefill_tiles.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or the
+// wide ones (kFp8TuneWideTiles: 192 at D 128, 128 at D 256), and TMA copies K in boxes that lie
+// inside one page (fp8_k_box_keys). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D
+// rows of keys), which a pre-pass writes once per launch (prefill_fp8_vt.h) and the producer
+// copies as it is. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head
+// columns for Q and K; Vᵀ: one panel of D rows of 128 bytes per 128 keys, a 64-key tile at D 256
+// reading half of one).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,16 @@
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
+
+// The pre-pass's Vᵀ images (prefill_fp8_vt.h) for KV tiles of tile_keys keys: keys per image (the
+// tile's, or 128 where tiles are smaller) and bytes at head size d (a panel of d rows x 128 bytes
+// per 128 keys). An image is the bytes of one Vᵀ ring slot.
+constexpr int fp8_vt_image_keys(int tile_keys) {
+  return tile_keys < 128 ? 128 : tile_keys;
+}
+constexpr int64_t fp8_vt_image_bytes(int tile_keys, int d) {
+  return (fp8_vt_image_keys(tile_keys) + 127) / 128 * int64_t{d} * 128;
+}
 
 // kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or wide ones (kFp8TuneWideTiles:
 // 192 at D 128, 128 at D 256).
@@ -57,8 +68,7 @@ struct PrefillFp8Shape {
   static constexpr int kQTileBytes = kPanels * kQPanelBytes;
   static constexpr int kKvTileBytes = kPanels * kKvPanelBytes;
   static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
-  static constexpr int kVtPanels = (kN + 127) / 128;
-  static constexpr int kVtTileBytes = kVtPanels * kVtPanelBytes;
+  static constexpr int kVtTileBytes = static_cast<int>(fp8_vt_image_bytes(kN, kD));
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
   static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;

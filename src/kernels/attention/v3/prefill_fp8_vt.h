@@ -16,17 +16,10 @@
 #include <cstdint>
 
 #include "kernels/attention/paged_attention.h"
+#include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "pagedattn/status.h"
 
 namespace pagedattn::kernels::attention::v3 {
-
-// Keys per image for KV tiles of tile_keys keys, and its bytes at head size d.
-constexpr int fp8_vt_image_keys(int tile_keys) {
-  return tile_keys < 128 ? 128 : tile_keys;
-}
-constexpr int64_t fp8_vt_image_bytes(int tile_keys, int d) {
-  return (fp8_vt_image_keys(tile_keys) + 127) / 128 * int64_t{d} * 128;
-}
 
 // Image (req, kv_head, i) of the workspace: at ((req * images_per_req + i) * num_kv_heads +
 // kv_head) * image bytes.
