@@ -2,9 +2,9 @@
 // (prefill_fp8_kernel.cuh), so each built variant is its own kernel and the dispatch's pays no
 // branch for the others. PrefillFp8Args::tuning picks one of kFp8BuiltTunings at launch
 // (set_fp8_tuning, for benches comparing them in one run). Variants measured and gone (the
-// exponentials on the FMA pipe, no ping-pong turns, 160- and 192-key tiles at D 128, and every
-// form of the producer's in-kernel V transpose, which the pre-pass of prefill_fp8_vt.h replaced)
-// are in docs/kernels.md.
+// exponentials on the FMA pipe, no ping-pong turns, 160- and 224-key tiles at D 128, every form of
+// the producer's in-kernel V transpose, which the pre-pass of prefill_fp8_vt.h replaced, wgmmas
+// issued a k32 step at a time, and the row sums folded into P·V) are in docs/kernels.md.
 #pragma once
 
 namespace pagedattn::kernels::attention::v3 {
@@ -27,6 +27,31 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // that only loads and converts Q leaves the consumers 240 registers. At D 256 pages must hold
 // whole tiles (multiples of 128 keys): the launch drops the bit for pages of 64.
 inline constexpr int kFp8TuneWideTiles = 524288;
+
+// V3Fp8Bench's turn trace (prefill_fp8_trace.cuh): the consumers note the clock at each step's
+// marks. Compiled into its own variant only.
+inline constexpr int kFp8TuneTrace = 2097152;
+inline constexpr int kFp8TraceCtas = 4;
+inline constexpr int kFp8TraceSteps = 32;
+// A step's marks, in order: its start, K (and Vᵀ) landed, the turn taken, S issued, P·V issued
+// (the turn handed on), S done, the softmax done, P·V done, P packed (the step's end).
+enum Fp8TraceMark {
+  kMarkStart,
+  kMarkLoaded,
+  kMarkTurn,
+  kMarkScoresIssued,
+  kMarkIssued,
+  kMarkScores,
+  kMarkSoftmax,
+  kMarkPv,
+  kMarkPacked,
+  kFp8TraceMarks
+};
+
+// The trace's length in long longs: [CTA][consumer][step][mark].
+constexpr int fp8_trace_entries(int consumers) {
+  return kFp8TraceCtas * consumers * kFp8TraceSteps * kFp8TraceMarks;
+}
 
 // Keys per KV tile: the bf16 kernel's (128 at D 128, 64 at D 256), or the wide ones.
 constexpr int fp8_kv_tile_keys(int d, int tuning) {
@@ -56,6 +81,7 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning,
     kFp8NarrowTuning,
     kFp8ExactTuning,
+    kFp8DefaultTuning | kFp8TuneTrace,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
