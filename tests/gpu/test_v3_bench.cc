@@ -127,6 +127,15 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
   }
 }
 
+// The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, 32 / 8 heads, D 128, block 128,
+// non-causal.
+TEST(V3Bench, DISABLED_Trace) {
+  PAGEDATTN_REQUIRE_V3();
+  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
+  const PrefillBench b(128, Shape{"1x8192", 1, 8192, 32, 8, 128}, false);
+  print_turn_trace(b.params(false));
+}
+
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);

@@ -16,6 +16,8 @@
 
 #include "common/numeric.h"
 #include "kernels/attention/mask.h"
+#include "kernels/attention/v3/launch.h"
+#include "kernels/attention/v3/prefill_trace.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -227,6 +229,73 @@ inline std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
     medians.push_back(t[t.size() / 2]);
   }
   return medians;
+}
+
+// Launches p twice through v3 with the consumers' turn trace (V3Grid::trace; p must be served by a
+// trace kernel: bf16 at head size 128 without transforms, or the FP8 kFp8TuneTrace variant) and
+// prints, from the second launch: per consumer of the first CTAs, the mean cycles of each part of
+// a step (steps 2 to 30 of its first work tile); CTA 0's steps 8 to 10 as a timeline of both
+// consumers (cycles from consumer 0's start of step 8); how much of each consumer's softmax the
+// other's softmax overlaps.
+inline void print_turn_trace(const kernels::PagedAttentionParams& params) {
+  namespace v3 = kernels::attention::v3;
+  constexpr int kConsumers = 2, kSteps = v3::kTraceSteps, kMarks = v3::kTraceMarks;
+  const size_t entries = v3::trace_entries(kConsumers);
+  DeviceArray<long long> trace{entries};
+  kernels::PagedAttentionParams p = params;
+  p.generation = kernels::KernelGeneration::kV3;
+  kernels::detail::V3Grid grid;
+  grid.trace = trace.get();
+  for (int i = 0; i < 2; ++i) {
+    cudaMemset(trace.get(), 0, sizeof(long long) * entries);
+    const Status st =
+        kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, nullptr, grid);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<long long> t = trace.to_host();
+  auto at = [&](int cta, int c, int step, int mark) {
+    return t[((size_t(cta) * kConsumers + c) * kSteps + step) * kMarks + mark];
+  };
+  std::printf("TRACE mean cycles per step (steps 2-30):  cta c %s step\n",
+              "wait-K wait-turn issue-S issue-PV wait-S softmax wait-PV pack");
+  for (int cta = 0; cta < v3::kTraceCtas; ++cta) {
+    for (int c = 0; c < kConsumers; ++c) {
+      double sum[kMarks] = {};
+      for (int step = 2; step < kSteps - 1; ++step) {
+        for (int m = 0; m + 1 < kMarks; ++m) {
+          sum[m] += at(cta, c, step, m + 1) - at(cta, c, step, m);
+        }
+        sum[kMarks - 1] += at(cta, c, step + 1, 0) - at(cta, c, step, 0);
+      }
+      std::printf("TRACE cta %d consumer %d:", cta, c);
+      for (int m = 0; m < kMarks; ++m) std::printf(" %7.0f", sum[m] / (kSteps - 3));
+      std::printf("\n");
+    }
+  }
+  const long long origin = at(0, 0, 8, 0);
+  for (int step = 8; step <= 10; ++step) {
+    for (int c = 0; c < kConsumers; ++c) {
+      std::printf("TRACE timeline step %d consumer %d:", step, c);
+      for (int m = 0; m < kMarks; ++m) std::printf(" %7lld", at(0, c, step, m) - origin);
+      std::printf("\n");
+    }
+  }
+  // Softmax intervals [S done, softmax done]: the share of consumer c's that the other's overlap.
+  for (int c = 0; c < kConsumers; ++c) {
+    double own = 0, shared = 0;
+    for (int step = 2; step < kSteps; ++step) {
+      const long long lo = at(0, c, step, v3::kMarkScores), hi = at(0, c, step, v3::kMarkSoftmax);
+      own += hi - lo;
+      for (int other = 2; other < kSteps; ++other) {
+        const long long olo = at(0, 1 - c, other, v3::kMarkScores);
+        const long long ohi = at(0, 1 - c, other, v3::kMarkSoftmax);
+        shared += std::max(0LL, std::min(hi, ohi) - std::max(lo, olo));
+      }
+    }
+    std::printf("TRACE cta 0 consumer %d: %.0f %% of its softmax overlaps the other's\n", c,
+                100.0 * shared / own);
+  }
 }
 
 }  // namespace pagedattn::test

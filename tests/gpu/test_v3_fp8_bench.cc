@@ -236,70 +236,16 @@ TEST(V3Fp8Bench, DISABLED_Profile) {
 }
 
 // The turn trace (kFp8TuneTrace) of the dispatch's variant, or of PAGEDATTN_FP8_TUNING's bits (a
-// built variant with the trace bit), at D 128, 1 x 8192, non-causal: per
-// consumer of the first CTAs, the mean cycles of each part of a step (steps 2 to 31 of its first
-// work tile), then CTA 0's steps 8 to 10 as a timeline of both consumers (cycles from consumer 0's
-// start of step 8), and how much of each consumer's softmax the other's softmax overlaps.
+// built variant with the trace bit), at D 128, 1 x 8192, non-causal (print_turn_trace).
 TEST(V3Fp8Bench, DISABLED_Trace) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
-  constexpr int kConsumers = 2, kSteps = tune::kFp8TraceSteps, kMarks = tune::kFp8TraceMarks;
-  DeviceArray<long long> trace{size_t{tune::fp8_trace_entries(kConsumers)}};
   const Fp8Bench b{8192, 32, 8, 128};
-  tune::set_fp8_trace(trace.get());
   const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
   tune::set_fp8_tuning((bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning) |
                        tune::kFp8TuneTrace);
-  for (int i = 0; i < 2; ++i) {  // the second launch's marks are kept
-    cudaMemset(trace.get(), 0, sizeof(long long) * tune::fp8_trace_entries(kConsumers));
-    EXPECT_TRUE(launch_v3(b.params(true, 128, false), nullptr).ok());
-  }
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  print_turn_trace(b.params(true, 128, false));
   tune::set_fp8_tuning(tune::kFp8DefaultTuning);
-  tune::set_fp8_trace(nullptr);
-  const std::vector<long long> t = trace.to_host();
-  auto at = [&](int cta, int c, int step, int mark) {
-    return t[((size_t(cta) * kConsumers + c) * kSteps + step) * kMarks + mark];
-  };
-  std::printf("TRACE mean cycles per step (steps 2-30):  cta c %s step\n",
-              "wait-K wait-turn issue-S issue-PV wait-S softmax wait-PV pack");
-  for (int cta = 0; cta < tune::kFp8TraceCtas; ++cta) {
-    for (int c = 0; c < kConsumers; ++c) {
-      double sum[kMarks] = {};
-      for (int step = 2; step < kSteps - 1; ++step) {
-        for (int m = 0; m + 1 < kMarks; ++m)
-          sum[m] += at(cta, c, step, m + 1) - at(cta, c, step, m);
-        sum[kMarks - 1] += at(cta, c, step + 1, 0) - at(cta, c, step, 0);
-      }
-      std::printf("TRACE cta %d consumer %d:", cta, c);
-      for (int m = 0; m < kMarks; ++m) std::printf(" %7.0f", sum[m] / (kSteps - 3));
-      std::printf("\n");
-    }
-  }
-  const long long origin = at(0, 0, 8, 0);
-  for (int step = 8; step <= 10; ++step) {
-    for (int c = 0; c < kConsumers; ++c) {
-      std::printf("TRACE timeline step %d consumer %d:", step, c);
-      for (int m = 0; m < kMarks; ++m) std::printf(" %7lld", at(0, c, step, m) - origin);
-      std::printf("\n");
-    }
-  }
-  // Softmax intervals [S done, softmax done]: the share of consumer c's that the other's overlap.
-  for (int c = 0; c < kConsumers; ++c) {
-    double own = 0, shared = 0;
-    for (int step = 2; step < kSteps; ++step) {
-      const long long lo = at(0, c, step, tune::kMarkScores),
-                      hi = at(0, c, step, tune::kMarkSoftmax);
-      own += hi - lo;
-      for (int other = 2; other < kSteps; ++other) {
-        const long long olo = at(0, 1 - c, other, tune::kMarkScores);
-        const long long ohi = at(0, 1 - c, other, tune::kMarkSoftmax);
-        shared += std::max(0LL, std::min(hi, ohi) - std::max(lo, olo));
-      }
-    }
-    std::printf("TRACE cta 0 consumer %d: %.0f %% of its softmax overlaps the other's\n", c,
-                100.0 * shared / own);
-  }
 }
 
 TEST(V3Fp8Bench, DISABLED_Prefill8192) {

@@ -252,6 +252,7 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
     PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
   }
   a.box_warps = p.block_size < kv_tile_keys(p.head_size) ? std::clamp(grid.box_warps, 1, 4) : 1;
+  a.trace = grid.trace;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;

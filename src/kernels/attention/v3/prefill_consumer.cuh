@@ -21,6 +21,7 @@
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_softmax.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
+#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -98,13 +99,15 @@ struct TileRows {
 // was measured 2-4 % slower on short requests and is gone.
 // kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
 // from the accumulators).
-template <int kD, bool kTransform, bool kPacked>
+// kTrace: the turn trace's marks (prefill_trace.h).
+template <int kD, bool kTransform, bool kPacked, bool kTrace>
 struct Consumer {
   using S = PrefillShape<kD>;
   static_assert(!(kTransform && kPacked), "the GQA-packed kernel has no score transforms");
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
+  TurnTracer<kTrace> trace;
   int use = 0;         // of the K/V ring, across work tiles
   int tile_count = 0;  // work tiles begun before the current one (its Q slot and phase)
   float o[S::kOChunks][S::kOChunkRegs];
@@ -238,22 +241,31 @@ struct Consumer {
   // Step i (1 .. num_kv_tiles - 1): S_i with P_{i-1}·V_{i-1}.
   __device__ __forceinline__ void middle_step(const PrefillTile& w, const TileRows& r, int i) {
     const int k = use + i, v = use + i - 1;
+    trace.mark(i, kMarkStart);
     wait_k(k);
     wait_v(v);
+    trace.mark(i, kMarkLoaded);
     turns.begin();
+    trace.mark(i, kMarkTurn);
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base(tile_count), k_at(k));
+    trace.mark(i, kMarkScoresIssued);
     issue_pv<kD>(o, p, v_at(v));
     turns.end(false);
+    trace.mark(i, kMarkIssued);
     wait_scores();
+    trace.mark(i, kMarkScores);
     device::mbarrier_arrive(&s.k_empty[stage(k)]);
     if (i == w.num_kv_tiles - 1) release_q(tile_count);  // every S of the tile is complete
     const bool grew = scores_to_p(w, r, i);
+    trace.mark(i, kMarkSoftmax);
     wait_all();
+    trace.mark(i, kMarkPv);
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
     // A row's factor is 1 unless its maximum grew: the warp skips the rescale when none did.
     if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
     pack_p(sc, p);
+    trace.mark(i, kMarkPacked);
   }
 
   // The tile's last P·V alone, then its store. `last_tile`: no work tile follows in this CTA.
@@ -274,11 +286,12 @@ struct Consumer {
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD, bool kTransform, bool kPacked>
+template <int kD, bool kTransform, bool kPacked, bool kTrace>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
   using S = PrefillShape<kD>;
-  Consumer<kD, kTransform, kPacked> c{a, s, IssueTurns{consumer, S::kConsumers}};
+  Consumer<kD, kTransform, kPacked, kTrace> c{a, s, IssueTurns{consumer, S::kConsumers},
+                                              TurnTracer<kTrace>{a.trace, consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
     store_empty_split<kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };
@@ -296,6 +309,7 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, P
       return;
     }
     c.last_step(w, r, false);
+    c.trace.done();
     w = next;
     r = c.rows_of(w);
     c.first_step(w, r);

@@ -18,9 +18,9 @@
 #include "kernels/attention/v3/prefill_fp8_operands.cuh"
 #include "kernels/attention/v3/prefill_fp8_shape.cuh"
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
-#include "kernels/attention/v3/prefill_fp8_trace.cuh"
 #include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/attention/v3/prefill_tiles.cuh"
+#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -96,7 +96,7 @@ template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_tile_fp8(
     const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
     const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos,
-    const Fp8TurnTracer<(kTuning & kFp8TuneTrace) != 0>& trace) {
+    const TurnTracer<(kTuning & kFp8TuneTrace) != 0>& trace) {
   using S = PrefillFp8Shape<kD, kN>;
   constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
   constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
@@ -225,7 +225,7 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   if (!walk.find_keys<kD, kN>(a.base, w)) return;
   turns.start();
   Fp8ConsumerPosition pos;
-  Fp8TurnTracer<(kTuning & kFp8TuneTrace) != 0> trace{a.trace, consumer, kConsumers};
+  TurnTracer<(kTuning & kFp8TuneTrace) != 0> trace{a.base.trace, consumer, kConsumers};
   for (;;) {
     walk.advance();
     const bool more = walk.find_keys<kD, kN>(a.base, next);

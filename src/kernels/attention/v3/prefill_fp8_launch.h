@@ -25,8 +25,4 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
 // the variants in one run. Process-wide; not synchronised with launches on other threads.
 void set_fp8_tuning(int tuning);
 
-// Where the kFp8TuneTrace variant writes its marks (fp8_trace_entries(2) long longs on the device;
-// prefill_fp8_trace.cuh), or null. Process-wide, like set_fp8_tuning.
-void set_fp8_trace(long long* trace);
-
 }  // namespace pagedattn::kernels::attention::v3

@@ -35,7 +35,6 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
 }
 
 int tuning_in_use = kFp8DefaultTuning;
-long long* trace_in_use = nullptr;
 
 // Keys per TMA box of K for `tuning` at head size d: pages must be multiples of it.
 int k_box_keys(int d, int tuning) {
@@ -52,10 +51,6 @@ int launch_tuning(const PagedAttentionParams& p) {
 
 void set_fp8_tuning(int tuning) {
   tuning_in_use = tuning;
-}
-
-void set_fp8_trace(long long* trace) {
-  trace_in_use = trace;
 }
 
 Status check_fp8_served(const PagedAttentionParams& p) {
@@ -104,7 +99,6 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
-  a.trace = trace_in_use;
   PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
   a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);

@@ -106,8 +106,7 @@ struct PrefillFp8Args {
   // The pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request, KV head).
   const uint8_t* vt_images;
   int64_t vt_images_per_req;
-  int tuning;        // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
-  long long* trace;  // kFp8TuneTrace's marks (prefill_fp8_trace.cuh), or null
+  int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3

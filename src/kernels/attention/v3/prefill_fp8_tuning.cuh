@@ -28,30 +28,8 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // whole tiles (multiples of 128 keys): the launch drops the bit for pages of 64.
 inline constexpr int kFp8TuneWideTiles = 524288;
 
-// V3Fp8Bench's turn trace (prefill_fp8_trace.cuh): the consumers note the clock at each step's
-// marks. Compiled into its own variant only.
+// The consumers' turn trace (prefill_trace.h; V3Grid::trace): compiled into its own variant only.
 inline constexpr int kFp8TuneTrace = 2097152;
-inline constexpr int kFp8TraceCtas = 4;
-inline constexpr int kFp8TraceSteps = 32;
-// A step's marks, in order: its start, K (and Vᵀ) landed, the turn taken, S issued, P·V issued
-// (the turn handed on), S done, the softmax done, P·V done, P packed (the step's end).
-enum Fp8TraceMark {
-  kMarkStart,
-  kMarkLoaded,
-  kMarkTurn,
-  kMarkScoresIssued,
-  kMarkIssued,
-  kMarkScores,
-  kMarkSoftmax,
-  kMarkPv,
-  kMarkPacked,
-  kFp8TraceMarks
-};
-
-// The trace's length in long longs: [CTA][consumer][step][mark].
-constexpr int fp8_trace_entries(int consumers) {
-  return kFp8TraceCtas * consumers * kFp8TraceSteps * kFp8TraceMarks;
-}
 
 // Keys per KV tile: the bf16 kernel's (128 at D 128, 64 at D 256), or the wide ones.
 constexpr int fp8_kv_tile_keys(int d, int tuning) {

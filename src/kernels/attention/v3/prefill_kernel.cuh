@@ -19,7 +19,8 @@ namespace pagedattn::kernels::attention::v3 {
 // kTransform: the scores pass through the soft cap and ALiBi (PrefillArgs::score), a kernel of
 // its own so that the plain one keeps its registers and instructions. kPacked: GQA-packed work
 // tiles (PrefillArgs::packed_positions, prefill_rows.cuh), a kernel of its own for the same reason.
-template <int kD, bool kTransform, bool kPacked = false>
+// kTrace: the consumers' turn trace (prefill_trace.h; PrefillArgs::trace).
+template <int kD, bool kTransform, bool kPacked = false, bool kTrace = false>
 __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume<kD, kTransform, kPacked>(a, total_tiles, s, warpgroup - 1);
+    consume<kD, kTransform, kPacked, kTrace>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

@@ -152,6 +152,7 @@ struct PrefillArgs {
   float* split_out;               // [max_splits, num_tokens, num_heads, head size] normalised
   float* split_lse;               // [max_splits, num_heads, num_tokens] natural log, no sinks
   int num_tokens;
+  long long* trace;  // the consumers' turn trace (prefill_trace.h), or null
 };
 
 }  // namespace pagedattn::kernels::attention::v3
