@@ -257,6 +257,10 @@ inline void print_turn_trace(const kernels::PagedAttentionParams& params) {
   auto at = [&](int cta, int c, int step, int mark) {
     return t[((size_t(cta) * kConsumers + c) * kSteps + step) * kMarks + mark];
   };
+  if (at(0, 0, 2, v3::kMarkStart) == 0) {
+    ADD_FAILURE() << "no trace kernel ran for these parameters (V3Grid::trace)";
+    return;
+  }
   std::printf("TRACE mean cycles per step (steps 2-30):  cta c %s step\n",
               "wait-K wait-turn issue-S issue-PV wait-S softmax wait-PV pack");
   for (int cta = 0; cta < v3::kTraceCtas; ++cta) {
