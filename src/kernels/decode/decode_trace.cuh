@@ -6,15 +6,10 @@
 // behind the stream). The clock reads are ordered with the memory accesses around them.
 #pragma once
 
+#include "device/clock.cuh"
 #include "kernels/decode/decode_traits.cuh"
 
 namespace pagedattn::kernels::decode {
-
-__device__ __forceinline__ long long trace_clock() {
-  long long t;
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : : "memory");
-  return t;
-}
 
 template <typename Cfg>
 struct UnitTracer {
@@ -29,15 +24,15 @@ struct UnitTracer {
                 : nullptr;
       wait = issue = tiles = stores = 0;
       first_wait = -1;
-      if (row != nullptr) row[kTraceStart] = trace_clock();
+      if (row != nullptr) row[kTraceStart] = device::sm_clock();
     }
   }
   __device__ __forceinline__ void restart() {
-    if constexpr (Cfg::kTrace) since = trace_clock();
+    if constexpr (Cfg::kTrace) since = device::sm_clock();
   }
   __device__ __forceinline__ void waited() {
     if constexpr (Cfg::kTrace) {
-      const long long d = trace_clock() - since;
+      const long long d = device::sm_clock() - since;
       wait += d;
       if (first_wait < 0) first_wait = d;
       ++tiles;
@@ -45,20 +40,20 @@ struct UnitTracer {
     }
   }
   __device__ __forceinline__ void issued() {
-    if constexpr (Cfg::kTrace) issue += trace_clock() - since;
+    if constexpr (Cfg::kTrace) issue += device::sm_clock() - since;
   }
   __device__ __forceinline__ void stored() {
-    if constexpr (Cfg::kTrace) stores += trace_clock() - since;
+    if constexpr (Cfg::kTrace) stores += device::sm_clock() - since;
   }
   __device__ __forceinline__ void mark(UnitTraceField f) {
     if constexpr (Cfg::kTrace) {
-      if (row != nullptr) row[f] = trace_clock();
+      if (row != nullptr) row[f] = device::sm_clock();
     }
   }
   __device__ __forceinline__ void end() {
     if constexpr (Cfg::kTrace) {
       if (row == nullptr) return;
-      row[kTraceStored] = trace_clock();
+      row[kTraceStored] = device::sm_clock();
       row[kTraceWait] = wait;
       row[kTraceFirstWait] = first_wait;
       row[kTraceIssue] = issue;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "device/clock.cuh"
 #include "kernels/attention/v3/prefill_trace.h"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -23,9 +24,7 @@ struct TurnTracer {
   __device__ __forceinline__ void mark(int step, TraceMark m) const {
     if constexpr (kTrace) {
       if (row == nullptr || step >= kTraceSteps) return;
-      long long t;
-      asm volatile("mov.u64 %0, %%clock64;" : "=l"(t) : : "memory");
-      row[step * kTraceMarks + m] = t;
+      row[step * kTraceMarks + m] = device::sm_clock();
     }
   }
   __device__ __forceinline__ void done() { row = nullptr; }  // the first work tile is over
