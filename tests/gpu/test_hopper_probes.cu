@@ -6,7 +6,9 @@
 // batches of four m64n128k32 wgmmas (SS or RS, at most two batches queued) or nothing; warpgroup 1
 // runs 16 dependent chains of ex2 (MUFU) or FFMA, or nothing. Each times itself with the SM clock;
 // CTA 0's figures are printed. Disabled: run with --gtest_also_run_disabled_tests
-// --gtest_filter='HopperProbes.*'. Built for sm_90a only (tests/hopper.cmake).
+// --gtest_filter='HopperProbes.*'. Built for sm_90a only (tests/hopper.cmake). Measured (H200,
+// eleventh session): ex2 8.46 cycles per warp instruction alone, 13.1 beside SS and 13.7 beside RS
+// wgmmas; FFMA 1.19 alone, 1.66 beside; the wgmmas keep their rate (docs/kernels.md).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
