@@ -259,13 +259,31 @@ struct Consumer {
     if (i == w.num_kv_tiles - 1) release_q(tile_count);  // every S of the tile is complete
     const bool grew = scores_to_p(w, r, i);
     trace.mark(i, kMarkSoftmax);
-    wait_all();
-    trace.mark(i, kMarkPv);
-    device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    // A row's factor is 1 unless its maximum grew: the warp skips the rescale when none did.
-    if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
+    retire_pv(i, v, grew);
     pack_p(sc, p);
     trace.mark(i, kMarkPacked);
+  }
+
+  // After the softmax of step i: waits for P_{i-1}·V_{i-1}, frees V_{i-1}'s stage and rescales O
+  // where a row maximum grew (a row's factor is 1 unless its maximum grew: the warp skips the
+  // rescale when none did). With kSoftmaxBesidePv the warp's vote and its branch come before the
+  // wait: ptxas places a wgmma wait at the top of its basic block, so a wait in the softmax's
+  // block ran before the softmax and the two never overlapped (SASS, eleventh session).
+  __device__ __forceinline__ void retire_pv(int i, int v, bool grew) {
+    if constexpr (S::kSoftmaxBesidePv) {
+      if (__any_sync(0xffffffffu, grew)) {
+        wait_all();
+        rescale(o, alpha);
+      }
+      wait_all();
+      trace.mark(i, kMarkPv);
+      device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    } else {
+      wait_all();
+      trace.mark(i, kMarkPv);
+      device::mbarrier_arrive(&s.v_empty[stage(v)]);
+      if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
+    }
   }
 
   // The tile's last P·V alone, then its store. `last_tile`: no work tile follows in this CTA.

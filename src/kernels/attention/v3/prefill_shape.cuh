@@ -60,6 +60,10 @@ struct PrefillShape {
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
   static constexpr int kThreads = (1 + kConsumers) * 128;
+  // The softmax of S_i beside P_{i-1}·V_{i-1} (Consumer::retire_pv): at 1 x 8192 +3 % at D 64,
+  // +1.5 % at D 128 (H200, eleventh session); at D 256, whose 64-key softmax is short beside a
+  // long P·V, it measured 3-8 % slower, so the 64-key tiles keep the wait before the softmax.
+  static constexpr bool kSoftmaxBesidePv = kBlockN == 128;
   // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
   // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
   // 384 * 160 = 65,536 (the consumers spill at 152; the producer spills about 80 bytes at 32, off
