@@ -275,13 +275,11 @@ struct Consumer {
         wait_all();
         rescale(o, alpha);
       }
-      wait_all();
-      trace.mark(i, kMarkPv);
-      device::mbarrier_arrive(&s.v_empty[stage(v)]);
-    } else {
-      wait_all();
-      trace.mark(i, kMarkPv);
-      device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    }
+    wait_all();
+    trace.mark(i, kMarkPv);
+    device::mbarrier_arrive(&s.v_empty[stage(v)]);
+    if constexpr (!S::kSoftmaxBesidePv) {
       if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
     }
   }
