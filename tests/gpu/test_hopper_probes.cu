@@ -9,6 +9,10 @@
 // --gtest_filter='HopperProbes.*'. Built for sm_90a only (tests/hopper.cmake). Measured (H200,
 // eleventh session): ex2 8.46 cycles per warp instruction alone, 13.1 beside SS and 13.7 beside RS
 // wgmmas; FFMA 1.19 alone, 1.66 beside; the wgmmas keep their rate (docs/kernels.md).
+// DISABLED_Bf16WgmmaRates (twelfth session): bf16 m64n64k16 SS runs at the full 4094 FLOP per cycle
+// per SM from one warpgroup or two, as n128 and RS do; beside a warpgroup storing to shared memory
+// in a loop SS loses 3 % (3980-3990) and RS nothing. So the v3 prefill's N 64 Q·Kᵀ at D 256 is
+// not short of shared-memory bandwidth.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -92,6 +96,75 @@ __global__ void __launch_bounds__(256, 1) wgmma_beside_work(long long* out, floa
   if (result == 12345.0f) out[2] = 1;  // keeps the work
 }
 
+// bf16 wgmma rates (the v3 prefill at D 256 computes S by m64n64k16 SS: a 2 KB A slice and a 2 KB B
+// slice from shared memory per 32 cycles of products, the shared memory's 128 bytes a cycle; does
+// it run at the tensor pipe's rate?). kGroups warpgroups each stream batches of four m64n<kN>k16
+// wgmmas (SS, or RS with A from registers); with kStores one more warpgroup stores 16 bytes per
+// thread into shared memory in a loop, as TMA's writes would. out[0]: the slowest warpgroup's
+// cycles.
+template <int kN, bool kRs, int kGroups, bool kStores>
+__global__ void __launch_bounds__(128 * (kGroups + 1), 1) bf16_wgmma_rate(long long* out) {
+  extern __shared__ __align__(1024) uint8_t dyn[];
+  uint8_t* smem = dyn + (1024 - device::smem_addr(dyn) % 1024) % 1024;  // A 8 KB, B 16 KB, 16 KB
+  for (int i = threadIdx.x; i < 40960 / 4; i += blockDim.x) {
+    reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u;  // small bf16 values
+  }
+  device::fence_proxy_async_shared();
+  __syncthreads();
+  const int group = threadIdx.x / 128;
+  float result = 0.0f;
+  const long long start = clock_after(0.0f);
+  if (group < kGroups) {
+    float d[kN / 2];
+    for (float& x : d) x = 0.0f;
+    const uint32_t a[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};
+    const uint64_t desc_a = device::wgmma_desc_sw128(device::smem_addr(smem), 16, 1024);
+    const uint64_t desc_b = device::wgmma_desc_sw128(device::smem_addr(smem + 8192), 16, 1024);
+    for (int b = 0; b < kBatches; ++b) {
+      device::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint64_t bk = device::wgmma_desc_advance(desc_b, 32 * k);
+        if constexpr (kRs) {
+          device::wgmma_k16_rs<__nv_bfloat16, 0>(d, a, bk, true);
+        } else {
+          device::wgmma_k16_ss<__nv_bfloat16, 0>(d, device::wgmma_desc_advance(desc_a, 32 * k), bk,
+                                                 true);
+        }
+      }
+      device::wgmma_commit_group();
+      device::wgmma_wait_group<1>();
+    }
+    device::wgmma_wait_group<0>();
+    device::wgmma_fence_operands(d);
+    for (float x : d) result += x;
+  } else if (kStores) {
+    uint4* dst = reinterpret_cast<uint4*>(smem + 24576) + threadIdx.x % 128;
+    const uint4 v = make_uint4(threadIdx.x, 1, 2, 3);
+    for (int i = 0; i < kBatches * 8; ++i) {
+      dst[128 * (i % 8)] = v;
+      asm volatile("" ::: "memory");
+    }
+  }
+  const long long cycles = clock_after(result) - start;
+  if (blockIdx.x == 0 && threadIdx.x % 128 == 0 && group < kGroups) atomicMax(&out[0], cycles);
+  if (result == 12345.0f) out[1] = 1;  // keeps the work
+}
+
+template <int kN, bool kRs, int kGroups, bool kStores>
+void report_rate(const char* name) {
+  DeviceArray<long long> out(2);
+  cudaMemset(out.get(), 0, 2 * sizeof(long long));
+  auto kernel = bf16_wgmma_rate<kN, kRs, kGroups, kStores>;
+  constexpr int smem = 40960 + 1024;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  kernel<<<132, 128 * (kGroups + 1), smem>>>(out.get());
+  PAGEDATTN_EXPECT_CUDA_OK(cudaDeviceSynchronize());
+  const std::vector<long long> c = out.to_host();
+  const double flops = double(kGroups) * kBatches * 4 * 2 * 64 * kN * 16;
+  std::printf("PROBE %-28s %5.0f FLOP/cycle/SM\n", name, c[0] > 0 ? flops / c[0] : 0.0);
+}
+
 template <Tensor kTensor, Work kWork>
 void report(const char* name) {
   DeviceArray<long long> out(3);
@@ -116,6 +189,21 @@ TEST(HopperProbes, DISABLED_WgmmaBesideOtherWarpgroup) {
     report<Tensor::kNone, Work::kFfma>("ffma alone");
     report<Tensor::kShared, Work::kFfma>("ffma beside SS");
     report<Tensor::kRegisterA, Work::kFfma>("ffma beside RS");
+  }
+}
+
+TEST(HopperProbes, DISABLED_Bf16WgmmaRates) {
+  PAGEDATTN_REQUIRE_HOPPER_DEVICE();
+  for (int round = 0; round < 2; ++round) {
+    report_rate<64, false, 1, false>("SS n64, one warpgroup");
+    report_rate<64, false, 2, false>("SS n64, two warpgroups");
+    report_rate<128, false, 1, false>("SS n128, one warpgroup");
+    report_rate<128, false, 2, false>("SS n128, two warpgroups");
+    report_rate<64, true, 2, false>("RS n64, two warpgroups");
+    report_rate<128, true, 2, false>("RS n128, two warpgroups");
+    report_rate<64, false, 2, true>("SS n64, two, beside stores");
+    report_rate<128, false, 2, true>("SS n128, two, beside stores");
+    report_rate<128, true, 2, true>("RS n128, two, beside stores");
   }
 }
 

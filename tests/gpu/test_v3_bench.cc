@@ -116,24 +116,30 @@ TEST(V3Bench, DISABLED_GridScaling) {
   }
 }
 
-// One launch each of 16 x 512 and 1 x 8192 (D 128, non-causal, the dispatch's v3), for a profiler.
+// One launch each of 16 x 512 and 1 x 8192 at D 128 and 1 x 8192 at D 256 (non-causal, the
+// dispatch's v3), for a profiler.
 TEST(V3Bench, DISABLED_ProfileLaunches) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
-       {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+       {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128},
+        Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
     const PrefillBench b(128, shape, false);
     EXPECT_TRUE(launch_v3(b.params(false), nullptr).ok());
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
 }
 
-// The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, 32 / 8 heads, D 128, block 128,
-// non-causal.
+// The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, block 128, non-causal: D 128 (32 / 8
+// heads) and D 256 (16 / 4).
 TEST(V3Bench, DISABLED_Trace) {
   PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
-  const PrefillBench b(128, Shape{"1x8192", 1, 8192, 32, 8, 128}, false);
-  print_turn_trace(b.params(false));
+  for (const Shape& shape :
+       {Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    std::printf("TRACE %s\n", shape.name);
+    const PrefillBench b(128, shape, false);
+    print_turn_trace(b.params(false));
+  }
 }
 
 TEST(V3Bench, DISABLED_Prefill8192) {

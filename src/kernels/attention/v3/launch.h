@@ -23,8 +23,8 @@ struct V3Grid {
   // 1 x 8192 D 128). Pages holding whole tiles: one warp.
   int box_warps = 4;
   // The consumers' turn trace (kernels/attention/v3/prefill_trace.h: trace_entries(2) long longs on
-  // the device), or null: run by a kernel of its own, the bf16 kernel's at head size 128 without
-  // score transforms or GQA packing, or the FP8 kernel's kFp8TuneTrace variant.
+  // the device), or null: run by a kernel of its own, the bf16 kernel's at head sizes 128 and 256
+  // without score transforms or GQA packing, or the FP8 kernel's kFp8TuneTrace variant.
   long long* trace = nullptr;
 };
 

@@ -16,11 +16,11 @@ Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map
     return unimplemented("paged attention v3: head size " + std::to_string(kD) + " is not built");
   } else {
     // GQA packing serves no score transforms (launch_sm90.cu refuses them). The turn trace's
-    // kernel: head size 128, neither of them (V3Grid::trace).
+    // kernels: head sizes 128 and 256, neither of them (V3Grid::trace).
     auto kernel = args.packed_positions > 0 ? paged_prefill_v3_kernel<kD, false, true>
                   : args.score.transform    ? paged_prefill_v3_kernel<kD, true>
                                             : paged_prefill_v3_kernel<kD, false>;
-    if constexpr (kD == 128) {
+    if constexpr (kD == 128 || kD == 256) {
       if (args.trace != nullptr && args.packed_positions == 0 && !args.score.transform) {
         kernel = paged_prefill_v3_kernel<kD, false, false, true>;
       }
