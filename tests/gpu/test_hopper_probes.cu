@@ -40,6 +40,32 @@ __device__ __forceinline__ long long clock_after(float dependency) {
 enum class Tensor { kNone, kShared, kRegisterA };
 enum class Work { kNone, kEx2, kFfma };
 
+// One warpgroup's stream of kBatches batches of four wgmmas, at most two batches queued:
+// issue(d, a_k, b_k) issues step k's product with A's and B's descriptors advanced to it (A at
+// smem, B at smem + 8 KB, 128-byte-swizzled panels). Returns the sum of the accumulators.
+template <int kRegs, typename Issue>
+__device__ __forceinline__ float stream_wgmmas(uint8_t* smem, Issue issue) {
+  float d[kRegs];
+  for (float& x : d) x = 0.0f;
+  const uint64_t desc_a = device::wgmma_desc_sw128(device::smem_addr(smem), 16, 1024);
+  const uint64_t desc_b = device::wgmma_desc_sw128(device::smem_addr(smem + 8192), 16, 1024);
+  for (int b = 0; b < kBatches; ++b) {
+    device::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      issue(d, device::wgmma_desc_advance(desc_a, 32 * k),
+            device::wgmma_desc_advance(desc_b, 32 * k));
+    }
+    device::wgmma_commit_group();
+    device::wgmma_wait_group<1>();
+  }
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(d);
+  float sum = 0.0f;
+  for (float x : d) sum += x;
+  return sum;
+}
+
 // out[0]: warpgroup 0's cycles, out[1]: warpgroup 1's.
 template <Tensor kTensor, Work kWork>
 __global__ void __launch_bounds__(256, 1) wgmma_beside_work(long long* out, float seed) {
@@ -52,28 +78,14 @@ __global__ void __launch_bounds__(256, 1) wgmma_beside_work(long long* out, floa
   float result = 0.0f;
   const long long start = clock_after(0.0f);
   if (threadIdx.x < 128 && kTensor != Tensor::kNone) {
-    float d[64];
-    for (float& x : d) x = 0.0f;
     const uint32_t a[4] = {0x30303030u, 0x30303030u, 0x30303030u, 0x30303030u};
-    const uint64_t desc_a = device::wgmma_desc_sw128(device::smem_addr(smem), 16, 1024);
-    const uint64_t desc_b = device::wgmma_desc_sw128(device::smem_addr(smem + 8192), 16, 1024);
-    for (int b = 0; b < kBatches; ++b) {
-      device::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint64_t bk = device::wgmma_desc_advance(desc_b, 32 * k);
-        if constexpr (kTensor == Tensor::kShared) {
-          device::wgmma_k32_e4m3_ss(d, device::wgmma_desc_advance(desc_a, 32 * k), bk, true);
-        } else {
-          device::wgmma_k32_e4m3_rs(d, a, bk, true);
-        }
+    result = stream_wgmmas<64>(smem, [&](float(&d)[64], uint64_t ak, uint64_t bk) {
+      if constexpr (kTensor == Tensor::kShared) {
+        device::wgmma_k32_e4m3_ss(d, ak, bk, true);
+      } else {
+        device::wgmma_k32_e4m3_rs(d, a, bk, true);
       }
-      device::wgmma_commit_group();
-      device::wgmma_wait_group<1>();
-    }
-    device::wgmma_wait_group<0>();
-    device::wgmma_fence_operands(d);
-    for (float x : d) result += x;
+    });
   } else if (threadIdx.x >= 128 && kWork != Work::kNone) {
     float x[kChains];
     for (int c = 0; c < kChains; ++c) x[c] = seed - 0.01f * c - 1e-5f * threadIdx.x;
@@ -115,29 +127,14 @@ __global__ void __launch_bounds__(128 * (kGroups + 1), 1) bf16_wgmma_rate(long l
   float result = 0.0f;
   const long long start = clock_after(0.0f);
   if (group < kGroups) {
-    float d[kN / 2];
-    for (float& x : d) x = 0.0f;
     const uint32_t a[4] = {0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u};
-    const uint64_t desc_a = device::wgmma_desc_sw128(device::smem_addr(smem), 16, 1024);
-    const uint64_t desc_b = device::wgmma_desc_sw128(device::smem_addr(smem + 8192), 16, 1024);
-    for (int b = 0; b < kBatches; ++b) {
-      device::wgmma_fence();
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const uint64_t bk = device::wgmma_desc_advance(desc_b, 32 * k);
-        if constexpr (kRs) {
-          device::wgmma_k16_rs<__nv_bfloat16, 0>(d, a, bk, true);
-        } else {
-          device::wgmma_k16_ss<__nv_bfloat16, 0>(d, device::wgmma_desc_advance(desc_a, 32 * k), bk,
-                                                 true);
-        }
+    result = stream_wgmmas<kN / 2>(smem, [&](float(&d)[kN / 2], uint64_t ak, uint64_t bk) {
+      if constexpr (kRs) {
+        device::wgmma_k16_rs<__nv_bfloat16, 0>(d, a, bk, true);
+      } else {
+        device::wgmma_k16_ss<__nv_bfloat16, 0>(d, ak, bk, true);
       }
-      device::wgmma_commit_group();
-      device::wgmma_wait_group<1>();
-    }
-    device::wgmma_wait_group<0>();
-    device::wgmma_fence_operands(d);
-    for (float x : d) result += x;
+    });
   } else if (kStores) {
     uint4* dst = reinterpret_cast<uint4*>(smem + 24576) + threadIdx.x % 128;
     const uint4 v = make_uint4(threadIdx.x, 1, 2, 3);
