@@ -92,6 +92,25 @@ TEST(V3Bench, DISABLED_Dispatch) {
   }
 }
 
+// The dispatch's v3 beside the same kernel with one box-issuing producer warp (V3Grid::box_warps),
+// interleaved, on the standard shapes at block 128 (pages holding whole KV tiles: one box per
+// panel, 1 to 4 of them).
+TEST(V3Bench, DISABLED_BoxWarps) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Schedule> producers = {{"1 box warp", launch_v3_one_box_warp},
+                                           {"dispatch", launch_v3}};
+  for (const Shape& shape : kStandardShapes) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    const PrefillBench b(128, shape, false);
+    for (bool causal : {false, true}) {
+      const std::vector<double> ms = interleaved_ms(producers, b.params(causal));
+      for (size_t i = 0; i < producers.size(); ++i) {
+        report(shape.name, producers[i].name, causal, ms[i], b.flops(causal));
+      }
+    }
+  }
+}
+
 // The dispatch's v3 on 1 x 8192 non-causal, block 128, with the persistent grid cut to 132, 99,
 // 66 and 33 CTAs: TFLOP/s, and per CTA scaled to 132. If the SMs share a limit (L2 to shared
 // memory), fewer CTAs each run faster; with the kernel alone the limit, per-CTA rates stay flat
@@ -130,7 +149,7 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
 }
 
 // The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, block 128, non-causal: D 128 (32 / 8
-// heads) and D 256 (16 / 4).
+// heads) and D 256 (16 / 4), and D 256 on 33 CTAs.
 TEST(V3Bench, DISABLED_Trace) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
@@ -139,6 +158,12 @@ TEST(V3Bench, DISABLED_Trace) {
     std::printf("TRACE %s\n", shape.name);
     const PrefillBench b(128, shape, false);
     print_turn_trace(b.params(false));
+  }
+  // D 256 again on a quarter of the SMs: whether the copies land sooner with less L2 traffic.
+  if (kernels::paged_attention_head_size_built(256)) {
+    std::printf("TRACE 1x8192 d256, 33 CTAs\n");
+    const PrefillBench b(128, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}, false);
+    print_turn_trace(b.params(false), 33);
   }
 }
 

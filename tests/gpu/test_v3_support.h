@@ -54,7 +54,7 @@ Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream)
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 // Three persistent CTAs: each walks many work tiles across requests and heads.
 inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
-// Small pages' TMA boxes from one producer warp (the dispatch: four), for comparisons.
+// The K/V TMA boxes from one producer warp (the dispatch: up to four), for comparisons.
 inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
 // GQA packing (PagedAttentionParams::pack_gqa; the dispatch does not pick it): the persistent grid,
 // three persistent CTAs, one CTA per work tile.

@@ -251,7 +251,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   } else {
     PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
   }
-  a.box_warps = p.block_size < kv_tile_keys(p.head_size) ? std::clamp(grid.box_warps, 1, 4) : 1;
+  // A KV tile's boxes (one per page and 64-column panel) are dealt to up to grid.box_warps producer
+  // warps: one issuing thread takes about 300 cycles a box, whatever its size (the turn trace's
+  // producer marks), so one warp's eight boxes a step at D 256 held the consumers back.
+  const int pages_per_tile = std::max(1, kv_tile_keys(p.head_size) / p.block_size);
+  const int boxes_per_tile = pages_per_tile * ((p.head_size + 63) / 64);
+  a.box_warps = std::clamp(grid.box_warps, 1, std::min(4, boxes_per_tile));
   a.trace = grid.trace;
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;

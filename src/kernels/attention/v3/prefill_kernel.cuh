@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     if (threadIdx.x / 32 < a.box_warps) {
-      produce<kD, kPacked>(&q_map, &kv_map, a, total_tiles, s);
+      produce<kD, kPacked, kTrace>(&q_map, &kv_map, a, total_tiles, s);
     }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();

@@ -20,8 +20,18 @@ struct TurnTracer {
       }
     }
   }
+  // The producer's row (thread 0 of the CTA, warp 0 of the producer warpgroup).
+  __device__ __forceinline__ static TurnTracer producer(long long* trace, int consumers) {
+    TurnTracer t{nullptr, 0, consumers};
+    if constexpr (kTrace) {
+      if (trace != nullptr && threadIdx.x == 0 && blockIdx.x < kTraceCtas) {
+        t.row = trace + (int64_t{kTraceCtas} * consumers + blockIdx.x) * kTraceSteps * kTraceMarks;
+      }
+    }
+    return t;
+  }
   // Mark m of step `step` (steps past kTraceSteps are not kept).
-  __device__ __forceinline__ void mark(int step, TraceMark m) const {
+  __device__ __forceinline__ void mark(int step, int m) const {
     if constexpr (kTrace) {
       if (row == nullptr || step >= kTraceSteps) return;
       row[step * kTraceMarks + m] = device::sm_clock();
