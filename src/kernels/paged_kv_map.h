@@ -40,4 +40,50 @@ PagedKvMapShape paged_kv_map_shape(const P& p, int elem_bytes, uint32_t box_colu
       heads_inner ? 2 : 1};
 }
 
+// Which coordinates a panel map (paged_kv_panel_map_shape) folds the KV head into.
+enum class PanelFold : int8_t {
+  kNone,   // no panel map: one box per 64-column panel (paged_kv_map_shape)
+  kPanel,  // NHD: panel coordinate = head * panels + panel
+  kPlane,  // HND: plane coordinate = plane * num_kv_heads + head
+};
+
+// The cache with the 64-column panels of a head as a dimension of their own, after the token, so
+// that one box holds box_tokens tokens of every panel of one head, panel after panel (the layout
+// of a KV tile in shared memory: {64 columns, token, panel, plane, block}). Possible when the head
+// size is whole 128-byte panels and the layout lets the head fold into another coordinate: NHD
+// with a token's heads contiguous (head stride = head size), HND with a plane's heads contiguous
+// (KV stride = heads x head stride). Else kNone (and *m untouched).
+template <typename P>
+PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_tokens,
+                                   PagedKvMapShape* m) {
+  const int64_t panel_elems = 128 / elem_bytes, panels = p.head_size / panel_elems;
+  if (p.head_size % panel_elems != 0) return PanelFold::kNone;
+  const bool nhd = p.cache_head_stride < p.cache_token_stride;
+  const auto bytes = [elem_bytes](int64_t elements) {
+    return static_cast<uint64_t>(elements) * static_cast<uint64_t>(elem_bytes);
+  };
+  const uint64_t blocks = (uint64_t{1} << 31) - 1;
+  const uint32_t box[5] = {static_cast<uint32_t>(panel_elems), box_tokens,
+                           static_cast<uint32_t>(panels), 1, 1};
+  if (nhd && p.cache_head_stride == p.head_size) {
+    *m = PagedKvMapShape{
+        {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size),
+         static_cast<uint64_t>(p.num_kv_heads * panels), 2, blocks},
+        {bytes(p.cache_token_stride), 128, bytes(p.cache_kv_stride), bytes(p.cache_block_stride)},
+        {box[0], box[1], box[2], box[3], box[4]},
+        1};
+    return PanelFold::kPanel;
+  }
+  if (!nhd && p.cache_kv_stride == p.num_kv_heads * p.cache_head_stride) {
+    *m = PagedKvMapShape{
+        {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size),
+         static_cast<uint64_t>(panels), static_cast<uint64_t>(2 * p.num_kv_heads), blocks},
+        {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride), bytes(p.cache_block_stride)},
+        {box[0], box[1], box[2], box[3], box[4]},
+        1};
+    return PanelFold::kPlane;
+  }
+  return PanelFold::kNone;
+}
+
 }  // namespace pagedattn::kernels

@@ -1,6 +1,7 @@
 // The paged cache's tensor-map geometry (kernels/paged_kv_map.h), which the v3 prefill, its FP8
 // kernel and the decode kernel encode: dimensions in stride order for both layouts, byte strides,
-// boxes of one head's tokens.
+// boxes of one head's tokens; the v3 prefill's panel maps (a whole KV tile per box) and the layouts
+// that cannot have one.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -24,16 +25,21 @@ kernels::PagedAttentionParams cache(int block, int heads, int d, bool nhd) {
   return p;
 }
 
+constexpr uint64_t kBlocks = (uint64_t{1} << 31) - 1;
+
+void expect_shape(const kernels::PagedKvMapShape& m, const uint64_t (&dims)[5],
+                  const uint64_t (&strides)[4], const uint32_t (&box)[5]) {
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.dims[i], dims[i]) << i;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(m.strides_bytes[i], strides[i]) << i;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.box[i], box[i]) << i;
+}
+
 TEST(PagedKvMap, NhdHasHeadsInsideTokens) {
   const kernels::PagedKvMapShape m =
       kernels::paged_kv_map_shape(cache(16, 8, 128, true), 2, 64, 16);
   EXPECT_EQ(m.token_coord, 2);
-  const uint64_t dims[5] = {128, 8, 16, 2, (uint64_t{1} << 31) - 1};
-  const uint64_t strides[4] = {128 * 2, 8 * 128 * 2, 16 * 8 * 128 * 2, 2 * 16 * 8 * 128 * 2};
-  const uint32_t box[5] = {64, 1, 16, 1, 1};
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.dims[i], dims[i]) << i;
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(m.strides_bytes[i], strides[i]) << i;
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.box[i], box[i]) << i;
+  expect_shape(m, {128, 8, 16, 2, kBlocks},
+               {128 * 2, 8 * 128 * 2, 16 * 8 * 128 * 2, 2 * 16 * 8 * 128 * 2}, {64, 1, 16, 1, 1});
 }
 
 TEST(PagedKvMap, HndHasTokensInsideHeads) {
@@ -41,12 +47,49 @@ TEST(PagedKvMap, HndHasTokensInsideHeads) {
   const kernels::PagedKvMapShape m =
       kernels::paged_kv_map_shape(cache(32, 4, 256, false), 1, 128, 16);
   EXPECT_EQ(m.token_coord, 1);
-  const uint64_t dims[5] = {256, 32, 4, 2, (uint64_t{1} << 31) - 1};
-  const uint64_t strides[4] = {256, 32 * 256, 4 * 32 * 256, 2 * 4 * 32 * 256};
-  const uint32_t box[5] = {128, 16, 1, 1, 1};
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.dims[i], dims[i]) << i;
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(m.strides_bytes[i], strides[i]) << i;
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(m.box[i], box[i]) << i;
+  expect_shape(m, {256, 32, 4, 2, kBlocks}, {256, 32 * 256, 4 * 32 * 256, 2 * 4 * 32 * 256},
+               {128, 16, 1, 1, 1});
+}
+
+// NHD, heads contiguous in a token: the heads' panels are one dimension of 128-byte steps after
+// the token (panel coordinate head * 4 + panel at D 256).
+TEST(PagedKvMap, NhdPanelMapFoldsHeadsIntoPanels) {
+  kernels::PagedKvMapShape m{};
+  EXPECT_EQ(kernels::paged_kv_panel_map_shape(cache(128, 4, 256, true), 2, 64, &m),
+            kernels::PanelFold::kPanel);
+  expect_shape(m, {64, 128, 16, 2, kBlocks},
+               {4 * 256 * 2, 128, 128 * 4 * 256 * 2, 2 * 128 * 4 * 256 * 2}, {64, 64, 4, 1, 1});
+}
+
+// HND, a plane's heads contiguous: (plane, head) is one dimension of head strides.
+TEST(PagedKvMap, HndPanelMapFoldsHeadsIntoPlanes) {
+  kernels::PagedKvMapShape m{};
+  EXPECT_EQ(kernels::paged_kv_panel_map_shape(cache(256, 8, 128, false), 2, 128, &m),
+            kernels::PanelFold::kPlane);
+  expect_shape(m, {64, 256, 2, 16, kBlocks}, {128 * 2, 128, 256 * 128 * 2, 2 * 8 * 256 * 128 * 2},
+               {64, 128, 2, 1, 1});
+}
+
+// No panel map where the head size is not whole panels or the heads are not contiguous; the shape
+// given stays as it was.
+TEST(PagedKvMap, PanelMapNeedsWholePanelsAndContiguousHeads) {
+  const kernels::PagedKvMapShape before =
+      kernels::paged_kv_map_shape(cache(128, 8, 96, true), 2, 64, 128);
+  kernels::PagedKvMapShape m = before;
+  EXPECT_EQ(kernels::paged_kv_panel_map_shape(cache(128, 8, 96, true), 2, 128, &m),
+            kernels::PanelFold::kNone);
+  kernels::PagedAttentionParams padded_heads = cache(128, 8, 128, true);
+  padded_heads.cache_head_stride = 136;
+  padded_heads.cache_token_stride = 8 * 136;
+  EXPECT_EQ(kernels::paged_kv_panel_map_shape(padded_heads, 2, 128, &m), kernels::PanelFold::kNone);
+  kernels::PagedAttentionParams split_planes = cache(128, 8, 128, false);
+  split_planes.cache_kv_stride = int64_t{2} * 8 * 128 * 128;  // planes apart, heads inside
+  split_planes.cache_block_stride = 2 * split_planes.cache_kv_stride;
+  EXPECT_EQ(kernels::paged_kv_panel_map_shape(split_planes, 2, 128, &m), kernels::PanelFold::kNone);
+  expect_shape(m, {before.dims[0], before.dims[1], before.dims[2], before.dims[3], before.dims[4]},
+               {before.strides_bytes[0], before.strides_bytes[1], before.strides_bytes[2],
+                before.strides_bytes[3]},
+               {before.box[0], before.box[1], before.box[2], before.box[3], before.box[4]});
 }
 
 }  // namespace

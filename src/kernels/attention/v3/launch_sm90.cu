@@ -209,11 +209,16 @@ Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* m
 }
 
 // The cache (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one page when
-// pages are smaller). At D 96 a box's columns past 96 are zeros.
-Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, int* token_coord) {
-  const uint32_t keys = static_cast<uint32_t>(std::min(kv_tile_keys(p.head_size), p.block_size));
-  const PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
-  *token_coord = m.token_coord;
+// pages are smaller; at D 96 a box's columns past 96 are zeros), or, for pages holding whole tiles,
+// in boxes of a whole tile where the layout allows (a->panel_fold): each TMA copy costs the
+// producer a few hundred cycles whatever its size (the turn trace's producer marks).
+Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArgs* a) {
+  const int tile_keys = kv_tile_keys(p.head_size);
+  const uint32_t keys = static_cast<uint32_t>(std::min(tile_keys, p.block_size));
+  PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
+  a->panel_fold =
+      p.block_size >= tile_keys ? paged_kv_panel_map_shape(p, 2, keys, &m) : PanelFold::kNone;
+  a->kv_token_coord = m.token_coord;
   return map_status(
       device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, m.dims, m.strides_bytes, m.box),
       "K/V");
@@ -249,13 +254,14 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   if (fp8) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
   } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a.kv_token_coord));
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a));
   }
   // A KV tile's boxes (one per page and 64-column panel) are dealt to up to grid.box_warps producer
   // warps: one issuing thread takes about 300 cycles a box, whatever its size (the turn trace's
   // producer marks), so one warp's eight boxes a step at D 256 held the consumers back.
   const int pages_per_tile = std::max(1, kv_tile_keys(p.head_size) / p.block_size);
-  const int boxes_per_tile = pages_per_tile * ((p.head_size + 63) / 64);
+  const int panel_boxes = a.panel_fold == PanelFold::kNone ? (p.head_size + 63) / 64 : 1;
+  const int boxes_per_tile = pages_per_tile * panel_boxes;
   a.box_warps = std::clamp(grid.box_warps, 1, std::min(4, boxes_per_tile));
   a.trace = grid.trace;
   a.cu_seqlens_q = p.cu_seqlens_q;

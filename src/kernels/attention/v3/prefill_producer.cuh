@@ -51,7 +51,8 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   __syncwarp();
 }
 
-// K (plane 0) or V (plane 1) of one KV tile by TMA: one box of min(block_size, kBlockN) rows per
+// K (plane 0) or V (plane 1) of one KV tile by TMA: one box of the whole tile where the map has
+// the panels as a dimension (a.panel_fold), else one box of min(block_size, kBlockN) rows per
 // page and 64-column panel, landing at the page's row offset in the panel (a multiple of 16 rows,
 // so of the swizzle's 8-row period: the boxes' swizzle agrees with the panel's). Block ids come
 // from the lanes (tile_page_id). The boxes are dealt to the first a.box_warps producer warps (box
@@ -63,6 +64,16 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
                                             const PrefillTile& w, int page_id, int row0, int plane,
                                             int warp, bool leader, uint8_t* dst, uint64_t* full) {
   using S = PrefillShape<kD>;
+  if (a.panel_fold != PanelFold::kNone) {  // one box: {column, token, panel, plane, block}
+    if (warp == 0 && leader) {
+      const bool by_panel = a.panel_fold == PanelFold::kPanel;
+      const int32_t c[5] = {0, row0, by_panel ? w.kv_head * S::kPanels : 0,
+                            by_panel ? plane : plane * a.num_kv_heads + w.kv_head, page_id};
+      device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
+      device::tma_load<5>(dst, kv_map, c, full);
+    }
+    return;
+  }
   const bool token_first = a.kv_token_coord == 1;
   const int rows = min(a.block_size, S::kBlockN);
   if (warp == 0 && leader) device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);

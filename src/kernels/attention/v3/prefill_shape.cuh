@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/attention/mask.h"
+#include "kernels/paged_kv_map.h"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -123,7 +124,8 @@ struct PrefillArgs {
   int block_size;
   int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
-                       // other)
+                       // other), with panel_fold kNone
+  PanelFold panel_fold;  // one box per whole KV tile (kernels/paged_kv_map.h), or kNone
   int group;           // query heads per KV head
   // GQA packing (the kPacked kernel, PagedAttentionParams::pack_gqa): a work tile is the `group`
   // query heads of one KV head over packed_positions query positions, tile row r = position r /
