@@ -309,7 +309,7 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, P
   Consumer<kD, kTransform, kPacked, kTrace> c{a, s, IssueTurns{consumer, S::kConsumers},
                                               TurnTracer<kTrace>{a.trace, consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
-    store_empty_split<kPacked>(a, e, consumer * S::kRowsPerConsumer);
+    store_empty_split<kD, kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };
   TileWalk walk{total_tiles};
   PrefillTile w, next;

@@ -109,25 +109,31 @@ __device__ __forceinline__ void store_split_rows(const float (&o)[kChunks][kRegs
 }
 
 // An empty split's partial for one row (position pos within the request, query head `head`): LSE
-// -inf (the combine skips its output).
+// -inf, so the combine gives it no weight, and zeros, since the combine loads every part's output
+// before it reads the weights (compute-sanitizer's initcheck flagged those reads).
+template <int kD>
 __device__ __forceinline__ void store_empty_split_row(const PrefillArgs& a, const PrefillTile& w,
                                                       int pos, int head) {
-  if (pos < w.q_len) {
-    a.split_lse[(int64_t{w.split} * a.num_heads + head) * a.num_tokens + w.q_start + pos] =
-        -INFINITY;
+  if (pos >= w.q_len) return;
+  const int64_t token = w.q_start + pos;
+  a.split_lse[(int64_t{w.split} * a.num_heads + head) * a.num_tokens + token] = -INFINITY;
+  float* row = a.split_out + ((int64_t{w.split} * a.num_tokens + token) * a.num_heads + head) * kD;
+#pragma unroll 4
+  for (int col = 0; col < kD; col += 2) {
+    *reinterpret_cast<float2*>(row + col) = make_float2(0.0f, 0.0f);
   }
 }
 
 // The same for a consumer's 64 rows (its warpgroup's first tile row: first_tile_row).
-template <bool kPacked>
+template <int kD, bool kPacked>
 __device__ __forceinline__ void store_empty_split(const PrefillArgs& a, const PrefillTile& w,
                                                   int first_tile_row) {
   const int r = first_tile_row + static_cast<int>(threadIdx.x % 128);
   if (threadIdx.x % 128 >= 64) return;
   if constexpr (kPacked) {
-    store_empty_split_row(a, w, packed_position(a, w, r), w.head + r % a.group);
+    store_empty_split_row<kD>(a, w, packed_position(a, w, r), w.head + r % a.group);
   } else {
-    store_empty_split_row(a, w, w.q0 + r, w.head);
+    store_empty_split_row<kD>(a, w, w.q0 + r, w.head);
   }
 }
 
