@@ -256,9 +256,10 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   } else {
     PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a));
   }
-  // A KV tile's boxes (one per page and 64-column panel) are dealt to up to grid.box_warps producer
-  // warps: one issuing thread takes about 300 cycles a box, whatever its size (the turn trace's
-  // producer marks), so one warp's eight boxes a step at D 256 held the consumers back.
+  // A KV tile's boxes (one with a panel map, else one per page and 64-column panel) are dealt to up
+  // to grid.box_warps producer warps: one issuing thread takes about 300 cycles a box, whatever its
+  // size (the turn trace's producer marks), so one warp's eight boxes a step at D 256 held the
+  // consumers back.
   const int pages_per_tile = std::max(1, kv_tile_keys(p.head_size) / p.block_size);
   const int panel_boxes = a.panel_fold == PanelFold::kNone ? (p.head_size + 63) / 64 : 1;
   const int boxes_per_tile = pages_per_tile * panel_boxes;

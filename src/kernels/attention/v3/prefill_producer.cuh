@@ -2,9 +2,10 @@
 // KV tile into their rings, K one tile ahead of V. Q comes by TMA. K/V (pages that hold whole KV
 // tiles or divide them): pages smaller than the tile have their block ids read a tile ahead by the
 // producer warps' lanes, and elected lanes of up to four warps issue one TMA box per page and
-// panel; warp 0 copies a request's last, partial
-// V tile with cp.async instead, so that the rows past its keys are zeros in shared memory (those
-// page slots hold whatever was written before, NaN included, and 0 * NaN would reach the output).
+// panel (pages holding whole tiles: one box per tile where the map allows, tma_kv_tile); warp 0
+// copies a request's last, partial V tile with cp.async instead, so that the rows past its keys
+// are zeros in shared memory (those page slots hold whatever was written before, NaN included, and
+// 0 * NaN would reach the output).
 // The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
 // while the consumers finish the previous one.
 #pragma once
@@ -168,8 +169,9 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       if (i > 0) issue_v(i - 1, use - 1, prev_page_id, prev_row0, prev_key0);
       prev_page_id = page_id, prev_row0 = row0, prev_key0 = key0;
     }
-    if (w.num_kv_tiles > 0)
+    if (w.num_kv_tiles > 0) {
       issue_v(w.num_kv_tiles - 1, use - 1, prev_page_id, prev_row0, prev_key0);
+    }
     trace.done();
   }
 }
