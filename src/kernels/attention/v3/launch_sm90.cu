@@ -215,9 +215,18 @@ Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* m
 Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArgs* a) {
   const int tile_keys = kv_tile_keys(p.head_size);
   const uint32_t keys = static_cast<uint32_t>(std::min(tile_keys, p.block_size));
-  PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
+  PagedKvMapShape panels;
   a->panel_fold =
-      p.block_size >= tile_keys ? paged_kv_panel_map_shape(p, 2, keys, &m) : PanelFold::kNone;
+      p.block_size >= tile_keys ? paged_kv_panel_map_shape(p, 2, keys, &panels) : PanelFold::kNone;
+  // A driver that refuses the panel map's strides (the panel's 128 bytes after the token's larger
+  // stride) gets the map of one box per panel.
+  if (a->panel_fold != PanelFold::kNone &&
+      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, panels.dims, panels.strides_bytes,
+                                            panels.box) == CUDA_SUCCESS) {
+    return ok_status();
+  }
+  a->panel_fold = PanelFold::kNone;
+  const PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
   a->kv_token_coord = m.token_coord;
   return map_status(
       device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, m.dims, m.strides_bytes, m.box),
