@@ -20,6 +20,9 @@ struct PagedKvMapShape {
   int token_coord;  // which coordinate is the token (1 or 2; the head is the other)
 };
 
+// The block dimension's extent: the kernels do not know the number of blocks (above).
+inline constexpr uint64_t kMapBlocks = (uint64_t{1} << 31) - 1;
+
 // P: a kernel parameter block with the cache fields (kv_cache strides in elements, block_size,
 // num_kv_heads, head_size).
 template <typename P>
@@ -33,7 +36,7 @@ PagedKvMapShape paged_kv_map_shape(const P& p, int elem_bytes, uint32_t box_colu
     return static_cast<uint64_t>(elements) * static_cast<uint64_t>(elem_bytes);
   };
   return PagedKvMapShape{
-      {static_cast<uint64_t>(p.head_size), token.first, head.first, 2, (uint64_t{1} << 31) - 1},
+      {static_cast<uint64_t>(p.head_size), token.first, head.first, 2, kMapBlocks},
       {bytes(token.second), bytes(head.second), bytes(p.cache_kv_stride),
        bytes(p.cache_block_stride)},
       {box_columns, heads_inner ? 1u : box_tokens, heads_inner ? box_tokens : 1u, 1, 1},
@@ -59,31 +62,23 @@ PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_toke
   const int64_t panel_elems = 128 / elem_bytes, panels = p.head_size / panel_elems;
   if (p.head_size % panel_elems != 0) return PanelFold::kNone;
   const bool nhd = p.cache_head_stride < p.cache_token_stride;
+  const bool fold_panel = nhd && p.cache_head_stride == p.head_size;
+  const bool fold_plane = !nhd && p.cache_kv_stride == p.num_kv_heads * p.cache_head_stride;
+  if (!fold_panel && !fold_plane) return PanelFold::kNone;
   const auto bytes = [elem_bytes](int64_t elements) {
     return static_cast<uint64_t>(elements) * static_cast<uint64_t>(elem_bytes);
   };
-  const uint64_t blocks = (uint64_t{1} << 31) - 1;
-  const uint32_t box[5] = {static_cast<uint32_t>(panel_elems), box_tokens,
-                           static_cast<uint32_t>(panels), 1, 1};
-  if (nhd && p.cache_head_stride == p.head_size) {
-    *m = PagedKvMapShape{
-        {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size),
-         static_cast<uint64_t>(p.num_kv_heads * panels), 2, blocks},
-        {bytes(p.cache_token_stride), 128, bytes(p.cache_kv_stride), bytes(p.cache_block_stride)},
-        {box[0], box[1], box[2], box[3], box[4]},
-        1};
-    return PanelFold::kPanel;
-  }
-  if (!nhd && p.cache_kv_stride == p.num_kv_heads * p.cache_head_stride) {
-    *m = PagedKvMapShape{
-        {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size),
-         static_cast<uint64_t>(panels), static_cast<uint64_t>(2 * p.num_kv_heads), blocks},
-        {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride), bytes(p.cache_block_stride)},
-        {box[0], box[1], box[2], box[3], box[4]},
-        1};
-    return PanelFold::kPlane;
-  }
-  return PanelFold::kNone;
+  // Dimensions 2 and 3: (head x panel, plane) for NHD, (panel, plane x head) for HND.
+  const uint64_t heads = static_cast<uint64_t>(p.num_kv_heads);
+  const uint64_t dim2 = fold_panel ? heads * panels : panels, dim3 = fold_panel ? 2 : 2 * heads;
+  const int64_t stride3 = fold_panel ? p.cache_kv_stride : p.cache_head_stride;
+  *m = PagedKvMapShape{
+      {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size), dim2, dim3,
+       kMapBlocks},
+      {bytes(p.cache_token_stride), 128, bytes(stride3), bytes(p.cache_block_stride)},
+      {static_cast<uint32_t>(panel_elems), box_tokens, static_cast<uint32_t>(panels), 1, 1},
+      1};
+  return fold_panel ? PanelFold::kPanel : PanelFold::kPlane;
 }
 
 }  // namespace pagedattn::kernels

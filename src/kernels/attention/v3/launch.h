@@ -19,8 +19,8 @@ struct V3Grid {
                            // first v3 kernel's grid, kept for comparisons)
   int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
   // Producer warps issuing a KV tile's TMA boxes (1 to 4, at most one per box: a box per page and
-  // 64-column panel). One issuing thread takes ~100 ns a box, so at block 16 one warp ran 345
-  // TFLOP/s and four 557 at 1 x 8192 D 128.
+  // 64-column panel). One issuing thread takes a few hundred cycles a box, so at block 16 one warp
+  // ran 345 TFLOP/s and four 557 at 1 x 8192 D 128.
   int box_warps = 4;
   // The consumers' turn trace (kernels/attention/v3/prefill_trace.h: trace_entries(2) long longs on
   // the device), or null: run by a kernel of its own, the bf16 kernel's at head sizes 128 and 256
