@@ -29,10 +29,11 @@ __host__ __device__ __forceinline__ uint32_t swizzle128_offset(uint32_t row, uin
 }
 
 // Descriptor of a 128-byte-swizzled operand starting at shared address `smem_addr` (a panel base
-// plus the offset of the first row group and k step). K-major operands (the reduction dimension
-// contiguous: Q and K for Q·Kᵀ): stride_bytes = 1024 (from one 8-row group to the next), leading
-// bytes unused. MN-major operands (V for P·V): stride_bytes = 1024 (the next 8 keys), leading_bytes
-// = the distance between 64-column panels along N.
+// plus the offset of the first row group and k step). stride_bytes is the distance from one 8-row
+// group to the next (1024 where a panel's rows lie together; more where each group holds its rows
+// of several panels). K-major operands (the reduction dimension contiguous: Q and K for Q·Kᵀ):
+// leading bytes unused. MN-major operands (V for P·V): the groups run along the keys, and
+// leading_bytes is the distance between 64-column panels along N.
 __host__ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_addr,
                                                               uint32_t leading_bytes,
                                                               uint32_t stride_bytes) {

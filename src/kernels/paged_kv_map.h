@@ -81,4 +81,49 @@ PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_toke
   return fold_panel ? PanelFold::kPanel : PanelFold::kPlane;
 }
 
+// The cache in groups of 8 tokens: dimensions {64 columns, token, panel, head, group}, where a
+// group is 8 consecutive token slots of one (block, plane, head) page and group g starts at token
+// row 8g of the cache counted in token strides. One box {64, 8, panels, 1, box_groups} lands
+// box_groups x 8 tokens of every 64-column panel of one head in shared memory group after group,
+// each group's panels after each other (the v3 prefill's group-major K/V tiles): one box per page
+// of 16 or more tokens where the per-panel map needs one per page and panel. The block and plane
+// fold into the group coordinate, so the page (block b, plane k) starts at group b *
+// groups_per_block + k * groups_per_plane. A TMA copy's issue holds its thread longer per 8-row
+// group than a panel map box's per row (H200: a 128-key D 128 tile 461 cycles against 177), so
+// whole-tile pages keep the panel map.
+struct PagedKvGroupMapShape {
+  PagedKvMapShape map;
+  int64_t groups_per_block;
+  int64_t groups_per_plane;
+};
+
+// The group coordinate is 32-bit in the kernels (TMA coordinates are): groups of at most 2^31 - 1.
+inline constexpr uint64_t kMapGroups = (uint64_t{1} << 31) - 1;
+
+// Possible when the head size is whole 128-byte panels, pages are whole groups and the block and
+// plane strides are whole groups (8 token strides): the cache's own layouts, NHD and HND. Else
+// false (and *m untouched).
+template <typename P>
+bool paged_kv_group_map_shape(const P& p, int elem_bytes, uint32_t box_groups,
+                              PagedKvGroupMapShape* m) {
+  const int64_t panel_elems = 128 / elem_bytes, group = 8 * p.cache_token_stride;
+  if (p.head_size % panel_elems != 0 || p.block_size % 8 != 0 || group <= 0 ||
+      p.cache_block_stride % group != 0 || p.cache_kv_stride % group != 0) {
+    return false;
+  }
+  const auto bytes = [elem_bytes](int64_t elements) {
+    return static_cast<uint64_t>(elements) * static_cast<uint64_t>(elem_bytes);
+  };
+  const uint64_t panels = static_cast<uint64_t>(p.head_size / panel_elems);
+  *m = PagedKvGroupMapShape{
+      {{static_cast<uint64_t>(panel_elems), 8, panels, static_cast<uint64_t>(p.num_kv_heads),
+        kMapGroups},
+       {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride), bytes(group)},
+       {static_cast<uint32_t>(panel_elems), 8, static_cast<uint32_t>(panels), 1, box_groups},
+       1},
+      p.cache_block_stride / group,
+      p.cache_kv_stride / group};
+  return true;
+}
+
 }  // namespace pagedattn::kernels

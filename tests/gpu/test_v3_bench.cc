@@ -1,7 +1,8 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 and with one TMA
-// box warp at 16 and 32 (kVariants), twice each, alternating. Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128, with one TMA
+// box warp at 16 and 32 and with a box per page and panel at 16 (kVariants), twice each,
+// alternating. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "test_v3_bench_support.h"
@@ -30,14 +32,18 @@ struct Variant {
   Launcher launch;
 };
 const Variant kVariants[] = {
-    {"v3 block 16", 16, launch_v3}, {"v3 block 16 1w", 16, launch_v3_one_box_warp},
-    {"v3 block 32", 32, launch_v3}, {"v3 block 32 1w", 32, launch_v3_one_box_warp},
-    {"v3 block 64", 64, launch_v3}, {"v3 block 128", 128, launch_v3},
+    {"v3 block 16", 16, launch_v3},
+    {"v3 block 16 1w", 16, launch_v3_one_box_warp},
+    {"v3 block 16 pp", 16, launch_v3_page_panel_boxes},
+    {"v3 block 32", 32, launch_v3},
+    {"v3 block 32 1w", 32, launch_v3_one_box_warp},
+    {"v3 block 64", 64, launch_v3},
+    {"v3 block 128", 128, launch_v3},
 };
 
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
-// smaller than the KV tile by one TMA box per page, from four producer warps) and with one box
-// warp (1w); then each against v2 on the same inputs.
+// smaller than the KV tile by one TMA box per page, from four producer warps), with one box
+// warp (1w) and with a box per page and panel (pp); then each against v2 on the same inputs.
 void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
   std::vector<std::unique_ptr<PrefillBench>> benches;
@@ -77,17 +83,20 @@ const Shape kStandardShapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
                                  {"1x8192 d64", 1, 8192, 32, 8, 64},
                                  {"1x8192 d256", 1, 8192, 16, 4, 256}};
 
-// The dispatch's v3 alone on the standard shapes at block 128 (for comparing two builds of the
-// library with one test binary).
+// The dispatch's v3 alone on the standard shapes at blocks 128 and 16 (for comparing two builds of
+// the library with one test binary).
 TEST(V3Bench, DISABLED_Dispatch) {
   PAGEDATTN_REQUIRE_V3();
   const std::vector<Schedule> dispatch = {{"v3 dispatch", launch_v3}};
   for (const Shape& shape : kStandardShapes) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
-    const PrefillBench b(128, shape, false);
-    for (bool causal : {false, true}) {
-      report(shape.name, "v3 dispatch", causal, interleaved_ms(dispatch, b.params(causal))[0],
-             b.flops(causal));
+    for (int block : {128, 16}) {
+      const PrefillBench b(block, shape, false);
+      const std::string name = "v3 block " + std::to_string(block);
+      for (bool causal : {false, true}) {
+        report(shape.name, name.c_str(), causal, interleaved_ms(dispatch, b.params(causal))[0],
+               b.flops(causal));
+      }
     }
   }
 }
@@ -149,7 +158,7 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
 }
 
 // The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, block 128, non-causal: D 128 (32 / 8
-// heads) and D 256 (16 / 4), and D 256 on 33 CTAs.
+// heads) and D 256 (16 / 4), D 128 at block 16, and D 256 on 33 CTAs.
 TEST(V3Bench, DISABLED_Trace) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
@@ -157,6 +166,12 @@ TEST(V3Bench, DISABLED_Trace) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     std::printf("TRACE %s\n", shape.name);
     const PrefillBench b(128, shape, false);
+    print_turn_trace(b.params(false));
+  }
+  // D 128 at block 16: eight pages a KV tile, each a box of its own.
+  if (kernels::paged_attention_head_size_built(128)) {
+    std::printf("TRACE 1x8192 d128, block 16\n");
+    const PrefillBench b(16, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, false);
     print_turn_trace(b.params(false));
   }
   // D 256 again on a quarter of the SMs: whether the copies land sooner with less L2 traffic.

@@ -159,6 +159,25 @@ TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
   }
 }
 
+// Small pages by a box per page and panel (the layouts without a group map take that path; the
+// dispatch gives a page one box of every panel where there is one): pages of 16 and 32, causal
+// with three CTAs and non-causal, the table's tail entries invalid.
+TEST(PagedAttentionV3, SmallPagesBoxPerPanel) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : v3_head_sizes_built()) {
+    for (int block : {16, 32}) {
+      CaseSpec c = small_page_case(210 + block + d, d, block);
+      expect_pass_with(c, KVCacheLayout::kHND,
+                       &with_invalid_table_tails<launch_v3_page_panel_boxes_three_ctas>,
+                       "box per panel, three CTAs");
+      c.causal = false;
+      c.name += "_noncausal";
+      expect_pass_with(c, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<launch_v3_page_panel_boxes>, "box per panel");
+    }
+  }
+}
+
 // The backends' per-launch rule with v3 preferred must pick v3 for pages of 16 and v2 for pages of
 // 48, which v3 does not serve, and the launch it picked must match the oracle.
 TEST(PagedAttentionV3, BackendsRunV3AtBlock16AndV2AtBlock48) {

@@ -42,13 +42,15 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
 // Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
 // parameters the dispatch accepts.
 inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps, bool kPackGqa = false>
+template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps, bool kPackGqa = false,
+          bool kPagePanelBoxes = false>
 Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
   p.pack_gqa = kPackGqa;
   return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream, kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps});
+      p, p.head_size, stream,
+      kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps, kPagePanelBoxes});
 }
 // One CTA per work tile: the first v3 kernel's grid.
 inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
@@ -56,6 +58,12 @@ inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
 inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
 // The K/V TMA boxes from one producer warp (the dispatch: up to four), for comparisons.
 inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
+// Pages smaller than the tile by a box per page and panel (V3Grid::page_panel_boxes; the dispatch
+// gives one box per page where the layout has a group map), for tests and comparisons.
+inline constexpr auto launch_v3_page_panel_boxes =
+    &launch_v3_grid<true, 0, kDispatchBoxWarps, false, true>;
+inline constexpr auto launch_v3_page_panel_boxes_three_ctas =
+    &launch_v3_grid<true, 3, kDispatchBoxWarps, false, true>;
 // GQA packing (PagedAttentionParams::pack_gqa; the dispatch does not pick it): the persistent grid,
 // three persistent CTAs, one CTA per work tile.
 inline constexpr auto launch_v3_packed = &launch_v3_grid<true, 0, kDispatchBoxWarps, true>;

@@ -1,7 +1,8 @@
 // The paged cache's tensor-map geometry (kernels/paged_kv_map.h), which the v3 prefill, its FP8
 // kernel and the decode kernel encode: dimensions in stride order for both layouts, byte strides,
-// boxes of one head's tokens; the v3 prefill's panel maps (a whole KV tile per box) and the layouts
-// that cannot have one.
+// boxes of one head's tokens; the v3 prefill's panel maps (a whole KV tile per box), its group maps
+// (a whole page of every panel per box: their coordinates name the cache's bytes) and the layouts
+// that cannot have them.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -90,6 +91,72 @@ TEST(PagedKvMap, PanelMapNeedsWholePanelsAndContiguousHeads) {
                {before.strides_bytes[0], before.strides_bytes[1], before.strides_bytes[2],
                 before.strides_bytes[3]},
                {before.box[0], before.box[1], before.box[2], before.box[3], before.box[4]});
+}
+
+// The byte offset a group map's coordinates name.
+uint64_t map_offset(const kernels::PagedKvMapShape& m, const uint64_t (&coords)[5]) {
+  uint64_t offset = coords[0] * 2;  // 16-bit columns
+  for (int i = 1; i < 5; ++i) offset += coords[i] * m.strides_bytes[i - 1];
+  return offset;
+}
+
+// The byte offset of token `token` of (block, plane, head) in the cache.
+uint64_t cache_offset(const kernels::PagedAttentionParams& p, int64_t block, int64_t plane,
+                      int64_t head, int64_t token) {
+  return 2 * static_cast<uint64_t>(block * p.cache_block_stride + plane * p.cache_kv_stride +
+                                   head * p.cache_head_stride + token * p.cache_token_stride);
+}
+
+// NHD at block 16: a box is one page's 16 tokens (two groups) of both panels; the page of (block
+// b, plane k) starts at group 4b + 2k, so the map's coordinates name the cache's bytes.
+TEST(PagedKvMap, NhdGroupMapHoldsAPageOfEveryPanel) {
+  const kernels::PagedAttentionParams p = cache(16, 8, 128, true);
+  kernels::PagedKvGroupMapShape g{};
+  ASSERT_TRUE(kernels::paged_kv_group_map_shape(p, 2, 2, &g));
+  expect_shape(g.map, {64, 8, 2, 8, kernels::kMapGroups},
+               {8 * 128 * 2, 128, 128 * 2, 8 * 8 * 128 * 2}, {64, 8, 2, 1, 2});
+  EXPECT_EQ(g.groups_per_block, 4);
+  EXPECT_EQ(g.groups_per_plane, 2);
+  for (int64_t block : {0, 5, 1000}) {
+    for (int64_t plane : {0, 1}) {
+      const uint64_t group = block * g.groups_per_block + plane * g.groups_per_plane;
+      // Token 11 (group 1, row 3), head 6, panel 1, column 5.
+      EXPECT_EQ(map_offset(g.map, {5, 3, 1, 6, group + 1}),
+                cache_offset(p, block, plane, 6, 11) + (64 + 5) * 2);
+    }
+  }
+}
+
+// HND at block 32, D 256: a box is one page's 32 tokens (four groups) of four panels; a page holds
+// 4 groups, a block 2 x 8 heads of them, and the head is the map's own dimension.
+TEST(PagedKvMap, HndGroupMapHoldsAPageOfEveryPanel) {
+  const kernels::PagedAttentionParams p = cache(32, 8, 256, false);
+  kernels::PagedKvGroupMapShape g{};
+  ASSERT_TRUE(kernels::paged_kv_group_map_shape(p, 2, 4, &g));
+  expect_shape(g.map, {64, 8, 4, 8, kernels::kMapGroups}, {256 * 2, 128, 32 * 256 * 2, 8 * 256 * 2},
+               {64, 8, 4, 1, 4});
+  EXPECT_EQ(g.groups_per_block, 2 * 8 * 4);
+  EXPECT_EQ(g.groups_per_plane, 8 * 4);
+  // Block 7, plane 1, head 3, token 26 (group 3, row 2), panel 3, column 63.
+  const uint64_t group = 7 * g.groups_per_block + 1 * g.groups_per_plane + 3;
+  EXPECT_EQ(map_offset(g.map, {63, 2, 3, 3, group}), cache_offset(p, 7, 1, 3, 26) + (192 + 63) * 2);
+}
+
+// No group map where the head size is not whole panels, pages are not whole groups, or a block or
+// plane stride is not whole groups; the shape given stays as it was.
+TEST(PagedKvMap, GroupMapNeedsWholePanelsAndGroups) {
+  kernels::PagedKvGroupMapShape g{};
+  g.groups_per_block = 17;
+  EXPECT_FALSE(kernels::paged_kv_group_map_shape(cache(128, 8, 96, true), 2, 16, &g));
+  EXPECT_FALSE(kernels::paged_kv_group_map_shape(cache(12, 8, 128, true), 2, 1, &g));
+  kernels::PagedAttentionParams padded_planes = cache(16, 8, 128, true);
+  padded_planes.cache_kv_stride += 64;  // not a multiple of 8 token strides
+  padded_planes.cache_block_stride = 2 * padded_planes.cache_kv_stride;
+  EXPECT_FALSE(kernels::paged_kv_group_map_shape(padded_planes, 2, 2, &g));
+  kernels::PagedAttentionParams padded_blocks = cache(16, 8, 128, false);
+  padded_blocks.cache_block_stride += 8;
+  EXPECT_FALSE(kernels::paged_kv_group_map_shape(padded_blocks, 2, 2, &g));
+  EXPECT_EQ(g.groups_per_block, 17);
 }
 
 }  // namespace

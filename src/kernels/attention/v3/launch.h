@@ -22,6 +22,9 @@ struct V3Grid {
   // 64-column panel). One issuing thread takes a few hundred cycles a box, so at block 16 one warp
   // ran 345 TFLOP/s and four 557 at 1 x 8192 D 128.
   int box_warps = 4;
+  // Pages smaller than the tile: one box per page and 64-column panel even where the group map
+  // gives one per page (kernels/paged_kv_map.h; the layouts without a group map take this path).
+  bool page_panel_boxes = false;
   // The consumers' turn trace (kernels/attention/v3/prefill_trace.h: trace_entries(2) long longs on
   // the device), or null: run by a kernel of its own, the bf16 kernel's at head sizes 128 and 256
   // without score transforms or GQA packing, or the FP8 kernel's kFp8TuneTrace variant.

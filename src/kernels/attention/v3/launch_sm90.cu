@@ -209,10 +209,12 @@ Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* m
 }
 
 // The cache (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one page when
-// pages are smaller; at D 96 a box's columns past 96 are zeros), or, for pages holding whole tiles,
-// in boxes of a whole tile where the layout allows (a->panel_fold): each TMA copy costs the
-// producer a few hundred cycles whatever its size (the turn trace's producer marks).
-Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArgs* a) {
+// pages are smaller; at D 96 a box's columns past 96 are zeros), or, where the layout allows, in
+// boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole page for
+// smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles whatever
+// its size (the turn trace's producer marks).
+Status encode_kv_map(const PagedAttentionParams& p, bool page_panel_boxes, CUtensorMap* map,
+                     PrefillArgs* a) {
   const int tile_keys = kv_tile_keys(p.head_size);
   const uint32_t keys = static_cast<uint32_t>(std::min(tile_keys, p.block_size));
   PagedKvMapShape panels;
@@ -226,6 +228,19 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArg
     return ok_status();
   }
   a->panel_fold = PanelFold::kNone;
+  // Pages smaller than the tile: one box per page of every panel where the layout has a group map
+  // (the tile group-major), else (or where a driver refuses it) one per page and panel.
+  PagedKvGroupMapShape groups;
+  if (p.block_size < tile_keys && !page_panel_boxes &&
+      paged_kv_group_map_shape(p, 2, keys / 8, &groups) &&
+      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, groups.map.dims,
+                                            groups.map.strides_bytes,
+                                            groups.map.box) == CUDA_SUCCESS) {
+    a->kv_group_major = true;
+    a->kv_groups_per_block = static_cast<int>(groups.groups_per_block);
+    a->kv_groups_per_plane = static_cast<int>(groups.groups_per_plane);
+    return ok_status();
+  }
   const PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
   a->kv_token_coord = m.token_coord;
   return map_status(
@@ -263,14 +278,15 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   if (fp8) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
   } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a));
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, grid.page_panel_boxes, &kv_map, &a));
   }
-  // A KV tile's boxes (one with a panel map, else one per page and 64-column panel) are dealt to up
-  // to grid.box_warps producer warps: one issuing thread takes about 300 cycles a box, whatever its
-  // size (the turn trace's producer marks), so one warp's eight boxes a step at D 256 held the
-  // consumers back.
+  // A KV tile's boxes (one per tile or page with the panel or group map, else one per page and
+  // 64-column panel) are dealt to up to grid.box_warps producer warps: one issuing thread takes
+  // about 300 cycles a box, whatever its size (the turn trace's producer marks), so one warp's
+  // eight boxes a step at D 256 held the consumers back.
   const int pages_per_tile = std::max(1, kv_tile_keys(p.head_size) / p.block_size);
-  const int panel_boxes = a.panel_fold == PanelFold::kNone ? (p.head_size + 63) / 64 : 1;
+  const bool whole_head_boxes = a.panel_fold != PanelFold::kNone || a.kv_group_major;
+  const int panel_boxes = whole_head_boxes ? 1 : (p.head_size + 63) / 64;
   const int boxes_per_tile = pages_per_tile * panel_boxes;
   a.box_warps = std::clamp(grid.box_warps, 1, std::min(4, boxes_per_tile));
   a.trace = grid.trace;

@@ -25,36 +25,37 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// Issues S = Q_rows · K_tileᵀ over the head columns (k16 steps, four per panel) as one group. The
-// caller fences before and waits after.
+// Issues S = Q_rows · K_tileᵀ over the head columns (k16 steps, four per panel) as one group, K's
+// rows where `kv` puts them. The caller fences before and waits after.
 template <int kD>
 __device__ __forceinline__ void issue_scores(float (&s)[PrefillShape<kD>::kScoreRegs],
-                                             uint32_t q_base, uint32_t k_base) {
+                                             uint32_t q_base, uint32_t k_base, KvTileStrides kv) {
   using S = PrefillShape<kD>;
   const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
-  const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);
+  const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, kv.group);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     device::wgmma_k16_ss<__nv_bfloat16, 0>(
         s, device::wgmma_desc_advance(q_desc, (kk / 4) * S::kQPanelBytes + (kk % 4) * 32),
-        device::wgmma_desc_advance(k_desc, (kk / 4) * S::kKvPanelBytes + (kk % 4) * 32), kk > 0);
+        device::wgmma_desc_advance(k_desc, (kk / 4) * kv.panel + (kk % 4) * 32), kk > 0);
   }
   device::wgmma_commit_group();
 }
 
 // Issues O += P · V_tile as one group, P as bf16 A fragments (one per 16 keys), V MN-major (k16
-// steps of 16 rows); O chunk c covers V's panels 2c and 2c + 1 (one panel at D 64).
+// steps of two 8-row groups) where `kv` puts its rows; O chunk c covers V's panels 2c and 2c + 1
+// (one panel at D 64).
 template <int kD>
 __device__ __forceinline__ void issue_pv(
     float (&o)[PrefillShape<kD>::kOChunks][PrefillShape<kD>::kOChunkRegs],
-    const uint32_t (&p)[PrefillShape<kD>::kKeySteps][4], uint32_t v_base) {
+    const uint32_t (&p)[PrefillShape<kD>::kKeySteps][4], uint32_t v_base, KvTileStrides kv) {
   using S = PrefillShape<kD>;
-  const uint64_t v_desc = device::wgmma_desc_sw128(v_base, S::kKvPanelBytes, 1024);
+  const uint64_t v_desc = device::wgmma_desc_sw128(v_base, kv.panel, kv.group);
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) {
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      const uint32_t offset = c * (S::kOChunkCols / 64) * S::kKvPanelBytes + kk * 16 * 128;
+      const uint32_t offset = c * (S::kOChunkCols / 64) * kv.panel + kk * 2 * kv.group;
       device::wgmma_k16_rs<__nv_bfloat16, 1>(o[c], p[kk],
                                              device::wgmma_desc_advance(v_desc, offset), true);
     }
@@ -173,6 +174,9 @@ struct Consumer {
   __device__ __forceinline__ void wait_v(int u) {
     device::mbarrier_wait(&s.v_full[stage(u)], parity(u));
   }
+  __device__ __forceinline__ KvTileStrides kv_strides() const {
+    return kv_tile_strides<kD>(a.kv_group_major);
+  }
   __device__ __forceinline__ uint32_t k_at(int u) const { return device::smem_addr(s.k[stage(u)]); }
   __device__ __forceinline__ uint32_t v_at(int u) const { return device::smem_addr(s.v[stage(u)]); }
   __device__ __forceinline__ void wait_scores() {
@@ -228,7 +232,7 @@ struct Consumer {
     wait_k(use);
     turns.begin();
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count), k_at(use));
+    issue_scores<kD>(sc, q_base(tile_count), k_at(use), kv_strides());
     turns.end(false);
     wait_all();
     device::mbarrier_arrive(&s.k_empty[stage(use)]);
@@ -248,9 +252,9 @@ struct Consumer {
     turns.begin();
     trace.mark(i, kMarkTurn);
     device::wgmma_fence();
-    issue_scores<kD>(sc, q_base(tile_count), k_at(k));
+    issue_scores<kD>(sc, q_base(tile_count), k_at(k), kv_strides());
     trace.mark(i, kMarkScoresIssued);
-    issue_pv<kD>(o, p, v_at(v));
+    issue_pv<kD>(o, p, v_at(v), kv_strides());
     turns.end(false);
     trace.mark(i, kMarkIssued);
     wait_scores();
@@ -291,7 +295,7 @@ struct Consumer {
     wait_v(v);
     turns.begin();
     device::wgmma_fence();
-    issue_pv<kD>(o, p, v_at(v));
+    issue_pv<kD>(o, p, v_at(v), kv_strides());
     turns.end(last_tile);
     wait_all();
     device::mbarrier_arrive(&s.v_empty[stage(v)]);

@@ -1,11 +1,11 @@
 // The producer of the v3 prefill kernel: for each work tile of the CTA, Q, then K and V of every
 // KV tile into their rings, K one tile ahead of V. Q comes by TMA. K/V (pages that hold whole KV
 // tiles or divide them): pages smaller than the tile have their block ids read a tile ahead by the
-// producer warps' lanes, and elected lanes of up to four warps issue one TMA box per page and
-// panel (pages holding whole tiles: one box per tile where the map allows, tma_kv_tile); warp 0
-// copies a request's last, partial V tile with cp.async instead, so that the rows past its keys
-// are zeros in shared memory (those page slots hold whatever was written before, NaN included, and
-// 0 * NaN would reach the output).
+// producer warps' lanes, and elected lanes of up to four warps issue one TMA box per page (per page
+// and panel where the group map does not apply; pages holding whole tiles: one box per tile where
+// the map allows, tma_kv_tile); warp 0 copies a request's last, partial V tile with cp.async
+// instead, so that the rows past its keys are zeros in shared memory (those page slots hold
+// whatever was written before, NaN included, and 0 * NaN would reach the output).
 // The ring's use count runs on across work tiles, so the next tile's Q and first K/V tiles load
 // while the consumers finish the previous one.
 #pragma once
@@ -33,6 +33,7 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
                                                     int page_id, int row0, int key0, uint8_t* dst) {
   using S = PrefillShape<kD>;
   constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
+  const KvTileStrides kv = kv_tile_strides<kD>(a.kv_group_major);
   const uint16_t* head = a.kv_cache + a.cache_kv_stride + w.kv_head * a.cache_head_stride;
   const uint32_t base = device::smem_addr(dst);
   const int lane = threadIdx.x % 32;
@@ -40,8 +41,8 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   for (int c = lane; c < S::kBlockN * kChunksPerRow; c += 32) {
     const int row = c / kChunksPerRow, chunk = c % kChunksPerRow, slot = row0 + row;
     const int block = __shfl_sync(0xffffffffu, page_id, slot / a.block_size);
-    const uint32_t to =
-        base + (chunk / 8) * S::kKvPanelBytes + device::swizzle128_offset(row, chunk % 8);
+    const uint32_t to = base + (chunk / 8) * kv.panel + (row / 8) * kv.group +
+                        device::swizzle128_offset(row % 8, chunk % 8);
     const uint16_t* from = head + block * a.cache_block_stride +
                            (slot % a.block_size) * a.cache_token_stride + chunk * 8;
     device::cp_async_16(to, from, key0 + row < w.k_len ? 16 : 0);
@@ -53,13 +54,14 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
 }
 
 // K (plane 0) or V (plane 1) of one KV tile by TMA: one box of the whole tile where the map has
-// the panels as a dimension (a.panel_fold), else one box of min(block_size, kBlockN) rows per
+// the panels as a dimension (a.panel_fold); one box per page of every panel by the group map
+// (a.kv_group_major: the tile group-major); else one box of min(block_size, kBlockN) rows per
 // page and 64-column panel, landing at the page's row offset in the panel (a multiple of 16 rows,
 // so of the swizzle's 8-row period: the boxes' swizzle agrees with the panel's). Block ids come
 // from the lanes (tile_page_id). The boxes are dealt to the first a.box_warps producer warps (box
-// b to warp b % box_warps; each warp's elected lane issues) because one issuing thread measured
-// about 100 ns per 2 KB box; warp 0 expects the tile's bytes (the barrier's tx-count may go
-// negative meanwhile: the phase still waits for its one arrival).
+// b to warp b % box_warps; each warp's elected lane issues) because each copy holds its issuing
+// thread a few hundred cycles whatever its size; warp 0 expects the tile's bytes (the barrier's
+// tx-count may go negative meanwhile: the phase still waits for its one arrival).
 template <int kD>
 __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const PrefillArgs& a,
                                             const PrefillTile& w, int page_id, int row0, int plane,
@@ -75,9 +77,19 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
     }
     return;
   }
-  const bool token_first = a.kv_token_coord == 1;
   const int rows = min(a.block_size, S::kBlockN);
   if (warp == 0 && leader) device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
+  if (a.kv_group_major) {  // a page's box: {column, token, panel, head, group}
+    for (int page = warp; page < S::kBlockN / rows; page += a.box_warps) {
+      const int block = __shfl_sync(0xffffffffu, page_id, page);
+      if (!leader) continue;
+      const int32_t c[5] = {0, 0, 0, w.kv_head,
+                            block * a.kv_groups_per_block + plane * a.kv_groups_per_plane};
+      device::tma_load<5>(dst + page * rows * S::kPanels * 128, kv_map, c, full);
+    }
+    return;
+  }
+  const bool token_first = a.kv_token_coord == 1;
   for (int box = warp; box < (S::kBlockN / rows) * S::kPanels; box += a.box_warps) {
     const int page = box / S::kPanels, panel = box % S::kPanels;
     const int block = __shfl_sync(0xffffffffu, page_id, page);

@@ -6,8 +6,9 @@
 // and V tiles into a ring: prefill_producer.cuh), the others are consumers, each owning 64 of the
 // tile's query rows (128 with two consumers, 192 with three). Tiles in shared memory are panels of
 // 64 16-bit columns with 128-byte rows, 128-byte swizzled (device/wgmma.cuh): one panel at D 64,
-// two at 96 and 128, three at 192, four at 256. At D 96 the second panel's columns 96..127 are
-// the zeros TMA writes outside the tensor (the maps' column dimension is the head size).
+// two at 96 and 128, three at 192, four at 256 (K/V tiles may instead lie in 8-row groups of every
+// panel: KvTileStrides). At D 96 the second panel's columns 96..127 are the zeros TMA writes
+// outside the tensor (the maps' column dimension is the head size).
 #pragma once
 
 #include <cstddef>
@@ -93,6 +94,21 @@ constexpr size_t prefill_smem_bytes() {
   return sizeof(PrefillSmem<kD>) + 1024;
 }
 
+// Where a K/V tile's rows lie in its ring slot (bytes; the wgmma descriptors' strides):
+// panel-major, each 64-column panel's kBlockN rows together, or group-major
+// (PrefillArgs::kv_group_major), each 8-row group's panels together, so that one TMA box lands a
+// page of every panel.
+struct KvTileStrides {
+  uint32_t panel;  // from a row's 64-column panel to its next
+  uint32_t group;  // from 8 rows of a panel to the next 8
+};
+template <int kD>
+__host__ __device__ __forceinline__ KvTileStrides kv_tile_strides(bool group_major) {
+  using S = PrefillShape<kD>;
+  return group_major ? KvTileStrides{1024, S::kPanels * 1024}
+                     : KvTileStrides{S::kKvPanelBytes, 1024};
+}
+
 // Log2 units a row maximum must grow by to move (prefill_softmax.cuh): P stays below 2^8, and O's
 // rescale is rare once the maxima settle.
 inline constexpr float kRescaleThreshold = 8.0f;
@@ -126,6 +142,12 @@ struct PrefillArgs {
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other), with panel_fold kNone
   PanelFold panel_fold;  // one box per whole KV tile (kernels/paged_kv_map.h), or kNone
+  // Pages smaller than the tile by the group map (kernels/paged_kv_map.h): one box per page, the
+  // tile group-major (KvTileStrides); the page of block b, plane k starts at group
+  // b * kv_groups_per_block + k * kv_groups_per_plane.
+  bool kv_group_major;
+  int kv_groups_per_block;
+  int kv_groups_per_plane;
   int group;           // query heads per KV head
   // GQA packing (the kPacked kernel, PagedAttentionParams::pack_gqa): a work tile is the `group`
   // query heads of one KV head over packed_positions query positions, tile row r = position r /
