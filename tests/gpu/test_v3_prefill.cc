@@ -141,41 +141,40 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
   }
 }
 
-// Small pages' TMA boxes from one producer warp (the dispatch deals them to four): pages of 16
-// and 32, causal with three CTAs and non-causal, the table's tail entries invalid.
-TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
-  PAGEDATTN_REQUIRE_V3();
+// Pages of 16 and 32 through a producer variant at every built head size, the table's tail entries
+// invalid: causal on three CTAs (three_ctas) in one layout, non-causal on the persistent grid
+// (persistent) in the other.
+void expect_small_pages_pass(uint64_t seed, KVCacheLayout causal_layout,
+                             PagedAttentionLauncher three_ctas, PagedAttentionLauncher persistent,
+                             const std::string& what) {
+  const KVCacheLayout other =
+      causal_layout == KVCacheLayout::kNHD ? KVCacheLayout::kHND : KVCacheLayout::kNHD;
   for (int d : v3_head_sizes_built()) {
     for (int block : {16, 32}) {
-      CaseSpec c = small_page_case(150 + block + d, d, block);
-      expect_pass_with(c, KVCacheLayout::kNHD,
-                       &with_invalid_table_tails<launch_v3_grid<true, 3, 1>>,
-                       "one box warp, three CTAs");
+      CaseSpec c = small_page_case(seed + block + d, d, block);
+      expect_pass_with(c, causal_layout, three_ctas, (what + ", three CTAs").c_str());
       c.causal = false;
       c.name += "_noncausal";
-      expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3_one_box_warp>,
-                       "one box warp");
+      expect_pass_with(c, other, persistent, what.c_str());
     }
   }
 }
 
+// Small pages' TMA boxes from one producer warp (the dispatch deals them to four).
+TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
+  PAGEDATTN_REQUIRE_V3();
+  expect_small_pages_pass(150, KVCacheLayout::kNHD,
+                          &with_invalid_table_tails<launch_v3_grid<true, 3, 1>>,
+                          &with_invalid_table_tails<launch_v3_one_box_warp>, "one box warp");
+}
+
 // Small pages by a box per page and panel (the layouts without a group map take that path; the
-// dispatch gives a page one box of every panel where there is one): pages of 16 and 32, causal
-// with three CTAs and non-causal, the table's tail entries invalid.
+// dispatch gives a page one box of every panel where there is one).
 TEST(PagedAttentionV3, SmallPagesBoxPerPanel) {
   PAGEDATTN_REQUIRE_V3();
-  for (int d : v3_head_sizes_built()) {
-    for (int block : {16, 32}) {
-      CaseSpec c = small_page_case(210 + block + d, d, block);
-      expect_pass_with(c, KVCacheLayout::kHND,
-                       &with_invalid_table_tails<launch_v3_page_panel_boxes_three_ctas>,
-                       "box per panel, three CTAs");
-      c.causal = false;
-      c.name += "_noncausal";
-      expect_pass_with(c, KVCacheLayout::kNHD,
-                       &with_invalid_table_tails<launch_v3_page_panel_boxes>, "box per panel");
-    }
-  }
+  expect_small_pages_pass(210, KVCacheLayout::kHND,
+                          &with_invalid_table_tails<launch_v3_page_panel_boxes_three_ctas>,
+                          &with_invalid_table_tails<launch_v3_page_panel_boxes>, "box per panel");
 }
 
 // The backends' per-launch rule with v3 preferred must pick v3 for pages of 16 and v2 for pages of
