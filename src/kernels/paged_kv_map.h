@@ -5,7 +5,9 @@
 // The cache [num_blocks, 2, block_size, num_kv_heads, head_size], in any of its layouts (NHD or
 // HND), has the dimensions {column, token and head in stride order, plane, block}; boxes are
 // box_columns elements of one head's box_tokens tokens. The number of blocks is not known to the
-// kernels (the block table only names allocated ones), so that dimension is 2^31 - 1.
+// kernels (the block table only names allocated ones), so that dimension is 2^31 - 1. The v3
+// prefill has two more shapes whose boxes hold every 64-column panel of a head: the panel map (a
+// whole KV tile) and the group map (a whole page smaller than the tile).
 #pragma once
 
 #include <cstdint>
