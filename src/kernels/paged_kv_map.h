@@ -22,8 +22,9 @@ struct PagedKvMapShape {
   int token_coord;  // which coordinate is the token (1 or 2; the head is the other)
 };
 
-// The block dimension's extent: the kernels do not know the number of blocks (above).
-inline constexpr uint64_t kMapBlocks = (uint64_t{1} << 31) - 1;
+// The extent of a dimension the kernels cannot bound (the blocks, above; the group map's groups):
+// the largest a 32-bit TMA coordinate reaches.
+inline constexpr uint64_t kMapUnbounded = (uint64_t{1} << 31) - 1;
 
 // P: a kernel parameter block with the cache fields (kv_cache strides in elements, block_size,
 // num_kv_heads, head_size).
@@ -38,7 +39,7 @@ PagedKvMapShape paged_kv_map_shape(const P& p, int elem_bytes, uint32_t box_colu
     return static_cast<uint64_t>(elements) * static_cast<uint64_t>(elem_bytes);
   };
   return PagedKvMapShape{
-      {static_cast<uint64_t>(p.head_size), token.first, head.first, 2, kMapBlocks},
+      {static_cast<uint64_t>(p.head_size), token.first, head.first, 2, kMapUnbounded},
       {bytes(token.second), bytes(head.second), bytes(p.cache_kv_stride),
        bytes(p.cache_block_stride)},
       {box_columns, heads_inner ? 1u : box_tokens, heads_inner ? box_tokens : 1u, 1, 1},
@@ -76,7 +77,7 @@ PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_toke
   const int64_t stride3 = fold_panel ? p.cache_kv_stride : p.cache_head_stride;
   *m = PagedKvMapShape{
       {static_cast<uint64_t>(panel_elems), static_cast<uint64_t>(p.block_size), dim2, dim3,
-       kMapBlocks},
+       kMapUnbounded},
       {bytes(p.cache_token_stride), 128, bytes(stride3), bytes(p.cache_block_stride)},
       {static_cast<uint32_t>(panel_elems), box_tokens, static_cast<uint32_t>(panels), 1, 1},
       1};
@@ -99,9 +100,6 @@ struct PagedKvGroupMapShape {
   int64_t groups_per_plane;
 };
 
-// The group coordinate is 32-bit in the kernels (TMA coordinates are): groups of at most 2^31 - 1.
-inline constexpr uint64_t kMapGroups = (uint64_t{1} << 31) - 1;
-
 // Possible when the head size is whole 128-byte panels, pages are whole groups and the block and
 // plane strides are whole groups (8 token strides): the cache's own layouts, NHD and HND. Else
 // false (and *m untouched).
@@ -119,7 +117,7 @@ bool paged_kv_group_map_shape(const P& p, int elem_bytes, uint32_t box_groups,
   const uint64_t panels = static_cast<uint64_t>(p.head_size / panel_elems);
   *m = PagedKvGroupMapShape{
       {{static_cast<uint64_t>(panel_elems), 8, panels, static_cast<uint64_t>(p.num_kv_heads),
-        kMapGroups},
+        kMapUnbounded},
        {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride), bytes(group)},
        {static_cast<uint32_t>(panel_elems), 8, static_cast<uint32_t>(panels), 1, box_groups},
        1},

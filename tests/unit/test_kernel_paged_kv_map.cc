@@ -113,7 +113,7 @@ TEST(PagedKvMap, NhdGroupMapHoldsAPageOfEveryPanel) {
   const kernels::PagedAttentionParams p = cache(16, 8, 128, true);
   kernels::PagedKvGroupMapShape g{};
   ASSERT_TRUE(kernels::paged_kv_group_map_shape(p, 2, 2, &g));
-  expect_shape(g.map, {64, 8, 2, 8, kernels::kMapGroups},
+  expect_shape(g.map, {64, 8, 2, 8, kernels::kMapUnbounded},
                {8 * 128 * 2, 128, 128 * 2, 8 * 8 * 128 * 2}, {64, 8, 2, 1, 2});
   EXPECT_EQ(g.groups_per_block, 4);
   EXPECT_EQ(g.groups_per_plane, 2);
@@ -133,8 +133,8 @@ TEST(PagedKvMap, HndGroupMapHoldsAPageOfEveryPanel) {
   const kernels::PagedAttentionParams p = cache(32, 8, 256, false);
   kernels::PagedKvGroupMapShape g{};
   ASSERT_TRUE(kernels::paged_kv_group_map_shape(p, 2, 4, &g));
-  expect_shape(g.map, {64, 8, 4, 8, kernels::kMapGroups}, {256 * 2, 128, 32 * 256 * 2, 8 * 256 * 2},
-               {64, 8, 4, 1, 4});
+  expect_shape(g.map, {64, 8, 4, 8, kernels::kMapUnbounded},
+               {256 * 2, 128, 32 * 256 * 2, 8 * 256 * 2}, {64, 8, 4, 1, 4});
   EXPECT_EQ(g.groups_per_block, 2 * 8 * 4);
   EXPECT_EQ(g.groups_per_plane, 8 * 4);
   // Block 7, plane 1, head 3, token 26 (group 3, row 2), panel 3, column 63.

@@ -18,9 +18,9 @@ struct V3Grid {
   bool persistent = true;  // one CTA per SM, each walking many tiles; false: one CTA per tile (the
                            // first v3 kernel's grid, kept for comparisons)
   int max_ctas = 0;        // > 0: at most this many CTAs (tests give each CTA many tiles)
-  // Producer warps issuing a KV tile's TMA boxes (1 to 4, at most one per box: a box per page and
-  // 64-column panel). One issuing thread takes a few hundred cycles a box, so at block 16 one warp
-  // ran 345 TFLOP/s and four 557 at 1 x 8192 D 128.
+  // Producer warps issuing a KV tile's TMA boxes (1 to 4, at most one per box: a box per page, or
+  // per page and 64-column panel). One issuing thread takes a few hundred cycles a box, so at block
+  // 16 one warp ran 345 TFLOP/s and four 557 at 1 x 8192 D 128.
   int box_warps = 4;
   // Pages smaller than the tile: one box per page and 64-column panel even where the group map
   // gives one per page (kernels/paged_kv_map.h; the layouts without a group map take this path).
