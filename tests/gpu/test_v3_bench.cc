@@ -158,7 +158,7 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
 }
 
 // The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, block 128, non-causal: D 128 (32 / 8
-// heads) and D 256 (16 / 4), D 128 at block 16, and D 256 on 33 CTAs.
+// heads) and D 256 (16 / 4), D 128 at blocks 64, 32 and 16, and D 256 on 33 CTAs.
 TEST(V3Bench, DISABLED_Trace) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
@@ -168,11 +168,18 @@ TEST(V3Bench, DISABLED_Trace) {
     const PrefillBench b(128, shape, false);
     print_turn_trace(b.params(false));
   }
-  // D 128 at block 16: eight pages a KV tile, each a box of its own.
+  // D 128 at blocks 64, 32 and 16: two, four and eight pages a KV tile, each a box of its own
+  // (block 64 also by a box per page and panel: one run of 64 rows a box).
   if (kernels::paged_attention_head_size_built(128)) {
-    std::printf("TRACE 1x8192 d128, block 16\n");
-    const PrefillBench b(16, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, false);
-    print_turn_trace(b.params(false));
+    for (int block : {64, 32, 16}) {
+      std::printf("TRACE 1x8192 d128, block %d\n", block);
+      const PrefillBench b(block, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, false);
+      print_turn_trace(b.params(false));
+      if (block == 64) {
+        std::printf("TRACE 1x8192 d128, block 64, a box per page and panel\n");
+        print_turn_trace(b.params(false), 0, true);
+      }
+    }
   }
   // D 256 again on a quarter of the SMs: whether the copies land sooner with less L2 traffic.
   if (kernels::paged_attention_head_size_built(256)) {
@@ -185,6 +192,45 @@ TEST(V3Bench, DISABLED_Trace) {
 TEST(V3Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);
+}
+
+// D 64 (one 64-column panel: a page of block 16 is one 2 KB box, sixteen a step).
+TEST(V3Bench, DISABLED_Prefill8192D64) {
+  PAGEDATTN_REQUIRE_V3();
+  if (kernels::paged_attention_head_size_built(64)) {
+    compare({"1x8192 d64", 1, 8192, 32, 8, 64}, false);
+  }
+}
+
+// Pages smaller than the KV tile at D 64 and 128, NHD and HND, non-causal: the dispatch (a box per
+// page by the group map, up to four box warps) beside a box per page and panel (pp: one run of
+// page rows per box), two and one box warps, interleaved; block 128 for scale. Compare rows of
+// one block only: the clock falls within a few hundred milliseconds of load (H200: the first
+// timing after the inputs are made reads 5-12 % above the next), and block 128 times one variant.
+TEST(V3Bench, DISABLED_SmallPages) {
+  PAGEDATTN_REQUIRE_V3();
+  const std::vector<Schedule> small = {{"dispatch", launch_v3},
+                                       {"pp", launch_v3_page_panel_boxes},
+                                       {"2w", &launch_v3_grid<true, 0, 2>},
+                                       {"1w", launch_v3_one_box_warp}};
+  for (const Shape& shape :
+       {Shape{"1x8192 d64", 1, 8192, 32, 8, 64}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
+    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
+    for (bool hnd : {false, true}) {
+      for (int block : {16, 32, 64, 128}) {
+        const PrefillBench b(block, shape, hnd);
+        const std::vector<Schedule> variants =
+            block < 128 ? small : std::vector<Schedule>{small.front()};
+        const std::vector<double> ms = interleaved_ms(variants, b.params(false));
+        for (size_t i = 0; i < variants.size(); ++i) {
+          char name[48];
+          std::snprintf(name, sizeof(name), "%s b%d %s", hnd ? "HND" : "NHD", block,
+                        variants[i].name);
+          report(shape.name, name, false, ms[i], b.flops(false));
+        }
+      }
+    }
+  }
 }
 
 // D 96 and 192 (when built), first: the heads of the standard suite's D 128 and D 256 shapes.

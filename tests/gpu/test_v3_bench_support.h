@@ -273,8 +273,10 @@ void print_producer_trace(const std::vector<long long>& t, const ConsumerMark& a
 // prints, from the second launch: per consumer of the first CTAs, the mean cycles of each part of
 // a step (steps 2 to 30 of its first work tile); CTA 0's steps 8 to 10 as a timeline of both
 // consumers (cycles from consumer 0's start of step 8); how much of each consumer's softmax the
-// other's softmax overlaps. max_ctas > 0 cuts the persistent grid (V3Grid::max_ctas).
-inline void print_turn_trace(const kernels::PagedAttentionParams& params, int max_ctas = 0) {
+// other's softmax overlaps. max_ctas > 0 cuts the persistent grid (V3Grid::max_ctas);
+// page_panel_boxes: pages smaller than the tile by a box per page and panel.
+inline void print_turn_trace(const kernels::PagedAttentionParams& params, int max_ctas = 0,
+                             bool page_panel_boxes = false) {
   namespace v3 = kernels::attention::v3;
   constexpr int kConsumers = 2, kSteps = v3::kTraceSteps, kMarks = v3::kTraceMarks;
   const size_t entries = v3::trace_entries(kConsumers);
@@ -284,6 +286,7 @@ inline void print_turn_trace(const kernels::PagedAttentionParams& params, int ma
   kernels::detail::V3Grid grid;
   grid.trace = trace.get();
   grid.max_ctas = max_ctas;
+  grid.page_panel_boxes = page_panel_boxes;
   for (int i = 0; i < 2; ++i) {
     cudaMemset(trace.get(), 0, sizeof(long long) * entries);
     const Status st =

@@ -69,7 +69,9 @@ struct PrefillShape {
   // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
   // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
   // 384 * 160 = 65,536 (the consumers spill at 152; the producer spills about 80 bytes at 32, off
-  // the matrix path).
+  // the matrix path). setmaxnreg only moves what the launch gave the CTA (threads x the launch
+  // bound's registers, 65,536 / threads rounded down to 8): four consumers (640 threads, 96 each)
+  // hung setmaxnreg.inc at 32 / 120 and need 32 / 112.
   static constexpr int kProducerRegisters = kConsumers == 3 ? 32 : 56;
   static constexpr int kConsumerRegisters = kConsumers == 3 ? 160 : 224;
 };
