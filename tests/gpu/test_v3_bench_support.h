@@ -209,7 +209,10 @@ inline std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
   cudaEventCreate(&stop);
   std::vector<std::vector<float>> times(variants.size());
   for (int i = 0; i < 24; ++i) {
-    for (size_t v = 0; v < variants.size(); ++v) {
+    // Rotated each round: a variant's time depends on what the one before it left in L2 (a
+    // fixed order showed identical launches 3 % apart, sixteenth session).
+    for (size_t k = 0; k < variants.size(); ++k) {
+      const size_t v = (k + i) % variants.size();
       cudaEventRecord(start);
       const Status st = variants[v].launch(p, nullptr);
       cudaEventRecord(stop);
