@@ -47,7 +47,8 @@ Status check_layer_fields(std::string_view family, const P& p) {
 }
 
 // 16-byte copies of Q and of 16-bit K/V rows (8-byte FP8 rows), 8-byte stores of out, and block
-// rows addressed with 32-bit offsets (only block * stride is 64-bit).
+// rows addressed with 32-bit element offsets inside a block (block * stride and the K-to-V
+// distance in bytes are 64-bit).
 template <typename P>
 Status check_operand_layout(std::string_view family, const P& p) {
   const std::string f(family);

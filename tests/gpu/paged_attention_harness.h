@@ -70,17 +70,61 @@ struct RunResult {
   std::vector<uint16_t> out;  // raw output bits
 };
 
+// Where the device cache's V planes lie: beside K, as the host batch holds them (distance 0), or
+// `kv_distance` elements after K's, as two allocations would place them. Then each block's K plane
+// is followed by the next block's, and 2^31 NaN elements lie before K: an element offset that
+// wraps when scaled to bytes reads NaN inside the allocation instead of faulting.
+struct CachePlacement {
+  int64_t kv_distance = 0;
+};
+
+// The device cache of a host batch, placed as asked; strides in elements (block, kv, token, head).
+struct DeviceCache {
+  DeviceBuffer buffer;
+  const char* base = nullptr;
+  int64_t strides[4] = {};
+
+  DeviceCache(const TensorView& host, const CachePlacement& placement) {
+    for (int i = 0; i < 4; ++i) strides[i] = host.stride(i);
+    if (placement.kv_distance == 0) {
+      buffer = DeviceBuffer(host.data(), host.nbytes());
+      base = buffer.as<char>();
+      return;
+    }
+    const int64_t esize = dtype_size(host.dtype()), blocks = host.size(0), plane = host.stride(1);
+    const int64_t guard = int64_t{1} << 31;
+    EXPECT_GE(placement.kv_distance, blocks * plane) << "V planes would overlap K planes";
+    buffer = DeviceBuffer(static_cast<size_t>((guard + placement.kv_distance + blocks * plane) * esize));
+    EXPECT_NE(buffer.get(), nullptr) << "cannot allocate the far-apart cache";
+    if (buffer.get() == nullptr) return;
+    buffer.poison();
+    base = buffer.as<char>() + guard * esize;
+    strides[0] = plane;
+    strides[1] = placement.kv_distance;
+    const char* src = static_cast<const char*>(host.data());
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      for (int kv = 0; kv < 2; ++kv) {
+        cudaMemcpy(const_cast<char*>(base) + (blk * strides[0] + kv * strides[1]) * esize,
+                   src + (blk * host.stride(0) + kv * host.stride(1)) * esize, plane * esize,
+                   cudaMemcpyHostToDevice);
+      }
+    }
+  }
+};
+
 // A host batch's operands on the device, as both kernel families read them: the query, the cache
-// (as the host batch holds it now), the block table, the scales, ALiBi slopes and sinks, and the
-// output and LSE, poisoned.
+// (as the host batch holds it now, placed as asked), the block table, the scales, ALiBi slopes
+// and sinks, and the output and LSE, poisoned.
 struct DeviceBatch {
   const testing::HostBatch& b;
-  DeviceBuffer q, kv, table, ks, vs, alibi, sinks, out, lse;
+  DeviceBuffer q;
+  DeviceCache kv;
+  DeviceBuffer table, ks, vs, alibi, sinks, out, lse;
 
-  explicit DeviceBatch(const testing::HostBatch& batch)
+  explicit DeviceBatch(const testing::HostBatch& batch, const CachePlacement& placement = {})
       : b(batch),
         q(b.query.view().data(), b.query.view().nbytes()),
-        kv(b.kv_cache.view().data(), b.kv_cache.view().nbytes()),
+        kv(b.kv_cache.view(), placement),
         table(b.block_table.view().data(), b.block_table.view().nbytes()),
         ks(b.k_scale.view().data(), b.k_scale.view().nbytes()),
         vs(b.v_scale.view().data(), b.v_scale.view().nbytes()),
@@ -107,12 +151,12 @@ struct DeviceBatch {
     p.q_token_stride = static_cast<int64_t>(hq) * d;
     p.q_head_stride = d;
     p.q_dtype = spec.dtype;
-    p.kv_cache = kv.get();
+    p.kv_cache = kv.base;
     p.cache_dtype = cache.dtype();
-    p.cache_block_stride = cache.stride(0);
-    p.cache_kv_stride = cache.stride(1);
-    p.cache_token_stride = cache.stride(2);
-    p.cache_head_stride = cache.stride(3);
+    p.cache_block_stride = kv.strides[0];
+    p.cache_kv_stride = kv.strides[1];
+    p.cache_token_stride = kv.strides[2];
+    p.cache_head_stride = kv.strides[3];
     p.k_scale = ks.as<float>();
     p.v_scale = vs.as<float>();
     p.per_head_scales = b.k_scale.view().size(0) > 1;
@@ -225,7 +269,8 @@ using PagedAttentionLauncher = Status (*)(const kernels::PagedAttentionParams&, 
 inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout layout,
                                 const SplitOptions& splits = {},
                                 PagedAttentionLauncher launch = kernels::launch_paged_attention,
-                                const RaggedSource& ragged = {}) {
+                                const RaggedSource& ragged = {},
+                                const CachePlacement& placement = {}) {
   RunResult result;
   auto batch_or = testing::make_host_batch(spec, layout);
   EXPECT_TRUE(batch_or.ok()) << batch_or.status().to_string();
@@ -238,7 +283,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   } else {
     write_new_tokens(b);
   }
-  const DeviceBatch dev(b);
+  const DeviceBatch dev(b, placement);
   if (ragged.enabled) write_new_tokens(b);
 
   auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),

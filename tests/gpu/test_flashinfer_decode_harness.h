@@ -31,6 +31,7 @@ struct DecodeRunOptions {
   // The same plan launched this many times, outputs and partials poisoned before each (as every
   // layer of a step runs it): the plan's merge counts must be back at 0 after each launch.
   int launches = 1;
+  CachePlacement placement;
 };
 
 struct DecodeRunResult {
@@ -87,7 +88,7 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   if (!stats.ok()) return result;
   result.stats = *stats;
 
-  const DeviceBatch dev(b);
+  const DeviceBatch dev(b, opt.placement);
   DeviceBuffer plan_dev(plan_host.data(), static_cast<size_t>(limits.plan_bytes));
   const size_t prows = static_cast<size_t>(std::max<int64_t>(1, limits.max_partial_rows));
   DeviceBuffer partial_out(prows * spec.head_size * 4), partial_lse(prows * 4);

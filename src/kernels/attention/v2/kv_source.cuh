@@ -42,7 +42,8 @@ struct PagedKv {
                                                 int key) {
     const char* cache = static_cast<const char*>(a.p.kv_cache);
     const int head_off = w.kv_head * a.head_stride;
-    const int v_off = (a.kv_stride + w.dchunk * Cfg::kDV) * kElemBytes;
+    // In bytes the kv stride can pass 2^31 (K and V as two allocations): 64-bit.
+    const int64_t v_off = (static_cast<int64_t>(a.kv_stride) + w.dchunk * Cfg::kDV) * kElemBytes;
     const char* k = cache + (static_cast<int64_t>(block) * a.block_stride +
                              key_slot(a, key) * a.token_stride + head_off) *
                                 kElemBytes;
