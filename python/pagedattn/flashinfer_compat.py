@@ -94,14 +94,14 @@ class _PagedWrapper:
         _C.select_backend(head_size=d, num_heads=hq, num_kv_heads=hkv, dtype=dtype, kv_cache_dtype=kv,
                           block_size=page_size, use_sliding_window=window != (-1, -1), use_soft_cap=bool(softcap),
                           causal=causal, device=self._device, backend=self._backend.name)
-        key = (hq, hkv, d, page_size, dtype, kv, window, causal)
+        key = (hq, hkv, d, page_size, dtype, kv, window)  # the mask is the step's, not the builder's
         entry = self._builders.get(key)
         if entry is None or any(have < need for have, need in zip(entry[1], (num_reqs, num_tokens, max_seq_len))):
             limits = (max(256, num_reqs), max(8192, num_tokens), max(32768, max_seq_len))
             builder = self._backend.make_builder(
                 num_heads=hq, num_kv_heads=hkv, head_size=d, block_size=page_size, dtype=dtype, kv_cache_dtype=kv,
                 kv_layout=self._layout, device=self._device, max_num_reqs=limits[0], max_num_tokens=limits[1],
-                max_model_len=limits[2], sliding_window=window, causal=causal)
+                max_model_len=limits[2], sliding_window=window)
             entry = self._builders[key] = (builder, limits)
         return entry[0], kv
 

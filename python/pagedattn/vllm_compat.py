@@ -73,10 +73,11 @@ def _impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, 
 
 
 def _builder(backend, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,
-             causal, use_alibi, num_reqs, num_tokens, max_seq_len):
-    """A builder for this configuration whose persistent buffers cover the step (grown when not)."""
+             use_alibi, num_reqs, num_tokens, max_seq_len):
+    """A builder for this configuration whose persistent buffers cover the step (grown when not). The
+    mask is the step's (CommonAttentionMetadata.causal), not the builder's."""
     key = (backend.name, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,
-           causal, use_alibi)
+           use_alibi)
     entry = _builders.get(key)
     if entry is not None and entry[1] >= num_reqs and entry[2] >= num_tokens and entry[3] >= max_seq_len:
         return entry[0]
@@ -86,7 +87,7 @@ def _builder(backend, num_heads, num_kv_heads, head_size, block_size, dtype, kv_
     builder = backend.make_builder(
         num_heads=num_heads, num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_cache_dtype, device=device, max_num_reqs=limits[0], max_num_tokens=limits[1],
-        max_model_len=limits[2], use_alibi=use_alibi, sliding_window=window, causal=causal)
+        max_model_len=limits[2], use_alibi=use_alibi, sliding_window=window)
     _builders[key] = (builder,) + limits
     return builder
 
@@ -170,7 +171,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
                            has_sinks=has_sinks, use_alibi=has_alibi, use_sliding_window=window != (-1, -1),
                            use_soft_cap=bool(has_softcap), causal=causal)
     builder = _builder(selection.backend, num_heads_q, num_heads_kv, headdim, page_size, dtype, kv_cache_dtype,
-                       device, window, causal, has_alibi, batch_size, num_tokens, max_seqlen_k)
+                       device, window, has_alibi, batch_size, num_tokens, max_seqlen_k)
     meta = _C.CommonAttentionMetadata(
         query_start_loc=cu_seqlens_q, query_start_loc_cpu=qsl_host, seq_lens=cache_seqlens, seq_lens_cpu=seq_host,
         block_table_tensor=block_table,
