@@ -124,6 +124,14 @@ def permuted(array, order):
     return array.permute(*order) if framework(array) == "torch" else array.transpose(order)
 
 
+def scale_in_place(array, factor):
+    """array *= factor (a host float), on array's framework and stream."""
+    if framework(array) == "torch":
+        array.mul_(factor)
+    else:
+        array *= factor
+
+
 def store_transposed(dst, src, factor):
     """dst[...] = src.T * factor, on src's framework and stream."""
     if framework(src) == "torch":

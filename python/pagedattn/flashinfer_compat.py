@@ -7,15 +7,18 @@ They bind to the FLASHINFER backend (``backend="flashinfer"``, the default): in 
 machine without it, making a wrapper is a ValueError that gives the backend's reasons.
 ``backend=`` runs the same calls on another backend ("flash_attn", "cpu"). ``plan()`` reads the page
 table on the host and builds the step's metadata (once per step, for every layer); ``run()`` only
-converts the arrays and queues the kernel on the caller's stream. Not supported: ``use_cuda_graph``
-(capture the engine API's forward instead), positional encodings other than "NONE", custom masks.
+converts the arrays and queues the kernel on the caller's stream. ``run(k_scale=, v_scale=)`` apply as
+FlashInfer applies them on every cache dtype (``sm_scale *= k_scale``, ``out *= v_scale``). Not
+supported: ``use_cuda_graph`` (capture the engine API's forward instead), positional encodings other
+than "NONE", custom masks, ``use_fp16_qk_reduction=True``. docs/python.md lists every keyword.
 """
 import math
 
 import numpy as np
 
 from . import _C
-from ._arrays import device_of, empty, from_host, order_after_build, permuted, step_slots, store_transposed, to_host
+from ._arrays import (device_of, empty, from_host, order_after_build, permuted, scale_in_place, step_slots,
+                      store_transposed, to_host)
 from .vllm_compat import _cache_dtype, _dtype_name, _host_floats
 
 _LN2 = math.log(2.0)
@@ -23,6 +26,17 @@ _LN2 = math.log(2.0)
 
 def _host_ints(array):
     return np.asarray(to_host(array)).astype(np.int64)
+
+
+def _host_scale(value, name):
+    """A FlashInfer scale (a float, or a 0-d / 1-element array) as a host float; None stays None."""
+    if value is None or not hasattr(value, "__dlpack_device__"):
+        return None if value is None else float(value)
+    flat = to_host(value).reshape(-1)
+    if flat.shape[0] != 1:
+        raise ValueError("%s has %d elements (allowed with a 16-bit cache: a float or a 0-d / 1-element array, "
+                         "as FlashInfer takes)" % (name, flat.shape[0]))
+    return float(flat[0])
 
 
 class _PagedWrapper:
@@ -50,6 +64,12 @@ class _PagedWrapper:
         if pos_encoding_mode != "NONE":
             raise ValueError("pos_encoding_mode = %r (allowed: 'NONE'; apply RoPE before the call)" % (
                 pos_encoding_mode,))
+        # The library reads a scale <= 0 as 1/sqrt(D) and a cap <= 0 as none: refuse them rather than substitute.
+        if sm_scale is not None and not sm_scale > 0:
+            raise ValueError("sm_scale = %r (allowed: None = 1/sqrt(head_dim), or a positive number)" % (sm_scale,))
+        if logits_soft_cap is not None and not logits_soft_cap >= 0:
+            raise ValueError("logits_soft_cap = %r (allowed: None or 0 = no cap, or a positive cap)" % (
+                logits_soft_cap,))
         pages = np.diff(_host_ints(indptr))
         if len(pages) and pages.min() < 0:
             raise ValueError("indptr must be non-decreasing")
@@ -94,25 +114,24 @@ class _PagedWrapper:
         _C.select_backend(head_size=d, num_heads=hq, num_kv_heads=hkv, dtype=dtype, kv_cache_dtype=kv,
                           block_size=page_size, use_sliding_window=window != (-1, -1), use_soft_cap=bool(softcap),
                           causal=causal, device=self._device, backend=self._backend.name)
-        key = (hq, hkv, d, page_size, dtype, kv, window, causal)
+        key = (hq, hkv, d, page_size, dtype, kv, window)  # the mask is the step's, not the builder's
         entry = self._builders.get(key)
         if entry is None or any(have < need for have, need in zip(entry[1], (num_reqs, num_tokens, max_seq_len))):
             limits = (max(256, num_reqs), max(8192, num_tokens), max(32768, max_seq_len))
             builder = self._backend.make_builder(
                 num_heads=hq, num_kv_heads=hkv, head_size=d, block_size=page_size, dtype=dtype, kv_cache_dtype=kv,
                 kv_layout=self._layout, device=self._device, max_num_reqs=limits[0], max_num_tokens=limits[1],
-                max_model_len=limits[2], sliding_window=window, causal=causal)
+                max_model_len=limits[2], sliding_window=window)
             entry = self._builders[key] = (builder, limits)
         return entry[0], kv
 
-    def _impl(self, step, sinks):
-        key = (step["heads"], step["kv_dtype"], step["q_dtype"], step["scale"], step["window"], step["softcap"],
-               id(sinks))
+    def _impl(self, step, sinks, scale):
+        key = (step["heads"], step["kv_dtype"], step["q_dtype"], scale, step["window"], step["softcap"], id(sinks))
         entry = self._impls.get(key)
         if entry is None:
             hq, hkv, d = step["heads"]
             impl = self._backend.make_impl(
-                num_heads=hq, head_size=d, num_kv_heads=hkv, scale=step["scale"], dtype=_dtype_name(step["q_dtype"]),
+                num_heads=hq, head_size=d, num_kv_heads=hkv, scale=scale, dtype=_dtype_name(step["q_dtype"]),
                 sliding_window=step["window"], kv_cache_dtype=step["kv_dtype"], logits_soft_cap=step["softcap"],
                 sinks=_host_floats(sinks), kv_layout=self._layout, device=self._device)
             entry = self._impls[key] = (impl, sinks)
@@ -129,16 +148,25 @@ class _PagedWrapper:
     def run(self, q, paged_kv_cache, *, k_scale=None, v_scale=None, out=None, lse=None, return_lse=False,
             sinks=None, stream=None):
         """Attention of q [total_q, Hq, D] over the paged cache for the planned step: out, or
-        (out, lse [total_q, Hq] float32, base 2 as FlashInfer returns it) with return_lse."""
+        (out, lse [total_q, Hq] float32, base 2 as FlashInfer returns it) with return_lse.
+        k_scale / v_scale: an FP8 cache's dequantization scales (float, [1] or [Hkv]); with a 16-bit
+        cache FlashInfer's rule (a float or 1-element array): sm_scale *= k_scale, out *= v_scale."""
         step = self._step
         if step is None:
             raise ValueError("run() before plan()")
-        impl = self._impl(step, sinks)
+        scale, v_factor = step["scale"], None
+        if step["kv_dtype"].startswith("fp8"):
+            scales = (self._scale(k_scale), self._scale(v_scale))
+        else:
+            scales, k_factor, v_factor = (None, None), _host_scale(k_scale, "k_scale"), _host_scale(v_scale, "v_scale")
+            if k_factor is not None:
+                if not k_factor > 0:  # folded into sm_scale, which must stay positive
+                    raise ValueError("k_scale = %r (allowed: a positive scale)" % (k_factor,))
+                scale = (1.0 / math.sqrt(step["heads"][2]) if scale is None else scale) * k_factor
+        impl = self._impl(step, sinks, scale)
         if out is None:
             out = empty(q, q.shape)
         lse_rows = empty(q, (q.shape[1], q.shape[0]), float32=True) if return_lse else None
-        fp8 = step["kv_dtype"].startswith("fp8")
-        scales = (self._scale(k_scale), self._scale(v_scale)) if fp8 else (None, None)
         if isinstance(paged_kv_cache, (tuple, list)):
             k, v = paged_kv_cache
             if self._layout == "HND":  # [pages, Hkv, page_size, D] halves
@@ -147,6 +175,8 @@ class _PagedWrapper:
         else:
             cache = permuted(paged_kv_cache, (0, 1, 3, 2, 4)) if self._layout == "HND" else paged_kv_cache
             impl.forward(q, None, None, cache, step["metadata"], out, lse_rows, *scales, stream)
+        if v_factor is not None:
+            scale_in_place(out, v_factor)  # FlashInfer's own step after its kernel; the LSE is unchanged
         if not return_lse:
             return out
         if lse is None:
@@ -161,7 +191,9 @@ class BatchDecodeWithPagedKVCacheWrapper(_PagedWrapper):
     def plan(self, indptr, indices, last_page_len, num_qo_heads, num_kv_heads, head_dim, page_size,
              pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
              kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True):
-        """Plans a decode step over FlashInfer's page table (read on the host)."""
+        """Plans a decode step over FlashInfer's page table (read on the host). rope_scale and
+        rope_theta (read by FlashInfer only with RoPE in the kernel, refused here) and non_blocking
+        (how FlashInfer copies its plan) leave the result unchanged: accepted, no effect."""
         q_dtype = data_type if data_type is not None else q_data_type
         batch = len(_host_ints(indptr)) - 1
         self._plan(np.arange(batch + 1, dtype=np.int32), indptr, indices, last_page_len, num_qo_heads, num_kv_heads,
@@ -177,7 +209,11 @@ class BatchPrefillWithPagedKVCacheWrapper(_PagedWrapper):
              pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
              logits_soft_cap=None, rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
              non_blocking=True):
-        """Plans a prefill (or mixed) step over FlashInfer's page table (read on the host)."""
+        """Plans a prefill (or mixed) step over FlashInfer's page table (read on the host).
+        rope_scale, rope_theta and non_blocking: accepted, no effect (as in the decode plan)."""
+        if use_fp16_qk_reduction:
+            raise ValueError("use_fp16_qk_reduction = %r: scores are reduced in float32 (allowed: False)" % (
+                use_fp16_qk_reduction,))
         if custom_mask is not None or packed_custom_mask is not None:
             raise ValueError("custom_mask is not supported (causal or non-causal only)")
         if head_dim_vo not in (None, head_dim_qk):

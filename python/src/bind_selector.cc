@@ -77,6 +77,8 @@ void bind_selector(py::module_& m) {
              return out;
            },
            "Each entry n means 'any multiple of n'.")
+      .def("kernel_generations", &AttentionBackend::kernel_generations,
+           "The kernel generations this build has for the backend (\"v2 (mma.sync, sm_80+)\", ...).")
       .def("supports_head_size", &AttentionBackend::supports_head_size, "head_size"_a)
       .def("supported_head_sizes_text", &AttentionBackend::supported_head_sizes_text)
       .def("supports_block_size", &AttentionBackend::supports_block_size, "block_size"_a)
@@ -115,7 +117,7 @@ void bind_selector(py::module_& m) {
            [](const AttentionBackend& b, int num_heads, int num_kv_heads, int head_size, int block_size,
               py::handle dtype, py::handle kv_cache_dtype, py::handle kv_layout, py::handle device,
               int max_num_reqs, int max_num_tokens, int max_model_len, bool use_alibi,
-              py::handle sliding_window, bool causal, int num_sms) {
+              py::handle sliding_window, int num_sms, bool deterministic) {
              BuilderParams p;
              p.num_heads = num_heads;
              p.num_kv_heads = num_kv_heads;
@@ -130,20 +132,21 @@ void bind_selector(py::module_& m) {
              p.max_model_len = max_model_len;
              p.use_alibi = use_alibi;
              p.sliding_window = window_arg(sliding_window, "sliding_window");
-             p.causal = causal;
              p.num_sms = num_sms;
+             p.deterministic = deterministic;
              return make_builder(b, p);
            },
            "num_heads"_a, "num_kv_heads"_a, "head_size"_a, "block_size"_a = 16, "dtype"_a = "bf16",
            "kv_cache_dtype"_a = "auto", "kv_layout"_a = "NHD", "device"_a = py::none(), "max_num_reqs"_a = 256,
            "max_num_tokens"_a = 8192, "max_model_len"_a = 32768, "use_alibi"_a = false,
-           "sliding_window"_a = py::none(), "causal"_a = true, "num_sms"_a = 0,
-           "The metadata builder of one KV-cache group (vLLM's AttentionMetadataBuilder).")
+           "sliding_window"_a = py::none(), "num_sms"_a = 0, "deterministic"_a = false,
+           "The metadata builder of one KV-cache group (vLLM's AttentionMetadataBuilder). The mask is "
+           "the step's (CommonAttentionMetadata.causal); deterministic = batch invariance.")
       .def("make_impl",
            [](const AttentionBackend& b, int num_heads, int head_size, int num_kv_heads, py::handle scale,
               py::handle dtype, py::handle alibi_slopes, py::handle sliding_window, py::handle kv_cache_dtype,
               py::handle logits_soft_cap, py::handle attn_type, py::handle sinks, py::handle kv_layout,
-              py::handle device) {
+              py::handle device, int kernel_generation) {
              AttentionImplParams p;
              p.num_heads = num_heads;
              p.head_size = head_size;
@@ -158,13 +161,15 @@ void bind_selector(py::module_& m) {
              p.sinks = host_floats(sinks, "sinks");
              p.kv_layout = layout_arg(kv_layout, "kv_layout");
              p.device = device_arg(device, "device");
+             p.kernel_generation = kernel_generation;
              return make_impl(b, p);
            },
            "num_heads"_a, "head_size"_a, "num_kv_heads"_a, "scale"_a = py::none(), "dtype"_a = "bf16",
            "alibi_slopes"_a = py::none(), "sliding_window"_a = py::none(), "kv_cache_dtype"_a = "auto",
            "logits_soft_cap"_a = py::none(), "attn_type"_a = "decoder", "sinks"_a = py::none(),
-           "kv_layout"_a = "NHD", "device"_a = py::none(),
-           "One layer's impl (vLLM's AttentionImpl); scale None = 1/sqrt(head_size).")
+           "kv_layout"_a = "NHD", "device"_a = py::none(), "kernel_generation"_a = 0,
+           "One layer's impl (vLLM's AttentionImpl); scale None = 1/sqrt(head_size); kernel_generation "
+           "0 = the backend's choice, 2 or 3 forces one (GPU backends).")
       .def("__repr__", [](const AttentionBackend& b) { return "<AttentionBackend " + std::string(b.name()) + ">"; });
 
   m.def("registered_backends",

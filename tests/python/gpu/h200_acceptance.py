@@ -51,8 +51,8 @@ def correctness(cases, report):
         if batch.cpl:
             md = vllm_compat.get_scheduler_metadata(
                 len(batch.seq_lens), max(batch.query_lens), max(batch.seq_lens), batch.hq, batch.hkv, batch.d,
-                batch.seqused, qkv_dtype=batch.dtype, cu_seqlens_q=batch.qsl, page_size=batch.bs, causal=True,
-                block_table=batch.table, common_prefix_len=batch.cpl)
+                batch.seqused, qkv_dtype=batch.dtype, cu_seqlens_q=batch.qsl, page_size=batch.bs,
+                causal=batch.causal, block_table=batch.table, common_prefix_len=batch.cpl)
             out, lse = batch.call(scheduler_metadata=md)
             sync()
             c_ok, c_err, c_lse, _ = compare(batch, out, lse)
