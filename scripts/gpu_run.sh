@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs ON THE GPU MACHINE, from the repo root, with .device/ carried (staged by scripts/gpu_build.sh):
-#   1. tests: the GPU tests (gtest XML + log), then the host unit tests;
+#   1. tests: the GPU tests (gtest XML + log), then the Hopper, host unit and parity tests;
 #   2. check: `pagedattn check --backend B --dump` on every staged case for each GPU backend B
 #      (CHECK_BACKENDS, default flash_attn flashinfer), and check_case.py on each dump;
 #   3. bench: `pagedattn bench --backend flash_attn --suite all` (JSON + table);
@@ -63,6 +63,8 @@ if has_stage tests; then
   note "Hopper primitive tests: rc $? ($(grep -cE '^\[       OK \] HopperPrimitives' "$OUT/gpu_tests.log") passed)"
   timeout "$(limit 60)" "$STAGE/bin/pagedattn_unit_tests" >>"$OUT/gpu_tests.log" 2>&1
   note "host unit tests: rc $?"
+  timeout "$(limit 120)" "$STAGE/bin/pagedattn_parity_tests" >>"$OUT/gpu_tests.log" 2>&1
+  note "parity tests (every backend, row by row): rc $? ($(grep -cE '^\[       OK \] Batches/Parity' "$OUT/gpu_tests.log") passed)"
 fi
 
 if has_stage check; then
