@@ -196,6 +196,20 @@ inline CaseSpec fp8_softcap_f16(CaseSpec s) {
   return s;
 }
 
+// Test names that read (ctest -N): the grid value, not its bytes.
+inline std::string param_name(int head_size) { return "d" + std::to_string(head_size); }
+inline std::string param_name(const Heads& h) {
+  return "heads_" + std::to_string(h.hq) + "_" + std::to_string(h.hkv);
+}
+inline std::string param_name(const BlockLayout& b) {
+  return "block_" + std::to_string(b.block_size) + "_" +
+         std::string(kv_cache_layout_name(b.layout));
+}
+inline std::string param_name(const Dtypes& d) {
+  return std::string(dtype_name(d.dtype)) + "_" + std::string(kv_cache_dtype_name(d.kv)) +
+         (d.per_head ? "_per_head" : "");
+}
+
 }  // namespace pagedattn::test::grid
 
 // Cascade (prefix pass + suffix pass + merge) must equal plain attention over the whole sequence.
@@ -220,13 +234,16 @@ inline CaseSpec fp8_softcap_f16(CaseSpec s) {
   }                                                                                         \
   static_assert(true, "")
 
-#define PAGEDATTN_GRID_SUITE(Suite, Param, body, values, expect)                  \
-  class Suite : public ::testing::TestWithParam<Param> {};                        \
-  TEST_P(Suite, MixedBatch) {                                                     \
-    PAGEDATTN_REQUIRE_CUDA_DEVICE();                                              \
-    ::pagedattn::test::grid::body(GetParam(), expect);                            \
-  }                                                                               \
-  INSTANTIATE_TEST_SUITE_P(Grid, Suite, ::testing::ValuesIn(::pagedattn::test::grid::values))
+#define PAGEDATTN_GRID_SUITE(Suite, Param, body, values, expect)                       \
+  class Suite : public ::testing::TestWithParam<Param> {};                             \
+  TEST_P(Suite, MixedBatch) {                                                          \
+    PAGEDATTN_REQUIRE_CUDA_DEVICE();                                                   \
+    ::pagedattn::test::grid::body(GetParam(), expect);                                 \
+  }                                                                                    \
+  INSTANTIATE_TEST_SUITE_P(Grid, Suite, ::testing::ValuesIn(::pagedattn::test::grid::values), \
+                           [](const ::testing::TestParamInfo<Param>& info) {           \
+                             return ::pagedattn::test::grid::param_name(info.param);   \
+                           })
 
 #define PAGEDATTN_GPU_BACKEND_GRID(Prefix, expect)                                               \
   PAGEDATTN_GRID_SUITE(Prefix##HeadSize, int, head_size, kHeadSizes, expect);                   \

@@ -131,7 +131,13 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(MergeCase{DType::kBF16, 37, 5, 128, std::nullopt},
                       MergeCase{DType::kF16, 37, 5, 128, 20}, MergeCase{DType::kF32, 19, 3, 64, std::nullopt},
                       MergeCase{DType::kF32, 19, 3, 36, 7},  // 36: not whole 16-byte packs
-                      MergeCase{DType::kBF16, 11, 4, 36, 0}, MergeCase{DType::kF16, 129, 8, 256, 128}));
+                      MergeCase{DType::kBF16, 11, 4, 36, 0}, MergeCase{DType::kF16, 129, 8, 256, 128}),
+    [](const ::testing::TestParamInfo<MergeCase>& info) {
+      const MergeCase& c = info.param;
+      return std::string(dtype_name(c.dtype)) + "_t" + std::to_string(c.num_tokens) + "_h" +
+             std::to_string(c.num_heads) + "_d" + std::to_string(c.head_size) +
+             (c.prefix_tokens ? "_prefix_" + std::to_string(*c.prefix_tokens) : "");
+    });
 
 }  // namespace
 }  // namespace pagedattn::test
