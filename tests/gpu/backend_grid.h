@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,11 @@ inline std::string param_name(const Dtypes& d) {
   return std::string(dtype_name(d.dtype)) + "_" + std::string(kv_cache_dtype_name(d.kv)) +
          (d.per_head ? "_per_head" : "");
 }
+// gtest prints a parameter beside the test's name (ctest -N): the same words, not its bytes.
+inline void PrintTo(const Heads& h, std::ostream* os) { *os << param_name(h); }
+inline void PrintTo(const BlockLayout& b, std::ostream* os) { *os << param_name(b); }
+inline void PrintTo(const Dtypes& d, std::ostream* os) { *os << param_name(d); }
+inline void PrintTo(const Feature& f, std::ostream* os) { *os << f.name; }
 
 }  // namespace pagedattn::test::grid
 

@@ -26,6 +26,12 @@ struct WriteCase {
   bool per_head;
   int block_size;
 };
+std::string write_case_name(const WriteCase& c) {
+  return std::string(kv_cache_layout_name(c.layout)) + "_" + std::string(dtype_name(c.dtype)) + "_" +
+         std::string(kv_cache_dtype_name(c.kv)) + (c.per_head ? "_per_head" : "") + "_block_" +
+         std::to_string(c.block_size);
+}
+void PrintTo(const WriteCase& c, std::ostream* os) { *os << write_case_name(c); }
 class CacheWrite : public ::testing::TestWithParam<WriteCase> {};
 
 TEST_P(CacheWrite, BitIdenticalToHostEncoder) {
@@ -83,12 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
                       WriteCase{KVCacheLayout::kHND, DType::kBF16, KVCacheDType::kFP8E4M3, true, 16},
                       WriteCase{KVCacheLayout::kNHD, DType::kF16, KVCacheDType::kFP8E5M2, true, 256},
                       WriteCase{KVCacheLayout::kHND, DType::kF16, KVCacheDType::kFP8E5M2, false, 64}),
-    [](const ::testing::TestParamInfo<WriteCase>& info) {
-      const WriteCase& c = info.param;
-      return std::string(kv_cache_layout_name(c.layout)) + "_" + std::string(dtype_name(c.dtype)) +
-             "_" + std::string(kv_cache_dtype_name(c.kv)) + (c.per_head ? "_per_head" : "") +
-             "_block_" + std::to_string(c.block_size);
-    });
+    [](const ::testing::TestParamInfo<WriteCase>& info) { return write_case_name(info.param); });
 
 // Floats that exercise every branch of the FP8 encoders: zeros, subnormals of f32 and of the
 // format, exact ties between neighbours, the saturation edge, infinities, NaN, and a sweep of bit

@@ -24,6 +24,12 @@ struct MergeCase {
   int num_tokens, num_heads, head_size;
   std::optional<int64_t> prefix_tokens;
 };
+std::string merge_case_name(const MergeCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_t" + std::to_string(c.num_tokens) + "_h" +
+         std::to_string(c.num_heads) + "_d" + std::to_string(c.head_size) +
+         (c.prefix_tokens ? "_prefix_" + std::to_string(*c.prefix_tokens) : "");
+}
+void PrintTo(const MergeCase& c, std::ostream* os) { *os << merge_case_name(c); }
 class MergeStates : public ::testing::TestWithParam<MergeCase> {};
 
 // LSE patterns cycle through: prefix +inf, suffix -inf, both -inf, prefix -inf with suffix +inf,
@@ -132,12 +138,7 @@ INSTANTIATE_TEST_SUITE_P(
                       MergeCase{DType::kF16, 37, 5, 128, 20}, MergeCase{DType::kF32, 19, 3, 64, std::nullopt},
                       MergeCase{DType::kF32, 19, 3, 36, 7},  // 36: not whole 16-byte packs
                       MergeCase{DType::kBF16, 11, 4, 36, 0}, MergeCase{DType::kF16, 129, 8, 256, 128}),
-    [](const ::testing::TestParamInfo<MergeCase>& info) {
-      const MergeCase& c = info.param;
-      return std::string(dtype_name(c.dtype)) + "_t" + std::to_string(c.num_tokens) + "_h" +
-             std::to_string(c.num_heads) + "_d" + std::to_string(c.head_size) +
-             (c.prefix_tokens ? "_prefix_" + std::to_string(*c.prefix_tokens) : "");
-    });
+    [](const ::testing::TestParamInfo<MergeCase>& info) { return merge_case_name(info.param); });
 
 }  // namespace
 }  // namespace pagedattn::test

@@ -16,6 +16,11 @@
 #include "testing/batch_params.h"
 #include "testing/step_runner.h"
 
+namespace pagedattn::testing {
+// gtest prints a case beside the test's name (ctest -N): its name, not its bytes.
+inline void PrintTo(const CaseSpec& spec, std::ostream* os) { *os << spec.name; }
+}  // namespace pagedattn::testing
+
 namespace pagedattn::parity {
 namespace {
 
