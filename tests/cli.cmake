@@ -172,6 +172,13 @@ string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_exa
 pagedattn_cli_test(select_block_24 1
   "select;${select_block_24};--device;cuda;--compute-capability;9.0"
   "FLASH_ATTN:[^:]*- block_size not supported .24")
+# Nothing can serve (no backend runs sm_70): each reason is said once, in the rejection list.
+add_test(NAME cli.select_none_says_reasons_once
+         COMMAND sh -c "\"$0\" select --compute-capability 7.0 2>&1; echo exit=$?"
+                 $<TARGET_FILE:pagedattn_cli>)
+set_tests_properties(cli.select_none_says_reasons_once PROPERTIES LABELS cli
+  PASS_REGULAR_EXPRESSION "selected: none.*CPU_ATTN:\n +- device cuda not supported\nexit=1\n$"
+  FAIL_REGULAR_EXPRESSION "device cuda not supported.*device cuda not supported")
 # On a CPU machine the GPU backends are still explained.
 pagedattn_cli_test(select_block_24_on_cpu 0 "select;${select_block_24};--device;cpu"
   "selected: CPU_ATTN.*FLASH_ATTN.*block_size not supported .24")
