@@ -340,3 +340,9 @@ if(pagedattn_tools_python)
 endif()
 pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.png"
                    "CPU_ATTN \\(cpu\\).*every oracle check passed")
+# serve has no --compute-capability: its skip reasons must not point at one.
+set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|compute capability unknown")
+if(NOT PAGEDATTN_WITH_CUDA)
+  pagedattn_cli_test(serve_backend_not_built 2 "serve;--backend;cpu,flash_attn"
+    "--backend: 'flash_attn' cannot run on this machine: not built in this version")
+endif()

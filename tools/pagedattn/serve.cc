@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -41,6 +42,15 @@ struct ServeOptions {
   std::string plot = "serve.png";
 };
 
+// Why `b` cannot run on this machine at all, in serve's terms: not built, or no device of its kind.
+// Said alone, since the library's device reasons then speak of select's --compute-capability.
+std::optional<std::string> cannot_run_here(const AttentionBackend& b) {
+  if (std::optional<std::string> why = b.unavailable_reason()) return why;
+  if (!b.supports_device(DeviceKind::kCPU) && cuda_devices().empty())
+    return "no CUDA device on this machine";
+  return std::nullopt;
+}
+
 // The backends to run: "auto" (the selector's choice on the best device), "all" (every backend
 // that can serve the model on a device this machine has) or a comma-separated list of names.
 StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
@@ -48,13 +58,15 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   if (o.backend == "auto") return std::vector<std::string>{"auto"};
   std::vector<std::string> names;
   if (o.backend == "all") {
-    const bool have_cuda = !cuda_devices().empty();
     for (const AttentionBackend* b : registered_backends()) {
-      const bool cpu = b->supports_device(DeviceKind::kCPU);
-      const AttentionSelectorConfig c =
-          serve::selector_config_for(m, cpu ? Device::cpu() : Device::cuda(0));
-      std::vector<std::string> reasons = b->validate_configuration(c);
-      if (!cpu && !have_cuda) reasons.insert(reasons.begin(), "no CUDA device on this machine");
+      std::vector<std::string> reasons;
+      if (std::optional<std::string> why = cannot_run_here(*b)) {
+        reasons.push_back(*why);
+      } else {
+        const bool cpu = b->supports_device(DeviceKind::kCPU);
+        reasons = b->validate_configuration(
+            serve::selector_config_for(m, cpu ? Device::cpu() : Device::cuda(0)));
+      }
       if (reasons.empty()) {
         names.emplace_back(b->name());
         continue;
@@ -69,11 +81,14 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   }
   std::stringstream in(o.backend);
   for (std::string name; std::getline(in, name, ',');) {
-    if (find_backend(name) == nullptr) {
+    const AttentionBackend* b = find_backend(name);
+    if (b == nullptr) {
       return invalid_argument(
           "--backend: unknown backend '" + name +
           "'; allowed: auto, all, or names among CPU_ATTN, FLASH_ATTN, FLASHINFER");
     }
+    if (std::optional<std::string> why = cannot_run_here(*b))
+      return invalid_argument("--backend: '" + name + "' cannot run on this machine: " + *why);
     names.push_back(name);
   }
   return names;
