@@ -342,6 +342,10 @@ pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_
                    "CPU_ATTN \\(cpu\\).*every oracle check passed")
 # serve has no --compute-capability: its skip reasons must not point at one.
 set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|compute capability unknown")
+# The KV read share is against bench's read ceiling, printed with how it was measured.
+pagedattn_cli_test(serve_read_ceiling 0
+  "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0"
+  "share of read ceiling +[0-9]+% of [0-9]+ GB/s.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
 if(NOT PAGEDATTN_WITH_CUDA)
   pagedattn_cli_test(serve_backend_not_built 2 "serve;--backend;cpu,flash_attn"
     "--backend: 'flash_attn' cannot run on this machine: not built in this version")

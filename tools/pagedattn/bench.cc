@@ -44,12 +44,11 @@ struct BenchOptions {
 
 Ceilings measure_ceilings(const Device& device, bool quick) {
   Ceilings c;
+  c.bandwidth = measure_read_ceiling(device);  // never quick: the figure serve uses too
   if (device.is_cpu()) {
-    c.bandwidth = measure_host_read_bandwidth(quick);
     c.compute = measure_host_matmul_rate(quick);
   } else {
 #if PAGEDATTN_WITH_CUDA
-    c.bandwidth = measure_cuda_read_bandwidth(device.index, quick);
     c.compute = cuda_matmul_ceiling(device.index);
 #endif
   }
