@@ -328,17 +328,17 @@ pagedattn_cli_test(serve_too_many_layers 2 "serve;--backend;cpu;--num-layers;100
 set(serve_short --requests 10 --num-layers 2 --prompt-lens uniform:16:200 --output-lens 8
     --check-every 3 --no-ceiling)
 pagedattn_cli_test(serve_cpu 0
-  "serve;--backend;cpu;${serve_short};--plot;serve_cpu.png;--json;serve_cpu.json"
-  "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.png.*json: serve_cpu.json")
-# Its plot, inflated by Python's zlib: the PNG writer's deflate stream is checked by another decoder.
+  "serve;--backend;cpu;${serve_short};--plot;serve_cpu.svg;--json;serve_cpu.json"
+  "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.svg.*json: serve_cpu.json")
+# Its plot, read by Python's XML parser: text as text, plain tick labels, a marker per step by kind.
 if(pagedattn_tools_python)
-  set_tests_properties(cli.serve_cpu PROPERTIES FIXTURES_SETUP serve_png)
-  add_test(NAME tools.png_round_trip
-           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_png.py
-                   ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.png)
-  set_tests_properties(tools.png_round_trip PROPERTIES FIXTURES_REQUIRED serve_png LABELS cli)
+  set_tests_properties(cli.serve_cpu PROPERTIES FIXTURES_SETUP serve_svg)
+  add_test(NAME tools.serve_svg
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_svg.py
+                   ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.svg ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.json)
+  set_tests_properties(tools.serve_svg PROPERTIES FIXTURES_REQUIRED serve_svg LABELS cli)
 endif()
-pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.png"
+pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.svg"
                    "CPU_ATTN \\(cpu\\).*every oracle check passed")
 # serve has no --compute-capability: its skip reasons must not point at one.
 set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|compute capability unknown")

@@ -1,7 +1,7 @@
 // `pagedattn serve`, the main job: an engine-shaped workload (requests arriving, continuous
 // batching with chunked prefill, prefix caching, preemption, CUDA graphs on decode steps) through
-// one or more backends, checked against the float64 oracle as it runs, reported as a table, a
-// PNG plot and JSON. The loop itself lives in tools/serve/.
+// one or more backends, checked against the float64 oracle as it runs, reported as a table, an
+// SVG plot and JSON. The loop itself lives in tools/serve/.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -39,7 +39,7 @@ struct ServeOptions {
   int check_requests = 2;
   int progress_every = 50;
   std::string json;
-  std::string plot = "serve.png";
+  std::string plot = "serve.svg";
 };
 
 // Why `b` cannot run on this machine at all, in serve's terms: not built, or no device of its kind.
@@ -278,7 +278,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Steps between progress lines when stderr is no terminal")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--plot", o->plot, "PNG of the step times ('' = none)")->capture_default_str();
+  cmd->add_option("--plot", o->plot, "SVG of the step times by step kind ('' = none)")
+      ->capture_default_str();
   cmd->add_option("--json", o->json, "Write the figures and every step as JSON");
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
