@@ -307,7 +307,8 @@ print("dump ok")
 endif()
 
 # `pagedattn serve`: bad input exits 2 naming the value; a short CPU run passes its oracle checks
-# and writes the table, the plot and the JSON; `--backend all` runs what this machine can.
+# and writes the table, the SVG plot and the JSON (by default into serve-out/); `--backend all`
+# runs what this machine can; bad output paths are refused before anything runs.
 pagedattn_cli_test(serve_help 0 "serve;--help" "--preset.*llama3-8b")
 pagedattn_cli_test(serve_unknown_preset 2 "serve;--preset;gpt5" "unknown model preset 'gpt5'")
 pagedattn_cli_test(serve_bad_lengths 2 "serve;--prompt-lens;normal:3" "prompt_lens = 'normal:3'")
@@ -338,15 +339,31 @@ if(pagedattn_tools_python)
                    ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.svg ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.json)
   set_tests_properties(tools.serve_svg PROPERTIES FIXTURES_REQUIRED serve_svg LABELS cli)
 endif()
-pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.svg"
-                   "CPU_ATTN \\(cpu\\).*every oracle check passed")
+# The outputs' defaults: serve-out/ under the working directory.
+pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short}"
+  "CPU_ATTN \\(cpu\\).*plot: serve-out/serve.svg.json: serve-out/serve.json.every oracle check passed")
 # serve has no --compute-capability: its skip reasons must not point at one.
 set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|compute capability unknown")
 # The KV read share is against bench's read ceiling, printed with how it was measured.
 pagedattn_cli_test(serve_read_ceiling 0
-  "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0"
+  "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0;--plot;serve_ceiling.svg;--json;serve_ceiling.json"
   "share of read ceiling +[0-9]+% of [0-9]+ GB/s.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
 if(NOT PAGEDATTN_WITH_CUDA)
   pagedattn_cli_test(serve_backend_not_built 2 "serve;--backend;cpu,flash_attn"
     "--backend: 'flash_attn' cannot run on this machine: not built in this version")
 endif()
+# Output paths are checked before the run: exit 2 naming the flag, the path and why, and no run.
+file(MAKE_DIRECTORY ${hostile}/a_dir.svg)
+foreach(probe IN ITEMS
+    "plot_png|--plot;x.png|--plot: 'x.png' does not end in .svg .allowed: a .svg file name, or '' for none."
+    "plot_no_dir|--plot;/nonexistent/x.svg|--plot: cannot write '/nonexistent/x.svg': the directory '/nonexistent' does not exist"
+    "plot_directory|--plot;${hostile}/a_dir.svg|--plot: cannot write '.*/a_dir.svg': it is a directory"
+    "json_proc|--json;/proc/pagedattn_serve.json|--json: cannot write '/proc/pagedattn_serve.json': "
+    "json_directory|--json;/tmp|--json: cannot write '/tmp': it is a directory")
+  string(REPLACE "|" ";" parts "${probe}")
+  list(GET parts 0 name)
+  list(GET parts -1 match)
+  list(SUBLIST parts 1 2 flag_and_path)
+  pagedattn_cli_test(serve_${name} 2 "serve;--backend;cpu;${flag_and_path}" "${match}")
+  set_tests_properties(cli.serve_${name} PROPERTIES FAIL_REGULAR_EXPRESSION "workload:")
+endforeach()

@@ -1,11 +1,13 @@
-// serve's plot: the axes' ticks and labels (0 is "0", no exponents), the step kinds, the SVG
-// (text as text, a marker per step by kind, a zero lane only when needed).
+// serve's plot and output files: the axes' ticks and labels (0 is "0", no exponents), the step
+// kinds, the SVG (text as text, a marker per step by kind, a zero lane only when needed) and the
+// output-path check made before a run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include "serve/output_path.h"
 #include "serve/plot.h"
 #include "serve/plot_axis.h"
 
@@ -119,6 +121,46 @@ TEST(ServePlot, WritesTheFile) {
   std::getline(file, first);
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
   fs::remove(path);
+}
+
+TEST(ServeOutputPath, BadPathsAreRefusedWithTheFlagThePathAndWhy) {
+  EXPECT_TRUE(check_output_file("--plot", "", ".svg").ok());
+  EXPECT_EQ(check_output_file("--plot", "x.png", ".svg").message(),
+            "--plot: 'x.png' does not end in .svg (allowed: a .svg file name, or '' for none)");
+  EXPECT_EQ(check_output_file("--plot", "/nonexistent/x.svg", ".svg").message(),
+            "--plot: cannot write '/nonexistent/x.svg': the directory '/nonexistent' does not "
+            "exist");
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(check_output_file("--json", dir, "").message(),
+            "--json: cannot write '" + dir + "': it is a directory");
+}
+
+TEST(ServeOutputPath, AWritablePathIsLeftAsItWas) {
+  const fs::path path = fs::path(::testing::TempDir()) / "serve_output_path_test.json";
+  fs::remove(path);
+  ASSERT_TRUE(check_output_file("--json", path.string(), "").ok());
+  EXPECT_FALSE(fs::exists(path));
+  std::ofstream(path) << "kept";
+  ASSERT_TRUE(check_output_file("--json", path.string(), "").ok());
+  std::ifstream file(path);
+  std::string content;
+  file >> content;
+  EXPECT_EQ(content, "kept");
+  fs::remove(path);
+}
+
+TEST(ServeOutputPath, TheDefaultDirectoryIsMadeOnFirstUse) {
+  const fs::path before = fs::current_path();
+  const fs::path scratch = fs::path(::testing::TempDir()) / "serve_output_dir_test";
+  fs::remove_all(scratch);
+  fs::create_directories(scratch);
+  fs::current_path(scratch);
+  const Status s = check_output_file("--plot", std::string(kOutputDir) + "/serve.svg", ".svg");
+  const bool made = fs::is_directory(kOutputDir);
+  fs::current_path(before);
+  fs::remove_all(scratch);
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(made);
 }
 
 }  // namespace

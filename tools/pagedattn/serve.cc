@@ -1,7 +1,7 @@
 // `pagedattn serve`, the main job: an engine-shaped workload (requests arriving, continuous
 // batching with chunked prefill, prefix caching, preemption, CUDA graphs on decode steps) through
 // one or more backends, checked against the float64 oracle as it runs, reported as a table, an
-// SVG plot and JSON. The loop itself lives in tools/serve/.
+// SVG plot and JSON (in serve-out/ by default). The loop itself lives in tools/serve/.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
@@ -15,6 +15,7 @@
 #include "pagedattn/device_info.h"
 #include "probes.h"
 #include "serve/engine.h"
+#include "serve/output_path.h"
 #include "serve/plot.h"
 #include "serve/progress.h"
 #include "serve/report.h"
@@ -38,8 +39,8 @@ struct ServeOptions {
   int check_every = 8;
   int check_requests = 2;
   int progress_every = 50;
-  std::string json;
-  std::string plot = "serve.svg";
+  std::string json = std::string(serve::kOutputDir) + "/serve.json";
+  std::string plot = std::string(serve::kOutputDir) + "/serve.svg";
 };
 
 // Why `b` cannot run on this machine at all, in serve's terms: not built, or no device of its kind.
@@ -120,6 +121,10 @@ nlohmann::json config_json(const ServeOptions& o, const serve::EngineConfig& e,
 }
 
 int run_serve(const ServeOptions& o) {
+  for (const Status& s : {serve::check_output_file("--plot", o.plot, ".svg"),
+                          serve::check_output_file("--json", o.json, "")}) {
+    if (!s.ok()) return bad_input(s);
+  }
   StatusOr<serve::ModelShape> preset = serve::model_preset(o.preset);
   if (!preset.ok()) return bad_input(preset.status());
   serve::ModelShape model = *preset;
@@ -201,7 +206,7 @@ int run_serve(const ServeOptions& o) {
   if (!o.json.empty()) {
     std::ofstream file(o.json);
     file << report.dump(1) << "\n";
-    if (!file) return bad_input("--json " + o.json + ": cannot write the file");
+    if (!file) return bad_input("--json: cannot write '" + o.json + "'");
     std::cout << "json: " << o.json << "\n";
   }
   std::cout << (exit_code == kExitOk       ? "every oracle check passed\n"
@@ -278,9 +283,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Steps between progress lines when stderr is no terminal")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--plot", o->plot, "SVG of the step times by step kind ('' = none)")
+  cmd->add_option("--plot", o->plot,
+                  "SVG of the step times by step kind (a .svg file name; '' = none)")
       ->capture_default_str();
-  cmd->add_option("--json", o->json, "Write the figures and every step as JSON");
+  cmd->add_option("--json", o->json, "The figures and every step as JSON ('' = none)")
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 
