@@ -258,7 +258,9 @@ function(step name)
   endif()
 endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
-step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+# The C++ package only: the python component goes to an absolute site-packages outside any prefix.
+step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+     --component Unspecified)
 step(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 step(build ${CMAKE_COMMAND} --build ${WORK_DIR}/build)

@@ -20,7 +20,8 @@ function(run step)
   endif()
 endfunction()
 
-run(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+# The C++ package only: the python component goes to an absolute site-packages outside any prefix.
+run(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --component Unspecified)
 if(DEFINED CLI)
   # No LD_LIBRARY_PATH: the tool must find the prefix's library through its own RPATH.
   set(clean_env ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH)
