@@ -254,8 +254,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   add_generation_option(*cmd, o->kernel_generation);
   cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");
   cmd->add_flag("--quick", o->quick,
-                "Smaller cases and shorter probes (CI): contexts / 4, the standard suite's "
-                "lengths / 16");
+                "Smaller cases and a shorter compute probe (CI): contexts / 4, the standard "
+                "suite's lengths / 16; the read ceiling is measured in full, as serve does");
   cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
 }
 
