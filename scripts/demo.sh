@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds the command-line tool and runs `pagedattn serve`
 # (an engine-shaped workload through the backend the selector picks, checked by the float64 oracle;
-# docs/serve.md). Arguments go to `serve`, e.g. `bash scripts/demo.sh --backend all`.
+# docs/serve.md). Arguments go to `serve`, e.g. `bash scripts/demo.sh --backend all`. The plot and
+# the JSON land in serve-out/ (ignored by git).
 # Builds only the tool, in build-demo/; the CUDA kernels only when a GPU is visible (nvidia-smi),
 # since nothing else could run them. PAGEDATTN_CMAKE_ARGS, PAGEDATTN_CUDA_ARCHS and
 # PAGEDATTN_HEAD_SIZES work as for scripts/test.sh.

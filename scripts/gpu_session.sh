@@ -97,14 +97,14 @@ sanitize() {
 # the two GPU backends on llama3-8b's attention shape (docs/performance.md's workload).
 serve() {
   timeout "${SERVE_TIMEOUT:-150}" "$STAGE/bin/pagedattn" serve --backend all --preset tiny \
-    --json "$OUT/serve_tiny.json" --plot "$OUT/serve_tiny.png" >"$OUT/serve.txt" 2>&1
+    --json "$OUT/serve_tiny.json" --plot "$OUT/serve_tiny.svg" >"$OUT/serve.txt" 2>&1
   echo "serve --backend all --preset tiny: rc $?" >>"$OUT/summary_tests.txt"
   if [[ -z "${SERVE_TINY_ONLY:-}" ]]; then
     timeout "${SERVE_TIMEOUT:-150}" "$STAGE/bin/pagedattn" serve --backend flash_attn,flashinfer \
       --preset llama3-8b --num-blocks 16384 --max-num-seqs 128 --max-num-batched-tokens 4096 \
       --requests 96 --rate 16 --prompt-lens uniform:128:2048 --output-lens uniform:32:128 \
       --shared-prefix-share 0.5 --check-every 48 --json "$OUT/serve_llama.json" \
-      --plot "$OUT/serve_llama.png" >>"$OUT/serve.txt" 2>&1
+      --plot "$OUT/serve_llama.svg" >>"$OUT/serve.txt" 2>&1
     echo "serve --backend flash_attn,flashinfer --preset llama3-8b: rc $?" >>"$OUT/summary_tests.txt"
   fi
   grep -E '^\|' "$OUT/serve.txt" >>"$OUT/summary_tests.txt"

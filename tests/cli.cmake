@@ -172,6 +172,13 @@ string(REPLACE "--block-size;16" "--block-size;24" select_block_24 "${select_exa
 pagedattn_cli_test(select_block_24 1
   "select;${select_block_24};--device;cuda;--compute-capability;9.0"
   "FLASH_ATTN:[^:]*- block_size not supported .24")
+# Nothing can serve (no backend runs sm_70): each reason is said once, in the rejection list.
+add_test(NAME cli.select_none_says_reasons_once
+         COMMAND sh -c "\"$0\" select --compute-capability 7.0 2>&1; echo exit=$?"
+                 $<TARGET_FILE:pagedattn_cli>)
+set_tests_properties(cli.select_none_says_reasons_once PROPERTIES LABELS cli
+  PASS_REGULAR_EXPRESSION "selected: none.*CPU_ATTN:\n +- device cuda not supported\nexit=1\n$"
+  FAIL_REGULAR_EXPRESSION "device cuda not supported.*device cuda not supported")
 # On a CPU machine the GPU backends are still explained.
 pagedattn_cli_test(select_block_24_on_cpu 0 "select;${select_block_24};--device;cpu"
   "selected: CPU_ATTN.*FLASH_ATTN.*block_size not supported .24")
@@ -251,7 +258,9 @@ function(step name)
   endif()
 endfunction()
 file(REMOVE_RECURSE ${WORK_DIR})
-step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
+# The C++ package only: the python component goes to an absolute site-packages outside any prefix.
+step(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix
+     --component Unspecified)
 step(configure ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
      -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 step(build ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
@@ -300,7 +309,8 @@ print("dump ok")
 endif()
 
 # `pagedattn serve`: bad input exits 2 naming the value; a short CPU run passes its oracle checks
-# and writes the table, the plot and the JSON; `--backend all` runs what this machine can.
+# and writes the table, the SVG plot and the JSON (by default into serve-out/); `--backend all`
+# runs what this machine can; bad output paths are refused before anything runs.
 pagedattn_cli_test(serve_help 0 "serve;--help" "--preset.*llama3-8b")
 pagedattn_cli_test(serve_unknown_preset 2 "serve;--preset;gpt5" "unknown model preset 'gpt5'")
 pagedattn_cli_test(serve_bad_lengths 2 "serve;--prompt-lens;normal:3" "prompt_lens = 'normal:3'")
@@ -321,15 +331,41 @@ pagedattn_cli_test(serve_too_many_layers 2 "serve;--backend;cpu;--num-layers;100
 set(serve_short --requests 10 --num-layers 2 --prompt-lens uniform:16:200 --output-lens 8
     --check-every 3 --no-ceiling)
 pagedattn_cli_test(serve_cpu 0
-  "serve;--backend;cpu;${serve_short};--plot;serve_cpu.png;--json;serve_cpu.json"
-  "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.png.*json: serve_cpu.json")
-# Its plot, inflated by Python's zlib: the PNG writer's deflate stream is checked by another decoder.
+  "serve;--backend;cpu;${serve_short};--plot;serve_cpu.svg;--json;serve_cpu.json"
+  "tokens/s of attention.*cascade steps.*oracle checks +[0-9]+ passed.*plot: serve_cpu.svg.*json: serve_cpu.json")
+# Its plot, read by Python's XML parser: text as text, plain tick labels, a marker per step by kind.
 if(pagedattn_tools_python)
-  set_tests_properties(cli.serve_cpu PROPERTIES FIXTURES_SETUP serve_png)
-  add_test(NAME tools.png_round_trip
-           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_png.py
-                   ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.png)
-  set_tests_properties(tools.png_round_trip PROPERTIES FIXTURES_REQUIRED serve_png LABELS cli)
+  set_tests_properties(cli.serve_cpu PROPERTIES FIXTURES_SETUP serve_svg)
+  add_test(NAME tools.serve_svg
+           COMMAND ${pagedattn_tools_python} ${PROJECT_SOURCE_DIR}/tests/tools/check_svg.py
+                   ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.svg ${CMAKE_CURRENT_BINARY_DIR}/serve_cpu.json)
+  set_tests_properties(tools.serve_svg PROPERTIES FIXTURES_REQUIRED serve_svg LABELS cli)
 endif()
-pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short};--plot;serve_all.png"
-                   "CPU_ATTN \\(cpu\\).*every oracle check passed")
+# The outputs' defaults: serve-out/ under the working directory.
+pagedattn_cli_test(serve_all 0 "serve;--backend;all;${serve_short}"
+  "CPU_ATTN \\(cpu\\).*plot: serve-out/serve.svg.json: serve-out/serve.json.every oracle check passed")
+# serve has no --compute-capability: its skip reasons must not point at one.
+set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|compute capability unknown")
+# The KV read share is against bench's read ceiling, printed with how it was measured.
+pagedattn_cli_test(serve_read_ceiling 0
+  "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0;--plot;serve_ceiling.svg;--json;serve_ceiling.json"
+  "share of read ceiling +[0-9]+% of [0-9]+ GB/s.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
+if(NOT PAGEDATTN_WITH_CUDA)
+  pagedattn_cli_test(serve_backend_not_built 2 "serve;--backend;cpu,flash_attn"
+    "--backend: 'flash_attn' cannot run on this machine: not built in this version")
+endif()
+# Output paths are checked before the run: exit 2 naming the flag, the path and why, and no run.
+file(MAKE_DIRECTORY ${hostile}/a_dir.svg)
+foreach(probe IN ITEMS
+    "plot_png|--plot;x.png|--plot: 'x.png' does not end in .svg .allowed: a .svg file name, or '' for none."
+    "plot_no_dir|--plot;/nonexistent/x.svg|--plot: cannot write '/nonexistent/x.svg': the directory '/nonexistent' does not exist"
+    "plot_directory|--plot;${hostile}/a_dir.svg|--plot: cannot write '.*/a_dir.svg': it is a directory"
+    "json_proc|--json;/proc/pagedattn_serve.json|--json: cannot write '/proc/pagedattn_serve.json': "
+    "json_directory|--json;/tmp|--json: cannot write '/tmp': it is a directory")
+  string(REPLACE "|" ";" parts "${probe}")
+  list(GET parts 0 name)
+  list(GET parts -1 match)
+  list(SUBLIST parts 1 2 flag_and_path)
+  pagedattn_cli_test(serve_${name} 2 "serve;--backend;cpu;${flag_and_path}" "${match}")
+  set_tests_properties(cli.serve_${name} PROPERTIES FAIL_REGULAR_EXPRESSION "workload:")
+endforeach()

@@ -1,15 +1,13 @@
 // The serve loop end to end on the CPU backend: a seeded run is reproducible bit for bit (the same
 // schedule and the same output bytes at every step), another seed is not, the oracle checks run
 // and pass, and preemption, prefix hits and cascade steps all happen in the workload below. Also
-// the workload parsers, the PNG writer (container, compression) and the plot's axis choice.
+// the workload parsers.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 
 #include "serve/engine.h"
-#include "serve/plot.h"
-#include "serve/png.h"
 #include "serve/workload.h"
 
 namespace pagedattn::serve {
@@ -120,61 +118,6 @@ TEST(ServeWorkload, DistributionsAndTraces) {
   const StatusOr<Workload> bad = load_trace(path, 1024);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'prompt'"), std::string::npos);
-  std::remove(path.c_str());
-}
-
-TEST(ServePng, ContainerIsWellFormed) {
-  const std::vector<uint8_t> rgb(2 * 2 * 3, 200);
-  const std::vector<uint8_t> png = encode_png(2, 2, rgb);
-  const std::vector<uint8_t> signature = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  EXPECT_TRUE(std::equal(signature.begin(), signature.end(), png.begin()));
-  // IHDR's length and type follow the signature; IEND's CRC is the well-known AE 42 60 82.
-  const std::vector<uint8_t> ihdr = {0, 0, 0, 13, 'I', 'H', 'D', 'R'};
-  EXPECT_TRUE(std::equal(ihdr.begin(), ihdr.end(), png.begin() + 8));
-  const std::vector<uint8_t> iend_crc = {0xAE, 0x42, 0x60, 0x82};
-  EXPECT_TRUE(std::equal(iend_crc.begin(), iend_crc.end(), png.end() - 4));
-}
-
-// The stream decodes with another inflater in tests/tools/check_png.py (CTest tools.png_round_trip);
-// here: a plot-like image (runs, rows like the row above) compresses far below its stored size,
-// and noise still round-trips through valid literals (no larger than stored by much).
-TEST(ServePng, DeflateCompressesRunsAndKeepsNoiseBounded) {
-  std::vector<uint8_t> plot(300 * 200 * 3, 255);
-  for (int x = 0; x < 300; ++x) plot[(100 * 300 + x) * 3] = 0;  // a line
-  const size_t stored = 200 * (1 + 300 * 3);
-  EXPECT_LT(encode_png(300, 200, plot).size(), stored / 20);
-  std::vector<uint8_t> noise(64 * 64 * 3);
-  uint32_t state = 12345;
-  for (uint8_t& b : noise) b = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
-  EXPECT_LT(encode_png(64, 64, noise).size(), 64 * (1 + 64 * 3) * 9 / 8 + 100);
-}
-
-EngineRun run_of(const std::string& backend, std::vector<double> step_ms) {
-  EngineRun run;
-  run.backend = backend;
-  for (size_t i = 0; i < step_ms.size(); ++i) {
-    StepRecord r;
-    r.step = static_cast<int>(i);
-    r.result.attention_ms = step_ms[i];
-    run.steps.push_back(r);
-  }
-  return run;
-}
-
-TEST(ServePlot, LogAxisOnlyWhenBackendsAreFarApart) {
-  const EngineRun gpu = run_of("gpu", {0.08, 0.09, 0.1, 0.4, 0.09});
-  const EngineRun gpu2 = run_of("gpu2", {0.09, 0.1, 0.11, 0.5, 0.1});
-  const EngineRun cpu = run_of("cpu", {3.8, 4.0, 99.0, 3.9, 4.1});
-  EXPECT_TRUE(step_time_axis_is_log({gpu, gpu2, cpu}));
-  EXPECT_FALSE(step_time_axis_is_log({gpu, gpu2}));
-  // One backend with spiky prefill steps stays linear: the spikes are the story.
-  EXPECT_FALSE(step_time_axis_is_log({run_of("one", {0.05, 0.06, 17.0, 0.05, 0.06})}));
-  const std::string path = ::testing::TempDir() + "serve_plot_test.png";
-  ASSERT_TRUE(write_step_time_plot(path, {gpu, gpu2, cpu}, "test").ok());
-  std::ifstream png(path, std::ios::binary);
-  char signature[4] = {};
-  png.read(signature, 4);
-  EXPECT_EQ(std::string(signature + 1, 3), "PNG");
   std::remove(path.c_str());
 }
 

@@ -52,9 +52,8 @@ nlohmann::json row_identity(const Row& r) {
 
 void print_header(const std::string& device, const Ceilings& c) {
   std::printf("device: %s\n", device.c_str());
-  std::printf("ceilings: read bandwidth %.1f GB/s (%s)\n", c.bandwidth.value,
-              c.bandwidth.method.c_str());
-  std::printf("          compute %.1f GFLOP/s (%s)\n", c.compute.value, c.compute.method.c_str());
+  std::printf("ceilings: read bandwidth %s\n", describe_ceiling(c.bandwidth, "GB/s").c_str());
+  std::printf("          compute %s\n", describe_ceiling(c.compute, "GFLOP/s").c_str());
   std::printf("%-34s %-24s %7s %4s %10s %10s %6s %9s %6s\n", "case", "backend", "tokens", "blk",
               "median ms", "GFLOP/s", "%peak", "KV GB/s", "%bw");
   std::fflush(stdout);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -102,13 +103,27 @@ float fma_kernel_generic(const float* a, const float* b, int k, int repeats) {
 
 }  // namespace
 
-Ceiling measure_host_read_bandwidth(bool quick) {
+Ceiling measure_read_ceiling(const Device& device) {
+#if PAGEDATTN_WITH_CUDA
+  if (device.is_cuda()) return measure_cuda_read_bandwidth(device.index);
+#endif
+  if (device.is_cpu()) return measure_host_read_bandwidth();
+  return {0.0, "not measured: " + device_name(device) + " needs a CUDA build"};
+}
+
+std::string describe_ceiling(const Ceiling& c, const std::string& unit) {
+  if (c.value <= 0.0) return c.method.empty() ? "not measured" : c.method;
+  char value[32];
+  std::snprintf(value, sizeof(value), "%.1f ", c.value);
+  return value + unit + " (" + c.method + ")";
+}
+
+Ceiling measure_host_read_bandwidth() {
   // Larger than the last-level cache so that the passes stream from DRAM.
   long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   if (llc <= 0) llc = 32L << 20;
-  size_t bytes =
+  const size_t bytes =
       std::clamp<size_t>(static_cast<size_t>(llc) * 2, size_t{512} << 20, size_t{2} << 30);
-  if (quick) bytes = std::min<size_t>(bytes, size_t{512} << 20);
   const size_t n = bytes / sizeof(U64x2);
   std::unique_ptr<U64x2[]> buffer(new U64x2[n]);
   const int threads = num_threads();
@@ -122,7 +137,7 @@ Ceiling measure_host_read_bandwidth(bool quick) {
   });
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
   double best = 0.0;
-  for (int pass = 0; pass < (quick ? 3 : 6); ++pass) {
+  for (int pass = 0; pass < 6; ++pass) {
     const double seconds = run_on_all_threads([&](int t) {
       auto [lo, hi] = slice(t);
       sink[t] += sum_range(buffer.get() + lo, hi - lo);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "pagedattn/config.h"
+#include "pagedattn/types.h"
 
 namespace pagedattn::cli {
 
@@ -12,15 +13,21 @@ struct Ceiling {
   std::string method;  // how it was measured (or where a constant comes from)
 };
 
+// The read-bandwidth ceiling of a device, measured one way for every tool: `bench` and `serve`
+// report KV read rates against this one figure (the host probe or the CUDA probe below).
+Ceiling measure_read_ceiling(const Device& device);
+// "4690.1 GB/s (how it was measured)", or "not measured (why)"; `unit` e.g. "GB/s".
+std::string describe_ceiling(const Ceiling& c, const std::string& unit);
+
 // Host: all hardware threads summing a buffer larger than the last-level cache; best of passes.
-Ceiling measure_host_read_bandwidth(bool quick);
+Ceiling measure_host_read_bandwidth();
 // Host: float32 FMA rate of a register-blocked matmul micro-kernel on cache-resident panels, all
 // hardware threads (AVX2+FMA when the CPU has it, else plain C++).
 Ceiling measure_host_matmul_rate(bool quick);
 
 #if PAGEDATTN_WITH_CUDA
 // CUDA device: a vectorized read kernel over a buffer much larger than L2 (probes_cuda.cu).
-Ceiling measure_cuda_read_bandwidth(int device_index, bool quick);
+Ceiling measure_cuda_read_bandwidth(int device_index);
 // CUDA device: the dense bf16 tensor-core rate (a documented constant where not measured).
 Ceiling cuda_matmul_ceiling(int device_index);
 #endif

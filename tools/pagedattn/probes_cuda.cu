@@ -67,10 +67,10 @@ int sm_count(int device) {
 
 }  // namespace
 
-Ceiling measure_cuda_read_bandwidth(int device_index, bool quick) {
+Ceiling measure_cuda_read_bandwidth(int device_index) {
   runtime::ScopedDevice guard(device_index);
   if (!guard.status().ok()) return {0.0, "not measured: " + guard.status().message()};
-  const size_t bytes = quick ? (size_t{1} << 30) : (size_t{4} << 30);
+  const size_t bytes = size_t{4} << 30;
   void* buffer = nullptr;
   uint32_t* sink = nullptr;
   if (cudaMalloc(&buffer, bytes) != cudaSuccess ||
@@ -79,7 +79,7 @@ Ceiling measure_cuda_read_bandwidth(int device_index, bool quick) {
     return {0.0, "not measured: cudaMalloc failed"};
   }
   cudaMemset(buffer, 0x3C, bytes);
-  const int passes = quick ? 3 : 10;
+  const int passes = 10;
   float ms = best_ms(passes, [&] { testing::launch_ldg_read(buffer, bytes, sink); });
   std::string how = "16-byte loads";
   if (testing::bulk_read_supported()) {

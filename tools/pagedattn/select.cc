@@ -114,7 +114,8 @@ int run_select(const SelectOptions& o) {
   StatusOr<BackendSelection> selection = select_backend(config, forced_backend(o.backend));
   if (!selection.ok()) {
     if (selection.status().code() == StatusCode::kNotFound) return bad_input(selection.status());
-    // Nothing (or not the forced backend) can serve: show every candidate's reasons.
+    // Nothing (or not the forced backend) can serve: every candidate's reasons, said here once
+    // (the status message repeats them, so it is not printed too).
     std::cout << "selected: none\nrejected:\n";
     std::vector<std::string> names;
     if (o.backend != "auto") {
@@ -127,7 +128,6 @@ int run_select(const SelectOptions& o) {
     for (const std::string& name : names) {
       print_reasons(name, find_backend(name)->validate_configuration(config));
     }
-    std::cerr << "pagedattn: " << selection.status().message() << "\n";
     return kExitFailed;
   }
   const BackendSelection& s = *selection;

@@ -1,12 +1,13 @@
 // `pagedattn serve`, the main job: an engine-shaped workload (requests arriving, continuous
 // batching with chunked prefill, prefix caching, preemption, CUDA graphs on decode steps) through
-// one or more backends, checked against the float64 oracle as it runs, reported as a table, a
-// PNG plot and JSON. The loop itself lives in tools/serve/.
+// one or more backends, checked against the float64 oracle as it runs, reported as a table, an
+// SVG plot and JSON (in serve-out/ by default). The loop itself lives in tools/serve/.
 #include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "commands.h"
@@ -14,6 +15,7 @@
 #include "pagedattn/device_info.h"
 #include "probes.h"
 #include "serve/engine.h"
+#include "serve/output_path.h"
 #include "serve/plot.h"
 #include "serve/progress.h"
 #include "serve/report.h"
@@ -37,9 +39,18 @@ struct ServeOptions {
   int check_every = 8;
   int check_requests = 2;
   int progress_every = 50;
-  std::string json;
-  std::string plot = "serve.png";
+  std::string json = std::string(serve::kOutputDir) + "/serve.json";
+  std::string plot = std::string(serve::kOutputDir) + "/serve.svg";
 };
+
+// Why `b` cannot run on this machine at all, in serve's terms: not built, or no device of its kind.
+// Said alone, since the library's device reasons then speak of select's --compute-capability.
+std::optional<std::string> cannot_run_here(const AttentionBackend& b) {
+  if (std::optional<std::string> why = b.unavailable_reason()) return why;
+  if (!b.supports_device(DeviceKind::kCPU) && cuda_devices().empty())
+    return "no CUDA device on this machine";
+  return std::nullopt;
+}
 
 // The backends to run: "auto" (the selector's choice on the best device), "all" (every backend
 // that can serve the model on a device this machine has) or a comma-separated list of names.
@@ -48,13 +59,15 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   if (o.backend == "auto") return std::vector<std::string>{"auto"};
   std::vector<std::string> names;
   if (o.backend == "all") {
-    const bool have_cuda = !cuda_devices().empty();
     for (const AttentionBackend* b : registered_backends()) {
-      const bool cpu = b->supports_device(DeviceKind::kCPU);
-      const AttentionSelectorConfig c =
-          serve::selector_config_for(m, cpu ? Device::cpu() : Device::cuda(0));
-      std::vector<std::string> reasons = b->validate_configuration(c);
-      if (!cpu && !have_cuda) reasons.insert(reasons.begin(), "no CUDA device on this machine");
+      std::vector<std::string> reasons;
+      if (std::optional<std::string> why = cannot_run_here(*b)) {
+        reasons.push_back(*why);
+      } else {
+        const bool cpu = b->supports_device(DeviceKind::kCPU);
+        reasons = b->validate_configuration(
+            serve::selector_config_for(m, cpu ? Device::cpu() : Device::cuda(0)));
+      }
       if (reasons.empty()) {
         names.emplace_back(b->name());
         continue;
@@ -69,28 +82,17 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   }
   std::stringstream in(o.backend);
   for (std::string name; std::getline(in, name, ',');) {
-    if (find_backend(name) == nullptr) {
+    const AttentionBackend* b = find_backend(name);
+    if (b == nullptr) {
       return invalid_argument(
           "--backend: unknown backend '" + name +
           "'; allowed: auto, all, or names among CPU_ATTN, FLASH_ATTN, FLASHINFER");
     }
+    if (std::optional<std::string> why = cannot_run_here(*b))
+      return invalid_argument("--backend: '" + name + "' cannot run on this machine: " + *why);
     names.push_back(name);
   }
   return names;
-}
-
-serve::Ceiling ceiling_for(const Device& device, bool skip) {
-  if (skip) return {};
-  Ceiling c;
-#if PAGEDATTN_WITH_CUDA
-  if (device.is_cuda())
-    c = measure_cuda_read_bandwidth(device.index, /*quick=*/true);
-  else
-    c = measure_host_read_bandwidth(/*quick=*/true);
-#else
-  c = measure_host_read_bandwidth(/*quick=*/true);
-#endif
-  return {c.value, c.method};
 }
 
 nlohmann::json config_json(const ServeOptions& o, const serve::EngineConfig& e,
@@ -119,6 +121,10 @@ nlohmann::json config_json(const ServeOptions& o, const serve::EngineConfig& e,
 }
 
 int run_serve(const ServeOptions& o) {
+  for (const Status& s : {serve::check_output_file("--plot", o.plot, ".svg"),
+                          serve::check_output_file("--json", o.json, "")}) {
+    if (!s.ok()) return bad_input(s);
+  }
   StatusOr<serve::ModelShape> preset = serve::model_preset(o.preset);
   if (!preset.ok()) return bad_input(preset.status());
   serve::ModelShape model = *preset;
@@ -156,7 +162,7 @@ int run_serve(const ServeOptions& o) {
 
   std::vector<serve::EngineRun> runs;
   std::vector<serve::Summary> summaries;
-  std::map<std::string, serve::Ceiling> ceilings;  // one probe per device
+  std::map<std::string, Ceiling> ceilings;  // one probe per device, the one bench uses
   nlohmann::json report = config_json(o, config, *workload);
   int exit_code = kExitOk;
   for (const std::string& name : *backends) {
@@ -173,9 +179,10 @@ int run_serve(const ServeOptions& o) {
       exit_code = kExitBadInput;
       continue;
     }
-    const Device device = device_for_backend(name);
-    if (!ceilings.count(run->device)) ceilings[run->device] = ceiling_for(device, o.no_ceiling);
-    summaries.push_back(serve::summarize(*run, ceilings[run->device]));
+    if (!o.no_ceiling && !ceilings.count(run->device))
+      ceilings[run->device] = measure_read_ceiling(device_for_backend(name));
+    const Ceiling ceiling = o.no_ceiling ? Ceiling{} : ceilings[run->device];
+    summaries.push_back(serve::summarize(*run, {ceiling.value, ceiling.method}));
     nlohmann::json entry = serve::summary_json(summaries.back());
     entry["per_step"] = serve::steps_json(*run);
     report["backends"].push_back(entry);
@@ -188,6 +195,8 @@ int run_serve(const ServeOptions& o) {
   }
   if (runs.empty()) return exit_code;
   std::cout << "\n" << serve::format_table(summaries);
+  for (const auto& [device, ceiling] : ceilings)
+    std::cout << "read ceiling of " << device << ": " << describe_ceiling(ceiling, "GB/s") << "\n";
   if (!o.plot.empty()) {
     const Status s =
         serve::write_step_time_plot(o.plot, runs, "attention time per step, " + model.name);
@@ -197,7 +206,7 @@ int run_serve(const ServeOptions& o) {
   if (!o.json.empty()) {
     std::ofstream file(o.json);
     file << report.dump(1) << "\n";
-    if (!file) return bad_input("--json " + o.json + ": cannot write the file");
+    if (!file) return bad_input("--json: cannot write '" + o.json + "'");
     std::cout << "json: " << o.json << "\n";
   }
   std::cout << (exit_code == kExitOk       ? "every oracle check passed\n"
@@ -274,8 +283,11 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Steps between progress lines when stderr is no terminal")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--plot", o->plot, "PNG of the step times ('' = none)")->capture_default_str();
-  cmd->add_option("--json", o->json, "Write the figures and every step as JSON");
+  cmd->add_option("--plot", o->plot,
+                  "SVG of the step times by step kind (a .svg file name; '' = none)")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json, "The figures and every step as JSON ('' = none)")
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_serve(*o); });
 }
 

@@ -1,121 +1,189 @@
-// write_step_time_plot: axes with ticks, one polyline per backend, a legend, a title.
+// step_time_svg: a title and a legend of the step kinds, then per backend a panel with its log time
+// axis, step axis, the run's path through its steps and a marker per step.
 #include "serve/plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <vector>
+#include <fstream>
 
-#include "serve/canvas.h"
-#include "serve/png.h"
+#include "serve/plot_axis.h"
+#include "serve/report.h"
+#include "serve/svg.h"
 
 namespace pagedattn::serve {
 namespace {
 
-constexpr Color kInk = {40, 40, 40}, kGrid = {225, 225, 225}, kWhite = {255, 255, 255};
-constexpr Color kSeries[] = {
-    {31, 119, 180}, {214, 39, 40}, {44, 160, 44}, {148, 103, 189}, {255, 127, 14}};
+constexpr int kWidth = 960, kLeft = 80, kRight = 30, kTop = 70;
+constexpr int kHeader = 22, kPlotHeight = 220, kFooter = 30,
+              kPanel = kHeader + kPlotHeight + kFooter;
+constexpr int kZeroLane = 24;  // below the log range, for steps that took no measurable time
+constexpr int kInset = 6;
+constexpr StepKind kKinds[] = {StepKind::kDecodeOnly, StepKind::kMixed, StepKind::kPrefill};
 
-std::string tick_label(double v) {
+const char* kind_colour(StepKind kind) {
+  switch (kind) {
+    case StepKind::kDecodeOnly: return "#4477aa";
+    case StepKind::kMixed: return "#228833";
+    case StepKind::kPrefill: return "#ee6677";
+  }
+  return "black";
+}
+
+// Circle, square or triangle, so that the kinds differ without colour too.
+void marker(Svg& svg, StepKind kind, double x, double y) {
+  const std::string fill = std::string("fill=\"") + kind_colour(kind) + "\"";
+  switch (kind) {
+    case StepKind::kDecodeOnly: svg.circle(x, y, 2.2, fill); break;
+    case StepKind::kMixed: svg.rect(x - 2.5, y - 2.5, 5, 5, fill); break;
+    case StepKind::kPrefill:
+      svg.polygon({{x, y - 3.5}, {x - 3.5, y + 2.5}, {x + 3.5, y + 2.5}}, fill);
+      break;
+  }
+}
+
+std::string ms_text(double ms) {
   char text[32];
-  std::snprintf(text, sizeof(text), v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 0.01 ? "%.2f" : "%.0e", v);
+  std::snprintf(text, sizeof(text), ms >= 10 ? "%.0f ms" : ms >= 1 ? "%.1f ms" : "%.3f ms", ms);
   return text;
 }
 
-// A round step (1, 2 or 5 times a power of ten) giving about `n` ticks over [0, max].
-double nice_step(double max, int n) {
-  const double raw = max / n, p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= raw) return m * p;
+// A panel's plot area and its mapping of (step, ms) to the page.
+struct Frame {
+  double top, bottom, log_bottom, left = kLeft, right = kWidth - kRight;
+  double x_max, lo, decades;
+
+  Frame(int panel_top, const LogAxis& y, const std::vector<Tick>& x_ticks)
+      : top(panel_top + kHeader),
+        bottom(top + kPlotHeight),
+        log_bottom(y.zero_lane ? bottom - kZeroLane : bottom),
+        x_max(x_ticks.back().value),
+        lo(y.lo),
+        decades(std::log10(y.hi / y.lo)) {}
+  // Inset from the time axis, so that a marker at step 0 is not drawn over it.
+  double x(double step) const { return left + kInset + step / x_max * (right - left - kInset); }
+  double y(double ms) const {
+    if (ms <= 0) return bottom - 6;  // the zero lane
+    return log_bottom - std::log10(ms / lo) / decades * (log_bottom - top);
   }
-  return 10 * p;
+};
+
+// "CPU_ATTN (cpu): 261 steps (217 decode-only, 43 mixed, 1 prefill); decode-only median 8.2 ms"
+std::string panel_title(const EngineRun& run, double decode_median) {
+  int counts[3] = {};
+  for (const StepRecord& r : run.steps) ++counts[static_cast<int>(step_kind(r))];
+  std::string title = run.backend + ": " + std::to_string(run.steps.size()) + " steps (";
+  for (StepKind k : kKinds) {
+    if (k != StepKind::kDecodeOnly) title += ", ";
+    title += std::to_string(counts[static_cast<int>(k)]) + " " + step_kind_name(k);
+  }
+  title += ")";
+  if (decode_median > 0) title += "; decode-only median " + ms_text(decode_median);
+  return title;
+}
+
+void draw_axes(Svg& svg, const Frame& f, const LogAxis& y_axis, const std::vector<Tick>& x_ticks) {
+  for (const Tick& t : y_axis.ticks) {
+    svg.line(f.left, f.y(t.value), f.right, f.y(t.value),
+             t.label.empty() ? "stroke=\"#f2f2f2\"" : "stroke=\"#dddddd\"");
+    if (!t.label.empty()) svg.text(f.left - 6, f.y(t.value) + 4, t.label, "text-anchor=\"end\"");
+  }
+  if (y_axis.zero_lane) svg.text(f.left - 6, f.y(0) + 4, "0", "text-anchor=\"end\"");
+  for (const Tick& t : x_ticks) {
+    svg.line(f.x(t.value), f.top, f.x(t.value), f.bottom, "stroke=\"#f2f2f2\"");
+    svg.line(f.x(t.value), f.bottom, f.x(t.value), f.bottom + 4, "stroke=\"#333\"");
+    svg.text(f.x(t.value), f.bottom + 16, t.label, "text-anchor=\"middle\"");
+  }
+  // The time axis stops above the zero lane: the gap says the scale breaks there.
+  svg.line(f.left, f.top, f.left, f.log_bottom, "stroke=\"#333\"");
+  svg.line(f.left, f.bottom, f.right, f.bottom, "stroke=\"#333\"");
+  const std::string mid = std::to_string(static_cast<int>((f.top + f.bottom) / 2));
+  svg.text(22, (f.top + f.bottom) / 2, "ms per step (log scale)",
+           "text-anchor=\"middle\" transform=\"rotate(-90 22 " + mid + ")\"");
+}
+
+// One backend's panel below its title; `top` is the panel's upper edge.
+void draw_panel(Svg& svg, const EngineRun& run, const LogAxis& y_axis,
+                const std::vector<Tick>& x_ticks, int top) {
+  const Frame f(top, y_axis, x_ticks);
+  std::vector<double> decode_ms;
+  for (const StepRecord& r : run.steps) {
+    if (r.decode_only) decode_ms.push_back(r.result.attention_ms);
+  }
+  const double median = quantile(decode_ms, 0.5);
+  svg.text(f.left, top + 15, panel_title(run, median), "font-weight=\"bold\"");
+  draw_axes(svg, f, y_axis, x_ticks);
+  std::vector<std::pair<double, double>> path;
+  for (const StepRecord& r : run.steps) path.emplace_back(f.x(r.step), f.y(r.result.attention_ms));
+  svg.polyline(path, "stroke=\"#bbbbbb\" stroke-width=\"0.8\"");
+  if (median > 0) {
+    svg.line(f.left, f.y(median), f.right, f.y(median),
+             "stroke=\"#4477aa\" stroke-dasharray=\"6 4\"");
+  }
+  // Rare kinds last, so that the many decode steps do not hide them.
+  for (StepKind k : kKinds) {
+    for (const StepRecord& r : run.steps) {
+      if (step_kind(r) == k) marker(svg, k, f.x(r.step), f.y(r.result.attention_ms));
+    }
+  }
 }
 
 }  // namespace
 
-bool step_time_axis_is_log(const std::vector<EngineRun>& runs) {
-  double y_max = 0.0, y_min = 0.0;          // y_min: the smallest positive step time
-  double median_lo = 0.0, median_hi = 0.0;  // the fastest and slowest backend's median step
+StepKind step_kind(const StepRecord& step) {
+  if (step.decode_only) return StepKind::kDecodeOnly;
+  return step.num_prefill_tokens == step.num_tokens ? StepKind::kPrefill : StepKind::kMixed;
+}
+
+const char* step_kind_name(StepKind kind) {
+  switch (kind) {
+    case StepKind::kDecodeOnly: return "decode-only";
+    case StepKind::kMixed: return "mixed";
+    case StepKind::kPrefill: return "prefill";
+  }
+  return "?";
+}
+
+std::string step_time_svg(const std::vector<EngineRun>& runs, const std::string& title) {
+  double min_positive = 0, max_ms = 0;
+  bool has_zero = false;
+  int last_step = 1;
   for (const EngineRun& run : runs) {
-    if (run.steps.empty()) continue;
-    std::vector<double> times;
     for (const StepRecord& r : run.steps) {
       const double ms = r.result.attention_ms;
-      times.push_back(ms);
-      y_max = std::max(y_max, ms);
-      if (ms > 0 && (y_min == 0 || ms < y_min)) y_min = ms;
+      has_zero = has_zero || ms <= 0;
+      if (ms > 0 && (min_positive == 0 || ms < min_positive)) min_positive = ms;
+      max_ms = std::max(max_ms, ms);
+      last_step = std::max(last_step, r.step);
     }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    const double median = times[times.size() / 2];
-    median_lo = median_lo == 0 ? median : std::min(median_lo, median);
-    median_hi = std::max(median_hi, median);
   }
-  return median_lo > 0 && median_hi / median_lo > 10 && y_max / y_min > 100;
+  const LogAxis y_axis = log_axis(min_positive, max_ms, has_zero);
+  const std::vector<Tick> x_ticks = linear_ticks(last_step, 10);
+  const int height = kTop + static_cast<int>(runs.size()) * kPanel + 30;
+  Svg svg(kWidth, height);
+  svg.text(kLeft, 26, title, "font-size=\"16\" font-weight=\"bold\"");
+  double x = kLeft;
+  for (StepKind k : kKinds) {
+    marker(svg, k, x + 4, 46);
+    svg.text(x + 12, 50, std::string(step_kind_name(k)) + " step", "");
+    x += 120;
+  }
+  svg.line(x, 46, x + 24, 46, "stroke=\"#4477aa\" stroke-dasharray=\"6 4\"");
+  svg.text(x + 30, 50, "median of the decode-only steps", "");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    draw_panel(svg, runs[i], y_axis, x_ticks, kTop + static_cast<int>(i) * kPanel);
+  }
+  svg.text((kLeft + kWidth - kRight) / 2.0, height - 12, "engine step", "text-anchor=\"middle\"");
+  return svg.str();
 }
 
 Status write_step_time_plot(const std::string& path, const std::vector<EngineRun>& runs,
                             const std::string& title) {
-  const int width = 1000, height = 480, left = 70, right = 20, top = 50, bottom = 50;
-  const int pw = width - left - right, ph = height - top - bottom;
-  Canvas c(width, height, kWhite);
-  double y_max = 0.0, y_min = 0.0;  // y_min: the smallest positive step time
-  int x_max = 1;
-  for (const EngineRun& run : runs) {
-    for (const StepRecord& r : run.steps) {
-      y_max = std::max(y_max, r.result.attention_ms);
-      if (r.result.attention_ms > 0 && (y_min == 0 || r.result.attention_ms < y_min)) {
-        y_min = r.result.attention_ms;
-      }
-    }
-    if (!run.steps.empty()) x_max = std::max(x_max, run.steps.back().step);
-  }
-  if (y_max <= 0) y_max = y_min = 1;
-  const bool log_y = step_time_axis_is_log(runs);
-  const double x_step = nice_step(x_max, 8);
-  double y_lo = 0, y_step = nice_step(y_max, 5);
-  if (log_y) {
-    y_lo = std::floor(std::log10(y_min));
-    y_max = std::ceil(std::log10(y_max));
-    y_step = 1;
-  } else {
-    y_max = std::ceil(y_max / y_step) * y_step;
-  }
-  auto px = [&](double step) { return left + static_cast<int>(std::lround(step / x_max * pw)); };
-  auto py = [&](double ms) {
-    const double y = log_y ? std::log10(std::max(ms, std::pow(10.0, y_lo))) : ms;
-    return top + ph - static_cast<int>(std::lround((y - y_lo) / (y_max - y_lo) * ph));
-  };
-
-  for (double v = y_lo; v <= y_max + 1e-9; v += y_step) {
-    const double ms = log_y ? std::pow(10.0, v) : v;
-    c.line(left, py(ms), left + pw, py(ms), kGrid);
-    const std::string label = tick_label(ms);
-    c.text(left - 8 - Canvas::text_width(label), py(ms) - 3, label, kInk);
-  }
-  for (double s = 0; s <= x_max + 1e-9; s += x_step) {
-    c.line(px(s), top + ph, px(s), top + ph + 4, kInk);
-    const std::string label = std::to_string(static_cast<int>(s));
-    c.text(px(s) - Canvas::text_width(label) / 2, top + ph + 8, label, kInk);
-  }
-  c.line(left, top, left, top + ph, kInk);
-  c.line(left, top + ph, left + pw, top + ph, kInk);
-  c.text(left, 14, title, kInk, 2);
-  c.text(left + pw / 2 - Canvas::text_width("step") / 2, height - 18, "step", kInk);
-  c.text(8, top - 14, log_y ? "attention ms (log scale)" : "attention ms", kInk);
-
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const Color color = kSeries[i % std::size(kSeries)];
-    const std::vector<StepRecord>& steps = runs[i].steps;
-    for (size_t k = 1; k < steps.size(); ++k) {
-      c.line(px(steps[k - 1].step), py(steps[k - 1].result.attention_ms), px(steps[k].step),
-             py(steps[k].result.attention_ms), color);
-    }
-    const int ly = top + 8 + static_cast<int>(i) * 14;
-    const int lx = left + pw - 10 - Canvas::text_width(runs[i].backend) - 16;
-    c.rect(lx, ly, 10, 7, color);
-    c.text(lx + 16, ly, runs[i].backend, kInk);
-  }
-  return write_png(path, width, height, c.rgb());
+  std::ofstream file(path);
+  file << step_time_svg(runs, title);
+  file.close();
+  if (!file) return invalid_argument("--plot: cannot write '" + path + "'");
+  return ok_status();
 }
 
 }  // namespace pagedattn::serve

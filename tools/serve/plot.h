@@ -1,4 +1,5 @@
-// The plot of a serve run: attention time per step over the run, one line per backend.
+// The plot of a serve run as SVG: attention time per step over the run, one panel per backend on
+// one log time axis, each step a marker whose colour and shape say its kind.
 #pragma once
 
 #include <string>
@@ -9,10 +10,14 @@
 
 namespace pagedattn::serve {
 
-// Whether the step-time axis is logarithmic: backends whose median steps differ more than 10x
-// (a CPU beside GPUs) would flatten the fast ones on a linear axis.
-bool step_time_axis_is_log(const std::vector<EngineRun>& runs);
+enum class StepKind { kDecodeOnly, kMixed, kPrefill };
 
+// Decode-only: every request schedules one token; prefill: every request schedules more (prompt
+// chunks); mixed: both in one step.
+StepKind step_kind(const StepRecord& step);
+const char* step_kind_name(StepKind kind);
+
+std::string step_time_svg(const std::vector<EngineRun>& runs, const std::string& title);
 Status write_step_time_plot(const std::string& path, const std::vector<EngineRun>& runs,
                             const std::string& title);
 
