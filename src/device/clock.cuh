@@ -1,5 +1,5 @@
 // The SM's cycle counter, read in program order with the memory accesses around it: the marks of
-// the kernels' diagnostic traces (decode_trace.cuh, prefill_trace.cuh).
+// the decode kernel's diagnostic trace (decode_trace.cuh).
 #pragma once
 
 namespace pagedattn::device {

@@ -1,8 +1,7 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
-// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128, with one TMA
-// box warp at 16 and 32 and with a box per page and panel at 16 (kVariants), twice each,
-// alternating. Disabled by default; run with
+// (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 (kVariants), twice
+// each, alternating. Disabled by default; run with
 // --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
 // (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
 // causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
@@ -25,7 +24,7 @@ double v3_v2_difference(Launcher v3_launch, const PrefillBench& b, bool causal) 
                         output_of(v3_launch, b, causal));
 }
 
-// One v3 row: a block size and a launcher (the dispatch or a producer variant, V3Grid).
+// One v3 row: a block size, through the dispatch.
 struct Variant {
   const char* name;
   int block;
@@ -33,17 +32,13 @@ struct Variant {
 };
 const Variant kVariants[] = {
     {"v3 block 16", 16, launch_v3},
-    {"v3 block 16 1w", 16, launch_v3_one_box_warp},
-    {"v3 block 16 pp", 16, launch_v3_page_panel_boxes},
     {"v3 block 32", 32, launch_v3},
-    {"v3 block 32 1w", 32, launch_v3_one_box_warp},
     {"v3 block 64", 64, launch_v3},
     {"v3 block 128", 128, launch_v3},
 };
 
 // v2 at its own best block size (16); v3 through the dispatch at blocks 16, 32, 64 and 128 (pages
-// smaller than the KV tile by one TMA box per page, from four producer warps), with one box
-// warp (1w) and with a box per page and panel (pp); then each against v2 on the same inputs.
+// smaller than the KV tile by one TMA box per page); then each against v2 on the same inputs.
 void compare(const Shape& shape, bool hnd) {
   const int blocks[] = {16, 32, 64, 128};
   std::vector<std::unique_ptr<PrefillBench>> benches;
@@ -101,49 +96,6 @@ TEST(V3Bench, DISABLED_Dispatch) {
   }
 }
 
-// The dispatch's v3 beside the same kernel with one box-issuing producer warp (V3Grid::box_warps),
-// interleaved, on the standard shapes at block 128 (pages holding whole KV tiles: one box per
-// panel, 1 to 4 of them).
-TEST(V3Bench, DISABLED_BoxWarps) {
-  PAGEDATTN_REQUIRE_V3();
-  const std::vector<Schedule> producers = {{"1 box warp", launch_v3_one_box_warp},
-                                           {"dispatch", launch_v3}};
-  for (const Shape& shape : kStandardShapes) {
-    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
-    const PrefillBench b(128, shape, false);
-    for (bool causal : {false, true}) {
-      const std::vector<double> ms = interleaved_ms(producers, b.params(causal));
-      for (size_t i = 0; i < producers.size(); ++i) {
-        report(shape.name, producers[i].name, causal, ms[i], b.flops(causal));
-      }
-    }
-  }
-}
-
-// The dispatch's v3 on 1 x 8192 non-causal, block 128, with the persistent grid cut to 132, 99,
-// 66 and 33 CTAs: TFLOP/s, and per CTA scaled to 132. If the SMs share a limit (L2 to shared
-// memory), fewer CTAs each run faster; with the kernel alone the limit, per-CTA rates stay flat
-// (up to the clock's rise at lower power, which the call's nvidia-smi log shows).
-TEST(V3Bench, DISABLED_GridScaling) {
-  PAGEDATTN_REQUIRE_V3();
-  const std::vector<Schedule> grids = {{"132 CTAs", &launch_v3_grid<true, 132>},
-                                       {"99 CTAs", &launch_v3_grid<true, 99>},
-                                       {"66 CTAs", &launch_v3_grid<true, 66>},
-                                       {"33 CTAs", &launch_v3_grid<true, 33>}};
-  const int ctas[] = {132, 99, 66, 33};
-  for (const Shape& shape :
-       {Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
-    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
-    const PrefillBench b(128, shape, false);
-    const std::vector<double> ms = interleaved_ms(grids, b.params(false));
-    for (size_t g = 0; g < grids.size(); ++g) {
-      const double tflops = b.flops(false) / ms[g] / 1e9;
-      std::printf("BENCH %-16s %-9s %8.3f ms %8.1f TFLOP/s %8.1f per CTA x 132\n", shape.name,
-                  grids[g].name, ms[g], tflops, tflops * 132 / ctas[g]);
-    }
-  }
-}
-
 // One launch each of 16 x 512 and 1 x 8192 at D 128 and 1 x 8192 at D 256 (non-causal, the
 // dispatch's v3), for a profiler.
 TEST(V3Bench, DISABLED_ProfileLaunches) {
@@ -154,38 +106,6 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
     const PrefillBench b(128, shape, false);
     EXPECT_TRUE(launch_v3(b.params(false), nullptr).ok());
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  }
-}
-
-// The bf16 kernel's turn trace (print_turn_trace) at 1 x 8192, block 128, non-causal: D 128 (32 / 8
-// heads) and D 256 (16 / 4), D 128 at blocks 64, 32 and 16, and D 256 on 33 CTAs.
-TEST(V3Bench, DISABLED_Trace) {
-  PAGEDATTN_REQUIRE_V3();
-  for (const Shape& shape :
-       {Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}}) {
-    if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
-    std::printf("TRACE %s\n", shape.name);
-    const PrefillBench b(128, shape, false);
-    print_turn_trace(b.params(false));
-  }
-  // D 128 at blocks 64, 32 and 16: two, four and eight pages a KV tile, each a box of its own
-  // (block 64 also by a box per page and panel: one run of 64 rows a box).
-  if (kernels::paged_attention_head_size_built(128)) {
-    for (int block : {64, 32, 16}) {
-      std::printf("TRACE 1x8192 d128, block %d\n", block);
-      const PrefillBench b(block, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}, false);
-      print_turn_trace(b.params(false));
-      if (block == 64) {
-        std::printf("TRACE 1x8192 d128, block 64, a box per page and panel\n");
-        print_turn_trace(b.params(false), 0, true);
-      }
-    }
-  }
-  // D 256 again on a quarter of the SMs: whether the copies land sooner with less L2 traffic.
-  if (kernels::paged_attention_head_size_built(256)) {
-    std::printf("TRACE 1x8192 d256, 33 CTAs\n");
-    const PrefillBench b(128, Shape{"1x8192 d256", 1, 8192, 16, 4, 256}, false);
-    print_turn_trace(b.params(false), 33);
   }
 }
 
@@ -202,32 +122,20 @@ TEST(V3Bench, DISABLED_Prefill8192D64) {
   }
 }
 
-// Pages smaller than the KV tile at D 64 and 128, NHD and HND, non-causal: the dispatch (a box per
-// page by the group map, up to four box warps) beside a box per page and panel (pp: one run of
-// page rows per box), two and one box warps, interleaved; block 128 for scale. Compare rows of
-// one block only: the clock falls within a few hundred milliseconds of load (H200: the first
-// timing after the inputs are made reads 5-12 % above the next), and block 128 times one variant.
+// Pages smaller than the KV tile at D 64 and 128, NHD and HND, non-causal, through the dispatch
+// (a box per page by the group map); block 128 for scale. The first timing after the inputs are
+// made reads high (the clock settling): compare rows of one run only.
 TEST(V3Bench, DISABLED_SmallPages) {
   PAGEDATTN_REQUIRE_V3();
-  const std::vector<Schedule> small = {{"dispatch", launch_v3},
-                                       {"pp", launch_v3_page_panel_boxes},
-                                       {"2w", &launch_v3_grid<true, 0, 2>},
-                                       {"1w", launch_v3_one_box_warp}};
   for (const Shape& shape :
        {Shape{"1x8192 d64", 1, 8192, 32, 8, 64}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
     if (!kernels::paged_attention_head_size_built(shape.head_size)) continue;
     for (bool hnd : {false, true}) {
       for (int block : {16, 32, 64, 128}) {
         const PrefillBench b(block, shape, hnd);
-        const std::vector<Schedule> variants =
-            block < 128 ? small : std::vector<Schedule>{small.front()};
-        const std::vector<double> ms = interleaved_ms(variants, b.params(false));
-        for (size_t i = 0; i < variants.size(); ++i) {
-          char name[48];
-          std::snprintf(name, sizeof(name), "%s b%d %s", hnd ? "HND" : "NHD", block,
-                        variants[i].name);
-          report(shape.name, name, false, ms[i], b.flops(false));
-        }
+        char name[48];
+        std::snprintf(name, sizeof(name), "%s b%d", hnd ? "HND" : "NHD", block);
+        report(shape.name, name, false, median_ms(launch_v3, b.params(false)), b.flops(false));
       }
     }
   }

@@ -76,8 +76,6 @@ Status with_fp8_tensor_cores(const kernels::PagedAttentionParams& params, void* 
   return kLaunch(p, stream);
 }
 constexpr PagedAttentionLauncher launch_v3_fp8 = &with_fp8_tensor_cores<&launch_v3>;
-constexpr PagedAttentionLauncher launch_v3_fp8_tile_per_cta =
-    &with_fp8_tensor_cores<launch_v3_tile_per_cta>;
 constexpr PagedAttentionLauncher launch_v3_fp8_three_ctas =
     &with_fp8_tensor_cores<launch_v3_three_ctas>;
 
@@ -117,8 +115,8 @@ TEST(PagedAttentionV3Fp8, CausalAndNotBothLayoutsBothScales) {
   }
 }
 
-// Pages of 256 and 64 keys, GQA groups of 1 and 7, and the two other grids (one CTA per tile; three
-// CTAs walking every tile, so the rings run on across requests and heads).
+// Pages of 256 and 64 keys, GQA groups of 1 and 7, and three CTAs walking every tile (the rings
+// run on across requests and heads).
 TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : fp8_head_sizes()) {
@@ -138,7 +136,7 @@ TEST(PagedAttentionV3Fp8, BlocksGroupsAndGrids) {
       expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8, "v3 FP8", false);
     }
     c = fp8_case(9, d, false);
-    expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3_fp8_tile_per_cta, "v3 FP8 tile/CTA", false);
+    expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3_fp8, "v3 FP8", false);
     c.causal = false;
     expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8_three_ctas, "v3 FP8 3 CTAs", false);
   }

@@ -235,19 +235,6 @@ TEST(V3Fp8Bench, DISABLED_Profile) {
   tune::set_fp8_tuning(tune::kFp8DefaultTuning);
 }
 
-// The turn trace (kFp8TuneTrace) of the dispatch's variant, or of PAGEDATTN_FP8_TUNING's bits (a
-// built variant with the trace bit), at D 128, 1 x 8192, non-causal (print_turn_trace).
-TEST(V3Fp8Bench, DISABLED_Trace) {
-  PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
-  const Fp8Bench b{8192, 32, 8, 128};
-  const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
-  tune::set_fp8_tuning((bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning) |
-                       tune::kFp8TuneTrace);
-  print_turn_trace(b.params(true, 128, false));
-  tune::set_fp8_tuning(tune::kFp8DefaultTuning);
-}
-
 TEST(V3Fp8Bench, DISABLED_Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   if (kernels::paged_attention_head_size_built(128)) run_shape("1x8192 d128", 32, 8, 128);

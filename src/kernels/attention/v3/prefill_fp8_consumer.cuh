@@ -20,7 +20,6 @@
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
 #include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/attention/v3/prefill_tiles.cuh"
-#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -95,8 +94,7 @@ struct Fp8ConsumerPosition {
 template <int kD, int kTuning, int kN>
 __device__ __forceinline__ void consume_tile_fp8(
     const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
-    const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos,
-    const TurnTracer<(kTuning & kFp8TuneTrace) != 0>& trace) {
+    const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos) {
   using S = PrefillFp8Shape<kD, kN>;
   constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
   constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
@@ -157,30 +155,22 @@ __device__ __forceinline__ void consume_tile_fp8(
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
-    trace.mark(i, kMarkStart);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    trace.mark(i, kMarkLoaded);
     turns.begin();
-    trace.mark(i, kMarkTurn);
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
-    trace.mark(i, kMarkScoresIssued);
     if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
     issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, vt_of(i - 1), ones);
     turns.end(false);
-    trace.mark(i, kMarkIssued);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    trace.mark(i, kMarkScores);
     device::mbarrier_arrive(&s.k_empty[stage]);
     const bool grew = scores_to_p(i);
-    trace.mark(i, kMarkSoftmax);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
     if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-    trace.mark(i, kMarkPv);
     device::mbarrier_arrive(&s.vt_empty[prev]);
     // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
     if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
@@ -191,7 +181,6 @@ __device__ __forceinline__ void consume_tile_fp8(
       }
     }
     pack_p_fp8(sc, p);
-    trace.mark(i, kMarkPacked);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
@@ -225,12 +214,10 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   if (!walk.find_keys<kD, kN>(a.base, w)) return;
   turns.start();
   Fp8ConsumerPosition pos;
-  TurnTracer<(kTuning & kFp8TuneTrace) != 0> trace{a.base.trace, consumer, kConsumers};
   for (;;) {
     walk.advance();
     const bool more = walk.find_keys<kD, kN>(a.base, next);
-    consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos, trace);
-    trace.done();
+    consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;
   }

@@ -28,9 +28,6 @@ inline constexpr int kFp8TuneTensorSums = 2048;
 // whole tiles (multiples of 128 keys): the launch drops the bit for pages of 64.
 inline constexpr int kFp8TuneWideTiles = 524288;
 
-// The consumers' turn trace (prefill_trace.h; V3Grid::trace): compiled into its own variant only.
-inline constexpr int kFp8TuneTrace = 2097152;
-
 // Keys per KV tile: the bf16 kernel's (128 at D 128, 64 at D 256), or the wide ones.
 constexpr int fp8_kv_tile_keys(int d, int tuning) {
   if (tuning & kFp8TuneWideTiles) return d == 128 ? 192 : 128;
@@ -59,7 +56,6 @@ inline constexpr int kFp8BuiltTunings[] = {
     kFp8DefaultTuning,
     kFp8NarrowTuning,
     kFp8ExactTuning,
-    kFp8DefaultTuning | kFp8TuneTrace,
 };
 constexpr bool fp8_tuning_built(int tuning) {
   for (int built : kFp8BuiltTunings) {
