@@ -4,7 +4,8 @@
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
 // scheduler (prefill_tiles.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or the
-// wide ones (kFp8TuneWideTiles: 192 at D 128, 128 at D 256), and TMA copies K in boxes that lie
+// wide ones (Fp8Tiles, prefill_fp8_tiles.cuh: 192 at D 128, 128 at D 256), and TMA copies K in
+// boxes that lie
 // inside one page (fp8_k_box_keys). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D
 // rows of keys), which a pre-pass writes once per launch (prefill_fp8_vt.h) and the producer
 // copies as it is. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head
@@ -15,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/attention/v3/prefill_fp8_tuning.cuh"
+#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -30,12 +31,12 @@ constexpr int64_t fp8_vt_image_bytes(int tile_keys, int d) {
   return (fp8_vt_image_keys(tile_keys) + 127) / 128 * int64_t{d} * 128;
 }
 
-// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or wide ones (kFp8TuneWideTiles:
-// 192 at D 128, 128 at D 256).
+// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or the wide ones (192 at D 128, 128
+// at D 256).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN == PrefillShape<kD>::kBlockN || kN == fp8_kv_tile_keys(kD, kFp8TuneWideTiles),
+  static_assert(kN == PrefillShape<kD>::kBlockN || kN == fp8_kv_tile_keys(kD, Fp8Tiles::kWide),
                 "the bf16 kernel's KV tiles, or the wide ones");
   using Base = PrefillShape<kD>;
   static constexpr bool kWide = kN != Base::kBlockN;
@@ -85,7 +86,7 @@ struct PrefillFp8Smem {
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t vt[S::kStages][S::kVtTileBytes];  // the pre-pass's images, copied
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
-  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
+  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma, 1024-aligned
   float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
@@ -106,7 +107,6 @@ struct PrefillFp8Args {
   // The pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request, KV head).
   const uint8_t* vt_images;
   int64_t vt_images_per_req;
-  int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3
