@@ -1,11 +1,10 @@
 // Timing of the v3 (Hopper) prefill kernel beside v2 on the standard suite's prefill shapes
 // (requests x tokens, query / KV heads, head size; bf16, causal and not): v2 at its best block size
 // (16); v3 through the dispatch (persistent grid) at blocks 16, 32, 64 and 128 (kVariants), twice
-// each, alternating. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='*V3Bench*'. The v2 bench's method: random inputs
-// (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3 warm-ups, median;
-// causal counts the visible part. Also prints the largest difference between v2's and v3's outputs
-// on the same inputs (each block size against v2 at that size).
+// each, alternating. Run: pagedattn_gpu_bench --gtest_filter='V3Bench.*' (docs/kernels/README.md).
+// Random inputs (never zeros), shuffled block ids, CUDA-event times of 20 launches after 3
+// warm-ups, median; causal counts the visible part. Also prints the largest difference between
+// v2's and v3's outputs on the same inputs (each block size against v2 at that size).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "test_v3_bench_support.h"
+#include "v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -53,8 +52,8 @@ void compare(const Shape& shape, bool hnd) {
     const double flops = bench_of(128).flops(causal);
     report(shape.name, "v2 block 16", causal,
            median_ms(kernels::launch_paged_attention, bench_of(16).params(causal)), flops);
-    // Every v3 row twice, alternating: on the long shapes the first v3 timing of a run came out
-    // up to 10 % above the later ones, whichever variant it was (the clock settling).
+    // Every v3 row twice, alternating: on the long shapes the first v3 timing of a run reads high,
+    // whichever row it is (the clock settling).
     for (int round = 0; round < 2; ++round) {
       for (const Variant& v : kVariants) {
         report(shape.name, v.name, causal, median_ms(v.launch, bench_of(v.block).params(causal)),
@@ -80,7 +79,7 @@ const Shape kStandardShapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
 
 // The dispatch's v3 alone on the standard shapes at blocks 128 and 16 (for comparing two builds of
 // the library with one test binary).
-TEST(V3Bench, DISABLED_Dispatch) {
+TEST(V3Bench, Dispatch) {
   PAGEDATTN_REQUIRE_V3();
   const std::vector<Schedule> dispatch = {{"v3 dispatch", launch_v3}};
   for (const Shape& shape : kStandardShapes) {
@@ -98,7 +97,7 @@ TEST(V3Bench, DISABLED_Dispatch) {
 
 // One launch each of 16 x 512 and 1 x 8192 at D 128 and 1 x 8192 at D 256 (non-causal, the
 // dispatch's v3), for a profiler.
-TEST(V3Bench, DISABLED_ProfileLaunches) {
+TEST(V3Bench, ProfileLaunches) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
        {Shape{"16x512 d128", 16, 512, 32, 8, 128}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128},
@@ -109,13 +108,13 @@ TEST(V3Bench, DISABLED_ProfileLaunches) {
   }
 }
 
-TEST(V3Bench, DISABLED_Prefill8192) {
+TEST(V3Bench, Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   compare({"1x8192 d128", 1, 8192, 32, 8, 128}, false);
 }
 
 // D 64 (one 64-column panel: a page of block 16 is one 2 KB box, sixteen a step).
-TEST(V3Bench, DISABLED_Prefill8192D64) {
+TEST(V3Bench, Prefill8192D64) {
   PAGEDATTN_REQUIRE_V3();
   if (kernels::paged_attention_head_size_built(64)) {
     compare({"1x8192 d64", 1, 8192, 32, 8, 64}, false);
@@ -125,7 +124,7 @@ TEST(V3Bench, DISABLED_Prefill8192D64) {
 // Pages smaller than the KV tile at D 64 and 128, NHD and HND, non-causal, through the dispatch
 // (a box per page by the group map); block 128 for scale. The first timing after the inputs are
 // made reads high (the clock settling): compare rows of one run only.
-TEST(V3Bench, DISABLED_SmallPages) {
+TEST(V3Bench, SmallPages) {
   PAGEDATTN_REQUIRE_V3();
   for (const Shape& shape :
        {Shape{"1x8192 d64", 1, 8192, 32, 8, 64}, Shape{"1x8192 d128", 1, 8192, 32, 8, 128}}) {
@@ -142,7 +141,7 @@ TEST(V3Bench, DISABLED_SmallPages) {
 }
 
 // D 96 and 192 (when built), first: the heads of the standard suite's D 128 and D 256 shapes.
-TEST(V3Bench, DISABLED_PrefillHeadSizes96And192) {
+TEST(V3Bench, PrefillHeadSizes96And192) {
   PAGEDATTN_REQUIRE_V3();
   const Shape shapes[] = {{"1x8192 d96", 1, 8192, 32, 8, 96}, {"1x8192 d192", 1, 8192, 16, 4, 192}};
   for (const Shape& shape : shapes) {
@@ -151,7 +150,7 @@ TEST(V3Bench, DISABLED_PrefillHeadSizes96And192) {
 }
 
 // The standard suite's other prefill shapes (those whose head size is built), and HND once.
-TEST(V3Bench, DISABLED_PrefillShapes) {
+TEST(V3Bench, PrefillShapes) {
   PAGEDATTN_REQUIRE_V3();
   const Shape shapes[] = {{"16x512 d128", 16, 512, 32, 8, 128},
                           {"4x2048 d128", 4, 2048, 32, 8, 128},

@@ -1,7 +1,7 @@
-// Shared by the v3 benches (test_v3_bench.cc, test_v3_features_bench.cc): a paged prefill batch
-// of equal requests on the device (random bf16 inputs, never zeros; shuffled block ids; ALiBi
-// slopes and sinks for the features), its FLOP count over the visible (query, key) pairs, and
-// CUDA-event medians of launches.
+// Shared by the v3 benches (v3_bench.cc, v3_features_bench.cc, v3_gqa_bench.cc, v3_fp8_bench.cc):
+// a paged prefill batch of equal requests on the device (random bf16 inputs, never zeros; shuffled
+// block ids; ALiBi slopes and sinks for the features), its FLOP count over the visible (query,
+// key) pairs, and CUDA-event medians of launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -209,7 +209,7 @@ inline std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
   std::vector<std::vector<float>> times(variants.size());
   for (int i = 0; i < 24; ++i) {
     // Rotated each round: a variant's time depends on what the one before it left in L2 (a
-    // fixed order showed identical launches 3 % apart, sixteenth session).
+    // fixed order reads identical launches apart).
     for (size_t k = 0; k < variants.size(); ++k) {
       const size_t v = (k + i) % variants.size();
       cudaEventRecord(start);

@@ -1,10 +1,9 @@
-// Timing of the v3 FP8 prefill kernel beside the bf16 v3 kernel and v2's FP8 path on the issue's
-// FP8 shapes: 1 x 8192 tokens, 32 / 8 heads at D 128 and 16 / 4 at D 256, causal and not, in one
-// run. v3 (FP8 and bf16) at block 128; v2 FP8 at 16 (its best) and 128. The same random values
-// fill the bf16 and the FP8 caches (scales 1). CUDA-event times of 20 launches after 3 warm-ups,
-// median (V3Bench's method); causal counts the visible part. Also prints the largest difference
-// between the FP8 kernel's output and the others'. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='*V3Fp8Bench*'.
+// Timing of the v3 FP8 prefill kernel beside the bf16 v3 kernel and v2's FP8 path: 1 x 8192
+// tokens, 32 / 8 heads at D 128 and 16 / 4 at D 256, causal and not, in one run. v3 (FP8 and bf16)
+// at block 128; v2 FP8 at 16 (its best) and 128. The same random values fill the bf16 and the FP8
+// caches (scales 1). CUDA-event times of 20 launches after 3 warm-ups, median (V3Bench's method);
+// causal counts the visible part. Also prints the largest difference between the FP8 kernel's
+// output and the others'. Run: pagedattn_gpu_bench --gtest_filter='V3Fp8Bench.*'.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -17,7 +16,7 @@
 #include <vector>
 
 #include "common/numeric.h"
-#include "test_v3_bench_support.h"
+#include "v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -153,15 +152,14 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
     const double vs_v2 = max_difference(fp8, output_of(v2, b, b.params(true, 128, causal)));
     std::printf("BENCH %-12s v3 FP8 output, %s: max |difference| %.3g vs v3 bf16, %.3g vs v2 FP8\n",
                 name, mask, vs_bf16, vs_v2);
-    // FP8 rounding of Q and P (test_v3_fp8.cc); causal first rows see few keys: up to 0.11
-    // measured.
+    // FP8 rounding of Q and P (tests/gpu/test_v3_fp8.cc); causal first rows see few keys.
     EXPECT_LT(vs_v2, 0.25) << name << " " << mask;
   }
 }
 
 // One warm-up and one timed launch of the FP8 kernel at D 128, non-causal: for Nsight Compute
 // (--launch-skip 1 -c 1).
-TEST(V3Fp8Bench, DISABLED_Profile) {
+TEST(V3Fp8Bench, Profile) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
   const Fp8Bench b{8192, 32, 8, 128};
@@ -169,7 +167,7 @@ TEST(V3Fp8Bench, DISABLED_Profile) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST(V3Fp8Bench, DISABLED_Prefill8192) {
+TEST(V3Fp8Bench, Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   if (kernels::paged_attention_head_size_built(128)) run_shape("1x8192 d128", 32, 8, 128);
   if (kernels::paged_attention_head_size_built(256)) run_shape("1x8192 d256", 16, 4, 256);
