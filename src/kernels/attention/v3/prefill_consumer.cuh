@@ -94,7 +94,7 @@ struct TileRows {
 // S_i = Q·K_iᵀ, then O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that
 // P·V still runs, then rescales O once it is done (intra-warpgroup overlap), and only when a row
 // maximum grew in the warp. Q is released as soon as the tile's last S is done. The schedule is
-// fixed at compile time: choices read at run time cost branches (docs/kernels/v3_prefill.md).
+// fixed at compile time: choices read at run time cost branches (docs/performance.md).
 // kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
 // from the accumulators).
 template <int kD, bool kTransform, bool kPacked>

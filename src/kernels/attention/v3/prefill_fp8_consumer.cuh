@@ -2,7 +2,7 @@
 // (prefill_consumer.cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
 // between the warpgroups) with both products on the FP8 tensor cores and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
-//   its softmax scale (softmax_tile_fp8), exactly;
+//   its softmax scale (softmax_tile_fp8_lazy), exactly;
 // - P = exp2(score - base + offset) stays below e4m3's 448 (prefill_fp8_softmax.cuh: the lazy
 //   softmax); the row sum, by the tensor cores from the rounded values that P·V uses, cancels
 //   2^offset in O / l, and the LSE subtracts it;

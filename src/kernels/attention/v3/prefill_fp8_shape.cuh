@@ -47,12 +47,11 @@ struct PrefillFp8Shape {
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
-  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
-  // split did): 128 * 72 + 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide
-  // tiles: S of 128 keys beside D 256's O needs 240 (232 serialised the wgmmas: ptxas C7512), and
-  // the producer, which only loads and converts Q, gives them up: 128 * 24 + 256 * 240 (the
-  // producer spills 32 bytes). At D 128, S of 192 keys fits in 232, and the producer's 40 do not
-  // spill (24 spilled 36 bytes).
+  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc: 128 * 72 +
+  // 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide tiles: S of 128 keys beside
+  // D 256's O needs 240 (with fewer, ptxas serialises the wgmmas: C7512), and the producer, which
+  // only loads and converts Q, gives them up: 128 * 24 + 256 * 240 (the producer spills 32 bytes).
+  // At D 128, S of 192 keys fits in 232, and the producer's 40 do not spill.
   static constexpr int kProducerRegisters = kWide ? (kD == 128 ? 40 : 24) : 72;
   static constexpr int kConsumerRegisters = kWide ? (kD == 128 ? 232 : 240) : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,

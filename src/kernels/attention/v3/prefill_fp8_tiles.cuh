@@ -1,7 +1,7 @@
 // The v3 FP8 prefill kernel's two configurations, compile-time parameters of the kernel
 // (prefill_fp8_kernel.cuh) that differ only in keys per KV tile. Both run the lazy softmax with tree
 // reductions and the row sums on the tensor cores (prefill_fp8_softmax.cuh); the variants tried
-// and dropped are in docs/kernels/v3_fp8.md.
+// and dropped are in docs/performance.md.
 #pragma once
 
 namespace pagedattn::kernels::attention::v3 {
