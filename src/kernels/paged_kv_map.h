@@ -92,8 +92,7 @@ PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_toke
 // of 16 or more tokens where the per-panel map needs one per page and panel. The block and plane
 // fold into the group coordinate, so the page (block b, plane k) starts at group b *
 // groups_per_block + k * groups_per_plane. A TMA copy's issue holds its thread longer per 8-row
-// group than a panel map box's per row (H200: a 128-key D 128 tile 461 cycles against 177), so
-// whole-tile pages keep the panel map.
+// group than a panel map box's per row, so whole-tile pages keep the panel map.
 struct PagedKvGroupMapShape {
   PagedKvMapShape map;
   int64_t groups_per_block;

@@ -20,41 +20,27 @@ int64_t ceil_div_small(int64_t a, int64_t b) {
   return ceil_div(a, b);
 }
 
-// Streams units into CTAs: each CTA's budget is the static cost not yet assigned over the CTAs
-// left. With a pool, closing the last CTA starts the pool: later units go to no CTA.
+// Streams units into CTAs: each CTA's budget is the cost not yet assigned over the CTAs left.
 class CtaStream {
  public:
   CtaStream(const DecodePlanConfig& config, int64_t total_cost, int32_t* cta_begin,
             DecodeWorkUnit* units, int64_t max_units)
-      : c0_(config.unit_overhead_tokens), num_ctas_(config.num_ctas),
-        pool_enabled_(config.pool_permille > 0),
-        remaining_(total_cost - total_cost * std::clamp(config.pool_permille, 0, 1000) / 1000),
-        static_total_(remaining_),
-        total_(total_cost), min_piece_(std::max(kMinChunkTokens, config.pool_min_piece_tokens)),
+      : c0_(config.unit_overhead_tokens), num_ctas_(config.num_ctas), remaining_(total_cost),
         cta_begin_(cta_begin), units_(units), max_units_(max_units) {
     cta_begin_[0] = 0;
     budget_ = next_budget();
-    if (config.pool_permille >= 1000) {  // everything in the pool
-      std::fill_n(cta_begin_, num_ctas_ + 1, 0);
-      cta_ = num_ctas_;
-      start_pool();
-    }
   }
 
-  // The last CTA takes whatever is left, unless a pool does.
-  bool last_cta() const { return !pool_enabled_ && cta_ == num_ctas_ - 1; }
-  bool pooling() const { return cta_ == num_ctas_; }
+  // The last CTA takes whatever is left.
+  bool last_cta() const { return cta_ == num_ctas_ - 1; }
   int64_t room() const { return budget_ - fill_; }
   int64_t fill() const { return fill_; }
   int num_units() const { return static_cast<int>(num_units_); }
-  int pool_units() const {
-    return pooling() ? static_cast<int>(num_units_) - cta_begin_[num_ctas_] : 0;
-  }
   int64_t max_cost() const { return std::max(max_cost_, fill_); }
   DecodeWorkUnit& unit(int i) { return units_[i]; }
 
-  // Appends keys [begin, end) of `base`'s segment to the current CTA (or the pool); `last` ends
-  // the segment (its one pending overhead leaves the unassigned cost).
+  // Appends keys [begin, end) of `base`'s segment to the current CTA; `last` ends the segment (its
+  // one pending overhead leaves the unassigned cost).
   bool emit(const DecodeWorkUnit& base, int begin, int end, bool last) {
     if (num_units_ >= max_units_) return false;
     // Field by field: a whole-struct copy of `base`, just written field by field on the stack,
@@ -69,22 +55,17 @@ class CtaStream {
     u.kv_begin = begin;
     u.kv_end = end;
     u.partial = -1;
-    const int64_t cost = end - begin + (last ? c0_ : 0);
-    assigned_ += cost;
-    if (!pooling()) {
-      fill_ += end - begin + c0_;
-      remaining_ -= cost;
-    }
+    fill_ += end - begin + c0_;
+    remaining_ -= end - begin + (last ? c0_ : 0);
     return true;
   }
 
   // Whole segments of one row tile (keys [lo, hi) of request `req`), heads h, h + 1, ... of
   // num_kv_heads, while each fits the current CTA (or that is the last): what stream_balanced
   // does for each of them, in one loop over locals, closing CTAs that fill up. Returns the first
-  // head not emitted (the guided pool's CTAs take the general path).
+  // head not emitted.
   int emit_whole(int req, int q_start, int q_len, int kv_len, int row0, int lo, int hi, int h,
                  int num_kv_heads) {
-    if (pool_enabled_) return h;
     const int64_t cost = hi - lo + c0_;
     int64_t n = num_units_;
     int64_t fill = fill_, remaining = remaining_;
@@ -112,29 +93,11 @@ class CtaStream {
   }
 
   void close_cta() {
-    if (last_cta() || pooling()) return;
+    if (last_cta()) return;
     max_cost_ = std::max(max_cost_, fill_);
     cta_begin_[++cta_] = static_cast<int32_t>(num_units_);
     fill_ = 0;
-    if (pooling()) {
-      start_pool();
-    } else {
-      budget_ = next_budget();
-    }
-  }
-
-  // Pool pieces: about the pool's remaining cost over 2 x num_ctas keys (at least the floor set
-  // when the pool started, so the pieces are at most 4 x num_ctas plus one per segment), ending
-  // at multiples of 64 keys (a tile is not read twice), the last piece never below min_piece.
-  bool emit_pool(const DecodeWorkUnit& base, int s, int hi) {
-    while (true) {
-      const int64_t guided = ceil_div(std::max<int64_t>(0, total_ - assigned_), 2 * num_ctas_);
-      const int64_t target = std::max(pool_floor_, guided);
-      const int64_t cut = (s + target + 63) / 64 * 64;
-      if (hi - cut < min_piece_) return emit(base, s, hi, true);
-      if (!emit(base, s, static_cast<int>(cut), false)) return false;
-      s = static_cast<int>(cut);
-    }
+    budget_ = next_budget();
   }
 
   void finish() {
@@ -144,16 +107,9 @@ class CtaStream {
   }
 
  private:
-  void start_pool() {
-    pool_floor_ = std::max<int64_t>(min_piece_, (total_ - assigned_) / (4 * num_ctas_));
-  }
-
   // The unassigned cost over the CTAs left, counting the overhead of the cut that each CTA
-  // boundary may add: without it the budgets run behind and the last CTA takes the excess. With
-  // a pool, CTAs that fall short leave their rest to the pool: a fixed budget, so that the
-  // shortfall does not pile up on the last CTAs.
+  // boundary may add: without it the budgets run behind and the last CTA takes the excess.
   int64_t next_budget() const {
-    if (pool_enabled_) return std::max<int64_t>(1, ceil_div(static_total_, num_ctas_));
     const int64_t left = num_ctas_ - cta_;
     return std::max<int64_t>(1, ceil_div_small(remaining_ + c0_ * (left - 1), left));
   }
@@ -162,13 +118,7 @@ class CtaStream {
   // registers across the stores instead of reloading them after each one.
   int64_t c0_;
   int64_t num_ctas_;
-  bool pool_enabled_;
-  int64_t remaining_;  // static cost not yet assigned
-  int64_t static_total_;
-  int64_t total_;
-  int64_t assigned_ = 0;
-  int64_t min_piece_;
-  int64_t pool_floor_ = 0;
+  int64_t remaining_;  // cost not yet assigned
   int32_t* cta_begin_;
   DecodeWorkUnit* units_;
   int64_t max_units_;
@@ -179,12 +129,10 @@ class CtaStream {
   int64_t num_units_ = 0;
 };
 
-// Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys; once
-// the static lists are full, the rest of the segment goes to the pool.
+// Balanced mode: cut where the CTA's budget ends, if both sides keep kMinChunkTokens keys.
 bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0) {
   int s = lo;
   while (true) {
-    if (st.pooling()) return st.emit_pool(base, s, hi);
     const int64_t len = hi - s;
     if (st.last_cta() || len + c0 <= st.room()) {
       if (!st.emit(base, s, hi, true)) return false;
@@ -214,17 +162,14 @@ bool stream_balanced(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, 
   }
 }
 
-// Deterministic mode: pieces end at multiples of `chunk` only; each goes whole to a CTA, or to
-// the pool once the static lists are full.
+// Deterministic mode: pieces end at multiples of `chunk` only; each goes whole to a CTA.
 bool stream_fixed(CtaStream& st, const DecodeWorkUnit& base, int lo, int hi, int64_t c0,
                   int chunk) {
   for (int s = lo; s < hi;) {
     const int e = std::min<int>(hi, (s / chunk + 1) * chunk);
-    if (!st.pooling() && !st.last_cta() && st.fill() > 0 && e - s + c0 > st.room()) {
-      st.close_cta();
-    }
+    if (!st.last_cta() && st.fill() > 0 && e - s + c0 > st.room()) st.close_cta();
     if (!st.emit(base, s, e, true)) return false;  // the total counted each piece's overhead
-    if (!st.pooling() && st.room() <= 0) st.close_cta();
+    if (st.room() <= 0) st.close_cta();
     s = e;
   }
   return true;
@@ -289,7 +234,6 @@ Status plan_with_cuts(const std::vector<int64_t>& order, std::span<const int32_t
   }
   st.finish();
   out.num_units = st.num_units();
-  out.pool_units = st.pool_units();
   out.max_cost = st.max_cost();
   out.partial_rows = partial_rows;
   return ok_status();

@@ -1,8 +1,7 @@
 // The balanced decode plan with cuts (internal to decode_plan.cc; decode_plan.h describes the
 // model): segments longest first streamed into the CTAs' static lists, each CTA's budget the cost
 // not yet assigned over the CTAs left, a segment that overflows a CTA cut (pieces of at least
-// kMinChunkTokens keys); with pool_permille > 0 the last part goes to the guided pool; in
-// deterministic mode cuts only at multiples of fixed_chunk_tokens.
+// kMinChunkTokens keys); in deterministic mode cuts only at multiples of fixed_chunk_tokens.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +17,6 @@ namespace pagedattn::plan::detail {
 // What the balanced plan wrote.
 struct CutPlan {
   int num_units = 0;
-  int pool_units = 0;
   int64_t max_cost = 0;
   int64_t partial_rows = 0;
 };

@@ -44,14 +44,10 @@ DecodePlanLimits decode_plan_limits(const DecodePlanConfig& config, int max_deco
     l.max_partial_rows = rows * pieces;
   } else {
     // Every cut closes a CTA: at most num_ctas - 1 cuts, so at most 2 (num_ctas - 1) pieces of
-    // cut segments, of at most 16 rows each. The pool adds at most 8 x num_ctas pieces of cut
-    // segments (CtaStream::emit_pool: at most 4 x num_ctas of the floor's length, and each cut
-    // segment's last piece) plus one per segment.
-    const int64_t pool_pieces = config.pool_permille > 0 ? 8 * int64_t{l.num_ctas} : 0;
-    l.max_units = segments * (config.pool_permille > 0 ? 2 : 1) + l.num_ctas + pool_pieces;
-    l.max_partial_rows = std::min<int64_t>(
-        rows * (2 * int64_t{l.num_ctas} + pool_pieces + 2),
-        (2 * int64_t{l.num_ctas} + pool_pieces + 2) * kDecodeRowsPerTile);
+    // cut segments, of at most 16 rows each.
+    l.max_units = segments + l.num_ctas;
+    l.max_partial_rows = std::min<int64_t>(rows * (2 * int64_t{l.num_ctas} + 2),
+                                           (2 * int64_t{l.num_ctas} + 2) * kDecodeRowsPerTile);
   }
   l.max_merges = segments;
   // Units and merges (32 bytes each), a merge index per unit, a finished-piece count per merge,
@@ -127,22 +123,21 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   detail::CutPlan cuts;
 
   // Uncut (decode_whole_plan.h) when the segments dealt whole stay within cut_penalty_tokens of an
-  // equal share: then in the pool if there are whole_pool_ratio segments per CTA, else in lists.
+  // equal share: then in the pool if there are kWholePoolRatio segments per CTA, else in lists.
   std::vector<detail::WholeRowTile>& tiles = scratch.row_tiles;
   tiles.clear();
   if (config.fixed_chunk_tokens == 0 && config.cut_penalty_tokens > 0) {
     detail::collect_row_tiles(order, query_start_loc.data(), seq_lens.data(), group,
                               config.window_left, tiles);
   }
-  // The penalty at most an eighth of the share: small batches, whose CTAs run a few us, keep
-  // their cuts (the penalty was measured on CTAs streaming for hundreds of us).
+  // The penalty at most an eighth of the share: small batches, whose CTAs run briefly, keep their
+  // cuts (the penalty is a cost against CTAs that stream long).
   const int64_t segments = static_cast<int64_t>(tiles.size()) * config.num_kv_heads;
   const int64_t share = ceil_div(total, config.num_ctas);
   if (!tiles.empty() &&
       detail::snake_makespan_bound(tiles, config.num_kv_heads, config.num_ctas, c0) <=
           share + std::min<int64_t>(config.cut_penalty_tokens, share / 8)) {
-    const bool pool = config.whole_pool_ratio > 0 &&
-                      segments >= int64_t{config.whole_pool_ratio} * config.num_ctas;
+    const bool pool = segments >= int64_t{kWholePoolRatio} * config.num_ctas;
     num_units = detail::write_whole_plan(tiles, query_start_loc.data(), seq_lens.data(),
                                          config.num_kv_heads, config.num_ctas, c0, pool,
                                          limits.max_units, cta_begin, units, &max_cost);
@@ -152,7 +147,6 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
     PAGEDATTN_RETURN_IF_ERROR(detail::plan_with_cuts(order, query_start_loc, seq_lens, config, total,
                                              limits, scratch, cta_begin, units, cuts));
     num_units = cuts.num_units;
-    pool_units = cuts.pool_units;
     max_cost = cuts.max_cost;
     partial_rows = cuts.partial_rows;
   }

@@ -19,15 +19,11 @@
 // Uncut plans and the pool. A cut piece costs its partial, its count and its share of a merge, so
 // when the segments dealt whole, longest first, round by round (decode_whole_plan.h) cost at most
 // cut_penalty_tokens (and at most an eighth of the share) more than an equal share, every segment
-// is one unit: in the CTAs' static lists, or, with at least whole_pool_ratio segments per CTA, in
-// a shared pool that the CTAs take from in order (one atomic each), so the CTAs on SMs that stream
-// faster take more (static lists leave them idle at the end: on the H200 a tenth of the CTAs
-// finished ~25% early). With pool_permille > 0 (DecodeBench's comparisons) the static lists hold
-// that much less than the whole cost and the rest is cut into pool pieces of decreasing size
-// (guided: about the pool's remaining keys over 2 x num_ctas): it balanced the CTAs' ends but its
-// cuts cost more than that gained. Which CTA runs a pool unit changes from launch to launch; its
-// keys, partial and merge order do not (deterministic mode keeps its fixed chunks: uncut plans
-// never apply to it).
+// is one unit: in the CTAs' static lists, or, with at least kWholePoolRatio segments per CTA, in a
+// shared pool that the CTAs take from in order (one atomic each), so the CTAs on SMs that stream
+// faster take more (static lists leave those idle at the end). Which CTA runs a pool unit changes
+// from launch to launch; its keys do not (deterministic mode keeps its fixed chunks: uncut plans
+// never apply to it). Plans with cuts have no pool.
 #pragma once
 
 #include <cstdint>
@@ -42,18 +38,14 @@ namespace pagedattn::plan {
 
 // A piece of a cut segment reads at least this many keys (FlashInfer's minimum chunk).
 inline constexpr int kMinChunkTokens = 128;
-// Fixed cost of a unit in key tokens: about 1.5 us of prologue (the first K/V tiles' latency) and
-// epilogue at the ~17 GB/s one of two CTAs per SM streams (D 128 bf16: 512 bytes per key).
-// An estimate, to be replaced by a measured value.
+// Fixed cost of a unit in key tokens: the prologue (the first K/V tiles' latency) and epilogue,
+// as keys one CTA streams in that time (an estimate; docs/kernels/decode.md).
 inline constexpr int kUnitOverheadTokens = 64;
-// Pool defaults: the share of the cost left to the pool (per mille) and its shortest piece.
-inline constexpr int kDefaultPoolPermille = 0;
-inline constexpr int kMinPoolPieceTokens = 256;
 // Uncut plans: taken when the segments dealt whole, round by round, cost at most this much more
-// than an equal share (H200: a cut piece's partial, count and merge cost 10-20 us of a CTA's time,
-// about 300-600 keys at D 128 bf16), then run as a pool when there are at least kWholePoolRatio
-// segments per CTA (fewer, and the dynamic deal of big units left some SMs with both CTAs busy at
-// the end: static lists then).
+// than an equal share (about what a cut piece's partial, count and merge cost a CTA, in keys at
+// D 128 bf16), then run as a pool when there are at least kWholePoolRatio segments per CTA (with
+// fewer, the dynamic deal of big units can leave some SMs with both CTAs busy at the end: static
+// lists then).
 inline constexpr int kCutPenaltyTokens = 640;
 inline constexpr int kWholePoolRatio = 3;
 // Decode query lengths the kernel serves (speculative verification packs q_len * G rows).
@@ -68,10 +60,7 @@ struct DecodePlanConfig {
   int window_left = -1;          // keys before a query it sees (-1: all)
   int fixed_chunk_tokens = 0;    // > 0: deterministic mode, cuts at multiples of this only
   int unit_overhead_tokens = kUnitOverheadTokens;
-  int pool_permille = kDefaultPoolPermille;  // 0: every unit in a CTA's static list
-  int pool_min_piece_tokens = kMinPoolPieceTokens;
-  int cut_penalty_tokens = kCutPenaltyTokens;  // 0: the balanced plan with cuts always
-  int whole_pool_ratio = kWholePoolRatio;      // 0: uncut plans in static lists only
+  int cut_penalty_tokens = kCutPenaltyTokens;  // 0: the balanced plan with cuts always (tests)
 };
 
 // Capacities of one builder's plan, fixed at construction.

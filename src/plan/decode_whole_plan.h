@@ -2,8 +2,7 @@
 // segment is one work unit, dealt longest first either round by round to the CTAs' static lists
 // (snake order: round r gives segment r * n + c to CTA c, reversed on odd rounds) or into the shared
 // pool that the CTAs take from in order. A cut piece costs its partial, its count and its share of
-// a merge (measured on the H200: 10-20 us of a CTA's time), so a batch whose segments fit the CTAs
-// nearly evenly whole runs faster uncut.
+// a merge, so a batch whose segments fit the CTAs nearly evenly whole runs faster uncut.
 #pragma once
 
 #include <algorithm>

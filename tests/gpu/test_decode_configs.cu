@@ -1,8 +1,8 @@
-// The decode kernel configurations DecodeBench times, against the float64 oracle, so that the one
-// it finds fastest can become the default: cp.async tiles with a block barrier per tile (cta)
-// and warp TMA tiles (tma).
-// Each runs on 3 CTAs, so that every CTA streams many units, some shorter than its lookahead
-// (DecodeKernel runs the default on the plan's grid).
+// The decode kernel's two tile configurations against the float64 oracle, each launched directly:
+// cp.async tiles with a block barrier per tile (cta, the fallback where TMA cannot describe the
+// cache) and warp TMA tiles (tma, the default on compute capability 9). Each runs on 3 CTAs, so
+// that every CTA streams many units, some shorter than its lookahead (DecodeKernel runs the
+// library's launch on the plan's grid).
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
@@ -10,31 +10,23 @@
 #include <string>
 
 #include "cuda_test_support.h"
-#include "kernels/decode/decode_combine.h"
 #include "kernels/decode/decode_kernel.cuh"
 #include "test_flashinfer_decode_harness.h"
 
 namespace pagedattn::test {
 namespace {
 
-using kernels::decode::PoolTake;
 using kernels::decode::TileSync;
 using testing::CaseSpec;
 
-// The kernel then the combine kernel, or the kernel merging split segments itself.
+// The configuration Cfg launched directly (its CTAs merge the split segments).
 template <typename Cfg>
-DecodeRunOptions config_options(bool merge_in_kernel,
-                                PoolTake pool_take = kernels::decode::DecodeArgs{}.pool_take) {
+DecodeRunOptions config_options() {
   DecodeRunOptions o;
   o.ctas_per_sm = kernels::decode::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  o.launch = [merge_in_kernel, pool_take](const kernels::DecodeAttentionParams& p) -> Status {
-    kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
-    a.merge_in_kernel = merge_in_kernel;
-    a.pool_take = pool_take;
-    cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
-    if (err == cudaSuccess && !merge_in_kernel) {
-      err = kernels::decode::launch_decode_combine<__nv_bfloat16>(p, a.group, nullptr);
-    }
+  o.launch = [](const kernels::DecodeAttentionParams& p) -> Status {
+    const kernels::decode::DecodeArgs a = kernels::decode::make_decode_args(p);
+    const cudaError_t err = kernels::decode::launch_decode_config<Cfg, __nv_bfloat16>(a, nullptr);
     if (err != cudaSuccess) return Status(StatusCode::kCudaError, cudaGetErrorString(err));
     return ok_status();
   };
@@ -42,8 +34,7 @@ DecodeRunOptions config_options(bool merge_in_kernel,
 }
 
 // Odd lengths (cut units start and end inside pages and tiles), a sink, a window at page 32;
-// pages 16 and 1024 without the window. Both layouts (NHD with the combine kernel, HND merging
-// in the kernel).
+// pages 16 and 1024 without the window. Both layouts.
 template <typename Cfg>
 void expect_config_passes(KVCacheDType kv, const std::string& name,
                           std::initializer_list<int> blocks) {
@@ -62,12 +53,12 @@ void expect_config_passes(KVCacheDType kv, const std::string& name,
     c.block_size = block;
     if (block != 32) c.sliding_window = SlidingWindow{};
     for (KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-      const bool merge_in_kernel = layout == KVCacheLayout::kHND;
-      DecodeRunOptions o = config_options<Cfg>(merge_in_kernel);
+      DecodeRunOptions o = config_options<Cfg>();
       o.num_ctas = 3;
       const DecodeRunResult r = run_decode_case(c, layout, o);
-      EXPECT_TRUE(r.cmp.pass) << name << " block " << block << " merge_in_kernel "
-                              << merge_in_kernel << ": max_abs " << r.cmp.max_abs_error << "\n"
+      EXPECT_TRUE(r.cmp.pass) << name << " block " << block << " "
+                              << (layout == KVCacheLayout::kNHD ? "NHD" : "HND") << ": max_abs "
+                              << r.cmp.max_abs_error << "\n"
                               << r.cmp.detail;
       EXPECT_GT(r.stats.num_merges, 0) << name;
     }
@@ -112,43 +103,6 @@ TEST(DecodeConfigs, TmaTiles) {
     GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
   expect_passes<kBF16, 64, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
   expect_passes<kE4M3, 128, 3, 4, TileSync::kWarpTma>({32, 16, 1024});
-}
-
-// The pool taken at each unit's end (the default; with a unit reserved ahead) and at its start:
-// whole segments (many short requests, odd lengths from 1 key) and the guided pool of cut pieces
-// (long requests), taken by 2 and 7 CTAs in turn, each plan launched three times (the pool's
-// counters back at 0 after each launch).
-template <typename Cfg>
-void expect_pool_takes_pass(const std::string& name) {
-  CaseSpec c;
-  c.seed = 151;
-  c.num_heads = 16;
-  c.num_kv_heads = 2;
-  c.block_size = 16;
-  c.sinks = true;
-  for (PoolTake take : {PoolTake::kAtStart, PoolTake::kAtEnd, PoolTake::kAtEndUnreserved}) {
-    for (int permille : {0, 1000}) {
-      c.seq_lens.clear();
-      for (int r = 0; r < (permille == 0 ? 200 : 6); ++r) {
-        c.seq_lens.push_back(permille == 0 ? 1 + (r * 37) % 150 : 900 + r * 613);
-      }
-      c.query_lens.assign(c.seq_lens.size(), 1);
-      for (int ctas : {2, 7}) {
-        c.name = name + "_take" + std::to_string(static_cast<int>(take)) + "_pool" +
-                 std::to_string(permille) + "_ctas" + std::to_string(ctas);
-        const DecodeRunResult r = run_pool_case(c, config_options<Cfg>(true, take), ctas, permille);
-        EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
-      }
-    }
-  }
-}
-
-TEST(DecodeConfigs, PoolTakes) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  const int major = device_major();
-  if (major != 9)
-    GTEST_SKIP() << "TMA tiles need compute capability 9 (this device: " << major << ")";
-  expect_pool_takes_pass<kernels::decode::DecodeTmaConfig<128, kBF16>>("tma");
 }
 
 }  // namespace

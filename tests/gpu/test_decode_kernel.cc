@@ -180,25 +180,20 @@ TEST(DecodeKernel, SplitsAndCombine) {
   }
 }
 
-// The shared pool: the default plan (on 2 CTAs every segment whole in the pool, on the device's
-// grid the balanced plan with cuts), and the guided pool of cut pieces with part of the cost and with all of
-// it (each CTA takes all its units from the pool; uncut plans off), on 2 CTAs (each takes many pool
-// units in turn) and on the device's grid; every plan launched three times (the pool's counters
-// must be back at 0 after each launch).
+// The shared pool: on 2 CTAs every segment whole in the pool (each CTA takes many pool units in
+// turn), on the device's grid the balanced plan with cuts; every plan launched three times (the
+// pool's counters must be back at 0 after each launch).
 TEST(DecodeKernel, SharedPoolOfUnits) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  for (int permille : {0, 400, 1000}) {
-    for (int ctas : {2, 0}) {
-      CaseSpec c = decode_case(130 + permille / 100, permille == 400 ? 2 : 1);
-      c.sinks = true;
-      c.name = "pool_" + std::to_string(permille) + "_ctas_" + std::to_string(ctas);
-      const DecodeRunResult r = run_pool_case(c, {}, ctas, permille);
-      if (permille == 0 && ctas == 0) {
-        EXPECT_EQ(r.stats.pool_units, 0) << c.name;  // cuts: one CTA per 128 keys or so
-      }
-      if (permille == 1000 || (permille == 0 && ctas == 2)) {
-        EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
-      }
+  for (int ctas : {2, 0}) {
+    CaseSpec c = decode_case(130);
+    c.sinks = true;
+    c.name = "pool_ctas_" + std::to_string(ctas);
+    const DecodeRunResult r = run_pool_case(c, {}, ctas);
+    if (ctas == 0) {
+      EXPECT_EQ(r.stats.pool_units, 0) << c.name;  // cuts: one CTA per 128 keys or so
+    } else {
+      EXPECT_EQ(r.stats.pool_units, r.stats.num_units) << c.name;
     }
   }
 }
@@ -216,7 +211,6 @@ TEST(DecodeKernel, WholeSegmentPool) {
     c.name = "whole_pool_ctas_" + std::to_string(ctas);
     DecodeRunOptions o;
     o.num_ctas = ctas;
-    o.pool_permille = 0;
     o.launches = 3;
     const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kHND, o);
     EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n"

@@ -20,13 +20,12 @@ namespace pagedattn::test {
 
 struct DecodeRunOptions {
   int num_ctas = 0;          // 0: the device's SMs x the kernel's CTAs per SM
-  // Another kernel configuration than the library's (tests of candidate configurations): its
-  // launcher (kernel and combine) and CTAs per SM.
+  // Another launch than the library's (tests of one tile configuration): its launcher and CTAs per
+  // SM.
   std::function<Status(const kernels::DecodeAttentionParams&)> launch;
   int ctas_per_sm = 0;
   int fixed_chunk_tokens = 0;  // deterministic mode
   int unit_overhead_tokens = plan::kUnitOverheadTokens;
-  int pool_permille = plan::kDefaultPoolPermille;  // the plan's guided pool of cut pieces
   int cut_penalty_tokens = plan::kCutPenaltyTokens;  // 0: never an uncut plan
   // The same plan launched this many times, outputs and partials poisoned before each (as every
   // layer of a step runs it): the plan's merge counts must be back at 0 after each launch.
@@ -72,7 +71,6 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   config.window_left = b.params.sliding_window.left;
   config.fixed_chunk_tokens = opt.fixed_chunk_tokens;
   config.unit_overhead_tokens = opt.unit_overhead_tokens;
-  config.pool_permille = opt.pool_permille;
   config.cut_penalty_tokens = opt.cut_penalty_tokens;
   const int T = static_cast<int>(spec.num_tokens());
   int max_seq = 1;
@@ -112,14 +110,10 @@ inline DecodeRunResult run_decode_case(const testing::CaseSpec& spec, KVCacheLay
   return result;
 }
 
-// A pool test's run (NHD): `ctas` CTAs (0: the device's grid) over a plan with `permille` of its
-// cost cut into pool pieces (then never uncut), launched three times, so that the pool's
-// counters must be back at 0 after each launch; expects the oracle's pass.
-inline DecodeRunResult run_pool_case(const testing::CaseSpec& c, DecodeRunOptions o, int ctas,
-                                     int permille) {
+// A pool test's run (NHD): `ctas` CTAs (0: the device's grid) launched three times, so that the
+// pool's counters must be back at 0 after each launch; expects the oracle's pass.
+inline DecodeRunResult run_pool_case(const testing::CaseSpec& c, DecodeRunOptions o, int ctas) {
   o.num_ctas = ctas;
-  o.pool_permille = permille;
-  if (permille > 0) o.cut_penalty_tokens = 0;
   o.launches = 3;
   DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
   EXPECT_TRUE(r.cmp.pass) << c.name << ": max_abs " << r.cmp.max_abs_error << "\n" << r.cmp.detail;

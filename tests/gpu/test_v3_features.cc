@@ -4,7 +4,7 @@
 // windows that cut KV tiles on both sides and ones longer than every request), the soft cap (with
 // caps up to float's maximum), ALiBi, sinks and their combinations, split-KV; odd lengths (prefill,
 // chunked prefill, single-token rows), GQA, blocks 16 and 128, NHD and HND, the built head sizes;
-// through the dispatch, one CTA per work tile and three CTAs walking every tile. Needs a compute
+// through the dispatch and on three CTAs walking every tile. Needs a compute
 // capability 9.0 device and a build with 90a.
 #include <gtest/gtest.h>
 
@@ -58,7 +58,6 @@ TEST(PagedAttentionV3Features, SlidingWindows) {
         expect_pass_with(c, layout, launch_v3, "dispatch");
         if (d == 128 && n % 4 == 0) {
           expect_pass_with(c, layout, launch_v3_three_ctas, "three CTAs");
-          expect_pass_with(c, layout, launch_v3_tile_per_cta, "one CTA per tile");
         }
         ++n;
       }
@@ -111,7 +110,7 @@ TEST(PagedAttentionV3Features, AlibiSoftCapSinks) {
         c.sliding_window = SlidingWindow{150, 20};
         c.name += window_name(*c.sliding_window);
         expect_pass_with(c, KVCacheLayout::kHND, launch_v3, "dispatch");
-        expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_tile_per_cta, "one CTA per tile");
+        expect_pass_with(c, KVCacheLayout::kNHD, launch_v3_three_ctas, "three CTAs");
       }
     }
   }
@@ -183,8 +182,7 @@ TEST(PagedAttentionV3Features, BackendsChooseV3) {
 
 // Split-KV: partials per split and the combine (sinks added there once): as many splits as the
 // launch allows and fewer per request, splits past a request's KV tiles (empty: LSE -inf), with
-// windows (a split's share of the visible tiles) and every feature, one CTA per tile and three
-// CTAs.
+// windows (a split's share of the visible tiles) and every feature, the dispatch and three CTAs.
 TEST(PagedAttentionV3Features, SplitKv) {
   PAGEDATTN_REQUIRE_V3();
   for (int d : v3_head_sizes_built()) {
@@ -204,8 +202,7 @@ TEST(PagedAttentionV3Features, SplitKv) {
     c.scale = 0.3;
     c.block_size = 128;
     c.name += "_alibi_softcap";
-    expect_pass_with(c, KVCacheLayout::kHND, launch_v3_tile_per_cta, "one CTA per tile",
-                     SplitOptions{2, {}, 0});
+    expect_pass_with(c, KVCacheLayout::kHND, launch_v3, "dispatch", SplitOptions{2, {}, 0});
   }
 }
 

@@ -4,7 +4,7 @@
 // LSE checked): decode-shaped launches (odd query lengths 1 to 8, which the unpacked kernel
 // refuses), groups 1, 4, 7 and 8 (7: the 128-row tile holds 18 positions and two rows of none),
 // causal and not, sliding windows, sinks, split-KV, blocks 16 and 128, NHD and HND, several packed
-// query tiles per request, the persistent grid, three CTAs and one CTA per tile; the backends' rule
+// query tiles per request, the persistent grid and three CTAs; the backends' rule
 // packing mixed passes; and what packing refuses. Needs a compute capability 9.0 device and a build
 // with 90a (the refusals only the build).
 #include <gtest/gtest.h>
@@ -51,9 +51,6 @@ TEST(PagedAttentionV3Gqa, DecodeShapes) {
           const KVCacheLayout layout = n % 3 ? KVCacheLayout::kNHD : KVCacheLayout::kHND;
           expect_pass_with(c, layout, launch_v3_packed, "packed");
           if (n % 4 == 1) expect_pass_with(c, layout, launch_v3_packed_three_ctas, "three CTAs");
-          if (n % 4 == 2) {
-            expect_pass_with(c, layout, launch_v3_packed_tile_per_cta, "one CTA per tile");
-          }
           ++n;
         }
       }
@@ -164,7 +161,7 @@ kernels::PagedAttentionParams refusal_params() {
 Status packed_launch_status(const kernels::PagedAttentionParams& params) {
   kernels::PagedAttentionParams p = params;
   p.pack_gqa = true;
-  return kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, nullptr, {});
+  return kernels::detail::launch_paged_attention_v3(p, p.head_size, nullptr);
 }
 
 TEST(PagedAttentionV3Gqa, RefusesWhatPackingLacks) {

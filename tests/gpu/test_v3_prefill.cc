@@ -2,12 +2,13 @@
 // random inputs, poisoned outputs, unused cache slots NaN, shuffled block ids, block-table entries
 // past each request's pages a huge invalid id; prefill, chunked prefill and single-token rows in
 // one launch; causal and not; GQA groups; block sizes 16-512 by TMA (pages dividing the KV tile
-// one box each); NHD and HND; head sizes 64, 96, 128,
-// 192 and 256 (those built); the dispatch's grid (persistent, one CTA per SM, at these sizes), one
-// CTA per work tile, and three CTAs that each walk many tiles. The kernel needs a compute
-// capability 9.0 device and a build with 90a.
+// one box each, or a box per page and panel where the layout has no group map); NHD and HND; head
+// sizes 64, 96, 128, 192 and 256 (those built); the dispatch's grid (persistent, one CTA per SM,
+// at these sizes) and three CTAs that each walk many tiles. The kernel needs a compute capability
+// 9.0 device and a build with 90a.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,11 +57,9 @@ Status with_invalid_table_tails(const kernels::PagedAttentionParams& p, void* st
   return kLaunch(p, stream);
 }
 
-// Through the dispatch (a persistent grid here), one CTA per tile, and three CTAs walking every
-// tile.
+// Through the dispatch (a persistent grid here) and on three CTAs walking every tile.
 void expect_pass(const CaseSpec& c, KVCacheLayout layout) {
   expect_pass_with(c, layout, launch_v3, "dispatch");
-  expect_pass_with(c, layout, launch_v3_tile_per_cta, "one CTA per tile");
   expect_pass_with(c, layout, launch_v3_three_ctas, "three CTAs");
 }
 
@@ -116,8 +115,8 @@ CaseSpec small_page_case(uint64_t seed, int head_size, int block) {
 }
 
 // Pages dividing the KV tile (16, 32, 64; 16, 32 at D 192 and 256: 64 holds their tile) by one
-// TMA box per page, through the dispatch (which serves them), and at 16 also three CTAs and one
-// CTA per work tile; the table's tail entries invalid; both layouts, causal and not. Block 128
+// TMA box per page, through the dispatch (which serves them), and at 16 also on three CTAs; the
+// table's tail entries invalid; both layouts, causal and not. Block 128
 // with the same requests once, at 128 keys per tile the one-box-per-tile case.
 TEST(PagedAttentionV3, SmallPagesByTma) {
   PAGEDATTN_REQUIRE_V3();
@@ -133,48 +132,67 @@ TEST(PagedAttentionV3, SmallPagesByTma) {
       c.causal = false;
       c.name += "_noncausal";
       expect_pass_with(c, KVCacheLayout::kHND, &with_invalid_table_tails<launch_v3>, "dispatch");
-      if (block == 16) {
-        expect_pass_with(c, KVCacheLayout::kNHD, &with_invalid_table_tails<launch_v3_tile_per_cta>,
-                         "one CTA per tile");
-      }
     }
   }
 }
 
-// Pages of 16 and 32 through a producer variant at every built head size, the table's tail entries
-// invalid: causal on three CTAs (three_ctas) in one layout, non-causal on the persistent grid
-// (persistent) in the other.
-void expect_small_pages_pass(uint64_t seed, KVCacheLayout causal_layout,
-                             PagedAttentionLauncher three_ctas, PagedAttentionLauncher persistent,
-                             const std::string& what) {
-  const KVCacheLayout other =
-      causal_layout == KVCacheLayout::kNHD ? KVCacheLayout::kHND : KVCacheLayout::kNHD;
-  for (int d : v3_head_sizes_built()) {
-    for (int block : {16, 32}) {
-      CaseSpec c = small_page_case(seed + block + d, d, block);
-      expect_pass_with(c, causal_layout, three_ctas, (what + ", three CTAs").c_str());
-      c.causal = false;
-      c.name += "_noncausal";
-      expect_pass_with(c, other, persistent, what.c_str());
+// Runs kLaunch on a copy of the cache whose K and V planes lie 64 elements further apart than the
+// harness's (padding after each plane, NaN), so that the block and plane strides are no longer
+// whole 8-token groups: v3 has no group map for such a layout and copies pages smaller than the
+// KV tile by a box per page and 64-column panel (the path head size 96 takes in any layout). Only
+// the pages of the requests' keys are copied.
+template <PagedAttentionLauncher kLaunch>
+Status with_padded_planes(const kernels::PagedAttentionParams& params, void* stream) {
+  constexpr int64_t kPad = 64;  // elements: strides stay multiples of 16 bytes (TMA)
+  kernels::PagedAttentionParams p = params;
+  const int64_t plane = p.cache_kv_stride;
+  if (p.cache_block_stride != 2 * plane) {
+    return internal_error("with_padded_planes: expected the harness's K and V planes side by side");
+  }
+  const int64_t width = p.block_table_stride;
+  std::vector<int32_t> seq(p.num_reqs), table(static_cast<size_t>(p.num_reqs * width));
+  cudaMemcpy(seq.data(), p.seqused_k, seq.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(table.data(), p.block_table, table.size() * 4, cudaMemcpyDeviceToHost);
+  int64_t blocks = 0;
+  for (int r = 0; r < p.num_reqs; ++r) {
+    for (int64_t k = 0; k < (seq[r] + p.block_size - 1) / p.block_size; ++k) {
+      blocks = std::max<int64_t>(blocks, int64_t{table[r * width + k]} + 1);
     }
   }
+  const size_t elem = dtype_size(p.cache_dtype), padded = static_cast<size_t>(plane + kPad);
+  DeviceArray<uint8_t> cache(static_cast<size_t>(2 * blocks) * padded * elem);
+  cudaMemset(cache.get(), 0xFF, static_cast<size_t>(2 * blocks) * padded * elem);
+  cudaMemcpy2D(cache.get(), padded * elem, p.kv_cache, static_cast<size_t>(plane) * elem,
+               static_cast<size_t>(plane) * elem, static_cast<size_t>(2 * blocks),
+               cudaMemcpyDeviceToDevice);
+  p.kv_cache = cache.get();
+  p.cache_kv_stride = static_cast<int64_t>(padded);
+  p.cache_block_stride = 2 * static_cast<int64_t>(padded);
+  const Status st = kLaunch(p, stream);
+  if (cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess) {
+    return internal_error("with_padded_planes: the launch failed");
+  }
+  return st;
 }
 
-// Small pages' TMA boxes from one producer warp (the dispatch deals them to four).
-TEST(PagedAttentionV3, SmallPagesOneBoxWarp) {
-  PAGEDATTN_REQUIRE_V3();
-  expect_small_pages_pass(150, KVCacheLayout::kNHD,
-                          &with_invalid_table_tails<launch_v3_grid<true, 3, 1>>,
-                          &with_invalid_table_tails<launch_v3_one_box_warp>, "one box warp");
-}
-
-// Small pages by a box per page and panel (the layouts without a group map take that path; the
-// dispatch gives a page one box of every panel where there is one).
+// Pages of 16 and 32 by a box per page and panel, in layouts without a group map (padded planes),
+// at every built head size, the table's tail entries invalid: causal on three CTAs in one layout,
+// non-causal through the dispatch in the other.
 TEST(PagedAttentionV3, SmallPagesBoxPerPanel) {
   PAGEDATTN_REQUIRE_V3();
-  expect_small_pages_pass(210, KVCacheLayout::kHND,
-                          &with_invalid_table_tails<launch_v3_page_panel_boxes_three_ctas>,
-                          &with_invalid_table_tails<launch_v3_page_panel_boxes>, "box per panel");
+  for (int d : v3_head_sizes_built()) {
+    for (int block : {16, 32}) {
+      CaseSpec c = small_page_case(210 + block + d, d, block);
+      c.name += "_padded";
+      expect_pass_with(c, KVCacheLayout::kHND,
+                       &with_invalid_table_tails<with_padded_planes<launch_v3_three_ctas>>,
+                       "box per panel, three CTAs");
+      c.causal = false;
+      c.name += "_noncausal";
+      expect_pass_with(c, KVCacheLayout::kNHD,
+                       &with_invalid_table_tails<with_padded_planes<launch_v3>>, "box per panel");
+    }
+  }
 }
 
 // The backends' per-launch rule with v3 preferred must pick v3 for pages of 16 and v2 for pages of

@@ -39,38 +39,25 @@ inline Status launch_v3(const kernels::PagedAttentionParams& params, void* strea
   return kernels::launch_paged_attention(p, stream);
 }
 
-// Launches v3 with a chosen grid and producer (launch.h, V3Grid): past the dispatch, so only for
-// parameters the dispatch accepts.
-inline constexpr int kDispatchBoxWarps = kernels::detail::V3Grid{}.box_warps;
-template <bool kPersistent, int kMaxCtas, int kBoxWarps = kDispatchBoxWarps, bool kPackGqa = false,
-          bool kPagePanelBoxes = false>
-Status launch_v3_grid(const kernels::PagedAttentionParams& params, void* stream) {
+// Launches v3 on at most kMaxCtas persistent CTAs (launch.h's test hook, past the dispatch: only
+// for parameters the dispatch accepts), so that each CTA walks many work tiles across requests and
+// heads; kPackGqa: with GQA packing.
+template <int kMaxCtas, bool kPackGqa = false>
+Status launch_v3_few_ctas(const kernels::PagedAttentionParams& params, void* stream) {
   kernels::PagedAttentionParams p = params;
   p.generation = kernels::KernelGeneration::kV3;
   p.pack_gqa = kPackGqa;
-  return kernels::detail::launch_paged_attention_v3_scheduled(
-      p, p.head_size, stream,
-      kernels::detail::V3Grid{kPersistent, kMaxCtas, kBoxWarps, kPagePanelBoxes});
+  return kernels::detail::launch_paged_attention_v3_few_ctas(p, p.head_size, stream, kMaxCtas);
 }
-// One CTA per work tile: the first v3 kernel's grid.
-inline constexpr auto launch_v3_tile_per_cta = &launch_v3_grid<false, 0>;
-// Three persistent CTAs: each walks many work tiles across requests and heads.
-inline constexpr auto launch_v3_three_ctas = &launch_v3_grid<true, 3>;
-// The K/V TMA boxes from one producer warp (the dispatch: up to four), for comparisons.
-inline constexpr auto launch_v3_one_box_warp = &launch_v3_grid<true, 0, 1>;
-// Pages smaller than the tile by a box per page and panel (V3Grid::page_panel_boxes; the dispatch
-// gives one box per page where the layout has a group map), for tests and comparisons.
-inline constexpr auto launch_v3_page_panel_boxes =
-    &launch_v3_grid<true, 0, kDispatchBoxWarps, false, true>;
-inline constexpr auto launch_v3_page_panel_boxes_three_ctas =
-    &launch_v3_grid<true, 3, kDispatchBoxWarps, false, true>;
-// GQA packing (PagedAttentionParams::pack_gqa; the dispatch does not pick it): the persistent grid,
-// three persistent CTAs, one CTA per work tile.
-inline constexpr auto launch_v3_packed = &launch_v3_grid<true, 0, kDispatchBoxWarps, true>;
-inline constexpr auto launch_v3_packed_three_ctas =
-    &launch_v3_grid<true, 3, kDispatchBoxWarps, true>;
-inline constexpr auto launch_v3_packed_tile_per_cta =
-    &launch_v3_grid<false, 0, kDispatchBoxWarps, true>;
+inline constexpr auto launch_v3_three_ctas = &launch_v3_few_ctas<3>;
+// GQA packing (PagedAttentionParams::pack_gqa, which the backends set per pass) through the
+// dispatch, and on three CTAs.
+inline Status launch_v3_packed(const kernels::PagedAttentionParams& params, void* stream) {
+  kernels::PagedAttentionParams p = params;
+  p.pack_gqa = true;
+  return launch_v3(p, stream);
+}
+inline constexpr auto launch_v3_packed_three_ctas = &launch_v3_few_ctas<3, true>;
 
 // Launches as the GPU backends do with v3 preferred (backends/gpu/generation.h), for a pass whose
 // gpu::pass_kernel is kKernel; an Internal status unless the rule chose kExpected (and GQA packing

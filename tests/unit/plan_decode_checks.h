@@ -77,8 +77,8 @@ inline int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const 
   EXPECT_EQ(p.cta_begin()[0], 0);
   // The static lists, then the pool.
   EXPECT_EQ(p.cta_begin()[config.num_ctas], h.num_units - p.stats.pool_units);
-  const bool no_pool = config.cut_penalty_tokens == 0 || config.whole_pool_ratio == 0;
-  if (config.pool_permille == 0 && no_pool) {
+  // Only uncut plans have a pool (no cuts, so no merges), and never in deterministic mode.
+  if (config.cut_penalty_tokens == 0 || config.fixed_chunk_tokens > 0 || p.stats.num_merges > 0) {
     EXPECT_EQ(p.stats.pool_units, 0);
   }
   const int32_t* counters = p.at(kernels::decode_pool_counters_offset(h));
@@ -164,10 +164,19 @@ inline int64_t check_plan(const Batch& b, const DecodePlanConfig& config, const 
   return makespan;
 }
 
-// The static plan alone (no pool): the cost model's balance.
+// The H200's decode grid and a model's heads, planned as the backend plans (the defaults).
+inline DecodePlanConfig production_config() {
+  DecodePlanConfig c;
+  c.num_ctas = 264;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  return c;
+}
+
+// The balanced plan with cuts alone (no uncut plans, no pool): the cost model's balance on any
+// batch.
 inline DecodePlanConfig h200_config() {
   DecodePlanConfig c;
-  c.pool_permille = 0;
   c.cut_penalty_tokens = 0;
   c.num_ctas = 264;
   c.num_heads = 32;

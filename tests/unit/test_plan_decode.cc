@@ -1,6 +1,7 @@
 // The decode planner: every key of every (request, KV head, row tile) read exactly once, CTA lists
 // and merges consistent with the units, capacities respected, deterministic cuts at fixed
-// multiples, and a makespan no worse than FlashInfer's binary-searched chunk size.
+// multiples, and the plan with cuts no worse in makespan than FlashInfer's binary-searched chunk
+// size; the backend's configuration (uncut plans where they fit) on the same batches.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +72,8 @@ TEST(PlanDecode, CoversEveryKeyOnceAndBeatsFlashInfer) {
     const int64_t ours = check_plan(batches[i], config, p);
     const int64_t theirs = flashinfer_makespan(batches[i], config, 132);
     EXPECT_LE(ours, theirs) << "batch " << i;
+    const DecodePlanConfig production = production_config();
+    check_plan(batches[i], production, plan(batches[i], production));
   }
 }
 
@@ -81,12 +84,11 @@ TEST(PlanDecode, SpeculativeRowsWindowsAndLengthOne) {
   b.add(0, 5);  // a padded request of a uniform batch: no rows, no units
   for (int window : {-1, 0, 63, 1000}) {
     for (int heads : {8, 32, 128}) {
-      for (int permille : {0, 150, 1000}) {
+      for (int penalty : {kCutPenaltyTokens, 0}) {  // the backend's plans; cuts always
         DecodePlanConfig config = h200_config();
         config.num_heads = heads;
         config.window_left = window;
-        config.pool_permille = permille;
-        config.cut_penalty_tokens = permille == 0 ? kCutPenaltyTokens : 0;
+        config.cut_penalty_tokens = penalty;
         check_plan(b, config, plan(b, config));
       }
     }
@@ -97,13 +99,10 @@ TEST(PlanDecode, DeterministicCutsAtFixedMultiples) {
   Batch b;
   for (int i = 0; i < 20; ++i) b.add(i % 3 + 1, 100 + 777 * i);
   for (int ctas : {1, 5, 264}) {
-    for (int permille : {0, 150}) {
-      DecodePlanConfig config = h200_config();
-      config.num_ctas = ctas;
-      config.pool_permille = permille;
-      config.fixed_chunk_tokens = kDeterministicChunkTokens;
-      check_plan(b, config, plan(b, config, 20000));
-    }
+    DecodePlanConfig config = production_config();
+    config.num_ctas = ctas;
+    config.fixed_chunk_tokens = kDeterministicChunkTokens;
+    check_plan(b, config, plan(b, config, 20000));
   }
 }
 

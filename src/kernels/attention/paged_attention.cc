@@ -180,9 +180,8 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
 }
 
 #if !PAGEDATTN_KERNEL_SM90_BUILT
-// A build without 90a has no v3 kernel; its grid-choosing entry point (tests, benches) says so.
-Status detail::launch_paged_attention_v3_scheduled(const PagedAttentionParams&, int, void*,
-                                                   detail::V3Grid) {
+// A build without 90a has no v3 kernel; its test hook says so.
+Status detail::launch_paged_attention_v3_few_ctas(const PagedAttentionParams&, int, void*, int) {
   return unimplemented("paged attention: kernel generation v3 is not built");
 }
 #endif

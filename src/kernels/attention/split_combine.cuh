@@ -18,8 +18,8 @@ namespace pagedattn::kernels::attention {
 // the merged columns; `lse` gets the merged LSE (natural log, -inf when every part is empty). An
 // empty part's columns are read but never used (they may hold anything). One pass with a running
 // maximum, kBatch parts' loads issued together: the merge runs at the end of the decode kernel's
-// critical path, where a load round trip per part (two passes, a branch on each weight) cost up to
-// ~15 us per launch.
+// critical path, where a load round trip per part (two passes, a branch on each weight) would add
+// to every launch.
 template <typename LseAt, typename PartAt>
 __device__ __forceinline__ float4 merge_split_parts(int n, const LseAt& lse_at,
                                                     const PartAt& part_at, const float* sink,

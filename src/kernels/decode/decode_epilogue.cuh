@@ -1,7 +1,7 @@
 // Epilogue of a decode work unit: each warp parks its unnormalized O rows (at `smem`) and its row
 // maxima and sums (at `ml`) in shared memory; the CTA merges the warps' key slices of each row and
 // writes either the final output and LSE (with the sink, added once) or the unit's f32 partial
-// for the combine.
+// for the merge (decode_merge.cuh).
 #pragma once
 
 #include <cmath>
@@ -9,13 +9,12 @@
 #include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/decode/decode_compute.cuh"
-#include "kernels/decode/decode_trace.cuh"
 
 namespace pagedattn::kernels::decode {
 
 // Float `col` of row `row` of the warps' O rows. Swizzled, row r's float4 groups are permuted
 // within each block of 8 by r % 8, so the 8 rows of a fragment store (lanes g = 0..7) land in
-// different banks (rows of 128 floats put them all in one: ncu counted 7.3-way conflicts there).
+// different banks (rows of 128 floats would put them all in one).
 template <typename Cfg>
 __device__ __forceinline__ int o_slot(int row, int col) {
   if constexpr (Cfg::kSwizzleO) return row * Cfg::kORowFloats + (col ^ ((row & 7) << 2));
@@ -50,19 +49,10 @@ __device__ __forceinline__ void park_o_rows(const WarpState<Cfg>& st, float* o_s
   }
 }
 
-// The no-epilogue probe's stand-in: a store no input triggers keeps the compute alive.
-template <typename Cfg>
-__device__ __forceinline__ void keep_unit_alive(const DecodeArgs& a, const WarpState<Cfg>& st) {
-  float sum = st.m[0] + st.l[0];
-#pragma unroll
-  for (int dt = 0; dt < 2 * Cfg::kKSteps; ++dt) sum += st.o[dt][0] + st.o[dt][3];
-  if (sum == 1.2345e-30f) a.p.partial_lse[0] = sum;
-}
-
 template <typename Cfg, typename T>
 __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& w,
                                            const WarpState<Cfg>& st, float v_scale, char* smem,
-                                           char* ml, UnitTracer<Cfg>& trace) {
+                                           char* ml) {
   const DecodeAttentionParams& p = a.p;
   constexpr int kRows = kDecodeRowsPerTile;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -81,9 +71,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       l_smem[warp * kRows + row] = l;
     }
   }
-  trace.mark(kTraceParked);
   __syncthreads();
-  trace.mark(kTraceMet);
 
   const bool final_out = w.partial < 0;
   const bool apply_sink = final_out && p.sinks != nullptr;
@@ -116,7 +104,6 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
     const float inv = l > 0.0f ? v_scale / l : 0.0f;
     o = make_float4(o.x * inv, o.y * inv, o.z * inv, o.w * inv);
     const float lse = l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
-    trace.restart();
     if (final_out) {
       attention::store_columns4(
           static_cast<T*>(p.out) + token * p.out_token_stride + head * p.out_head_stride + col, o);
@@ -126,9 +113,7 @@ __device__ __forceinline__ void store_unit(const DecodeArgs& a, const UnitWork& 
       *reinterpret_cast<float4*>(p.partial_out + prow * p.head_size + col) = o;
       if (col == 0) p.partial_lse[prow] = lse;
     }
-    trace.stored();
   }
-  trace.mark(kTraceMerged);
   // The next unit reuses the shared memory (TMA: the async proxy overwrites these rows).
   if constexpr (Cfg::kTma) device::fence_proxy_async_shared();
   __syncthreads();

@@ -10,12 +10,6 @@
 
 namespace pagedattn::kernels::decode {
 
-__device__ __forceinline__ unsigned long long global_timer() {
-  unsigned long long ns;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(ns));
-  return ns;
-}
-
 // The kernel's body: the CTA's units of the plan, then pool units, as one tile stream.
 template <typename Cfg, typename T>
 __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
@@ -39,11 +33,8 @@ __device__ __forceinline__ void run_decode_kernel(const DecodeArgs& a) {
                        cta_begin[gridDim.x],
                        header->num_units,
                        &counters->next,
-                       pool_tiles,
-                       a.pool_take != PoolTake::kAtEndUnreserved};
-  if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x] = global_timer();
+                       pool_tiles};
   run_stream<Cfg, T>(a, units, q, smem);
-  if (a.cta_clock != nullptr && threadIdx.x == 0) a.cta_clock[2 * blockIdx.x + 1] = global_timer();
   leave_pool(counters);
 }
 

@@ -1,5 +1,5 @@
 // Picks the decode instantiation for validated parameters and launches it; its CTAs merge the
-// split segments (the combine kernel stays for DecodeBench's comparisons).
+// split segments (decode_merge.cuh).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -75,8 +75,7 @@ namespace detail {
 
 Status launch_decode_attention_cuda(const DecodeAttentionParams& params, int kernel_head_size,
                                     void* stream) {
-  decode::DecodeArgs a = decode::make_decode_args(params);
-  a.merge_in_kernel = true;  // no combine launch after the kernel
+  const decode::DecodeArgs a = decode::make_decode_args(params);
   auto cuda_stream = static_cast<cudaStream_t>(stream);
   const cudaError_t err =
       decode::with_instance(BuiltHeadSizes{}, kernel_head_size, params.q_dtype, params.cache_dtype,

@@ -120,8 +120,7 @@ __device__ __forceinline__ void fetch_block_ids(const DecodeArgs& a, const UnitW
 
 // 16-byte global -> shared copy (zero-filled past src_bytes; 0 reads nothing) whose L2 miss
 // fetches 128 bytes around it: a 256-byte fetch of a 128-byte FP8 NHD row also reads the next
-// head's row (21% slower at 64 x 4096), and even 256-byte bf16 rows ran 2-3% faster with 128
-// (H200, every decode shape, both layouts).
+// head's row, and even 256-byte bf16 rows read faster with 128 (docs/performance.md).
 __device__ __forceinline__ void cp_async_16_l2_128(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)

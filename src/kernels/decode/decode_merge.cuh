@@ -1,7 +1,7 @@
 // The merge of one split decode segment: its pieces' f32 partials combined by LSE in piece order
 // (deterministic; the split combine's rule, attention::merge_split_parts), the sink added once,
-// the output and LSE written. Run by the combine kernel for every merge item, or inside the decode
-// kernel by the CTA that finished a segment's last piece (DecodeArgs::merge_in_kernel).
+// the output and LSE written. Run inside the decode kernel by the CTA that finished a segment's last
+// piece: no combine launch after the kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,10 +42,10 @@ __device__ __forceinline__ void merge_segment(const DecodeAttentionParams& p, in
 // Inside the decode kernel: the counts of finished pieces in the plan's merge_done. The CTA lists
 // its cut units' merge items (thread 0, at each cut unit's start) and counts them all when its
 // stream is done: one fence per CTA where nothing else is in flight (a fence in the stream waits
-// for the thread's copies in flight: cut units cost a few us each when counted there), the atomics
-// issued side by side by one thread each. The CTA whose count was a segment's last merges the segment and resets
-// its count to 0 for the next launch of the plan. Past kListed cut units a CTA counts and merges
-// at each unit's end instead (waiting for the count).
+// for the thread's copies in flight), the atomics issued side by side by one thread each. The CTA
+// whose count was a segment's last merges the segment and resets its count to 0 for the next
+// launch of the plan. Past kListed cut units a CTA counts and merges at each unit's end instead
+// (waiting for the count).
 template <typename Cfg>
 struct PieceCounter {
   static constexpr int kListed = Cfg::kMergeListSlots;

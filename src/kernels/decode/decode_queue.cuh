@@ -25,12 +25,11 @@ __device__ __forceinline__ int* queue_slot(char* smem, int k) {
 }
 
 // Thread 0's publishing state (the other threads carry it unused). Pool units are taken when
-// published (by default; the caller publishes at each unit's end, so few are held when the pool
-// runs out) or one publication ahead (reserve_ahead: the atomic's result is read a unit later) and
-// counted at the pool's shortest unit's tiles (a lower bound: publishing by lower bounds still
-// covers the cursors' reach), so a load of the unit does not stall the warp (the atomic does,
-// unless reserved ahead); when that bound is too short to cover the cursors' reach with one unit,
-// the unit is loaded.
+// published (the caller publishes at each unit's end, so few are held when the pool runs out: held
+// units lengthen the tail) and counted at the pool's shortest unit's tiles (a lower bound:
+// publishing by lower bounds still covers the cursors' reach), so a load of the unit does not stall
+// the warp (the atomic does); when that bound is too short to cover the cursors' reach with one
+// unit, the unit is loaded.
 template <typename Cfg>
 struct UnitPublisher {
   const DecodeWorkUnit* units;
@@ -40,10 +39,8 @@ struct UnitPublisher {
   int pool_end;
   int* pool_next;      // the plan's pool counter
   int pool_tiles;      // tiles of the pool's shortest unit (>= 1)
-  bool reserve_ahead;  // take the next pool index one publication ahead
   int published = 0;
   int stream_end = 0;  // (a lower bound of) the stream position past the last published entry
-  int reserved = -1;   // a pool index taken ahead, -1: none
   bool ended = false;
 
   __device__ __forceinline__ int unit_tiles(int u) const {
@@ -59,8 +56,7 @@ struct UnitPublisher {
       tiles = unit_tiles(u);
     } else {
       if (pool_begin < pool_end) {
-        const int taken = pool_begin + (reserved >= 0 ? reserved : atomicAdd(pool_next, 1));
-        reserved = -1;
+        const int taken = pool_begin + atomicAdd(pool_next, 1);
         if (taken < pool_end) u = taken;
       }
       tiles = pool_tiles;
@@ -77,15 +73,10 @@ struct UnitPublisher {
 
   // Publishes entries until entry `j` and kRingTiles + 1 tiles past its end are out (the block-id
   // cursor's reach while entry j computes), or the end. Entry j - 1 and earlier are published.
-  // Then takes the next pool index ahead once the static units are out.
   __device__ __forceinline__ void cover(char* smem, int j) {
     while (!ended &&
            (published <= j || stream_end < queue_slot<Cfg>(smem, j)[1] + Cfg::kRingTiles + 1)) {
       publish_one(smem);
-    }
-    if (reserve_ahead && !ended && next_static >= end_static && reserved < 0 &&
-        pool_begin < pool_end) {
-      reserved = atomicAdd(pool_next, 1);
     }
   }
 };

@@ -9,7 +9,6 @@
 #include "kernels/decode/decode_merge.cuh"
 #include "kernels/decode/decode_queue.cuh"
 #include "kernels/decode/decode_tma.cuh"
-#include "kernels/decode/decode_trace.cuh"
 #include "kernels/decode/decode_unit.cuh"
 
 namespace pagedattn::kernels::decode {
@@ -103,41 +102,30 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
   UnitWork w = load_unit(units, u, a.group);
   UnitContext<Cfg> c;
   prepare_unit<Cfg, T>(a, w, c);
-  UnitTracer<Cfg> trace;
   for (int j = 0;; ++j) {
-    // The entries the cursors reach during the next entry, published before the barriers of
-    // this entry's epilogue: after its tiles (the default: fewer units held when the pool runs
-    // out) or here (a.pool_take).
-    const bool take_at_end = a.pool_take != PoolTake::kAtStart;
-    if (threadIdx.x == 0 && !take_at_end) q.cover(smem, j + 1);
-    const bool count_now =
-        a.merge_in_kernel && w.partial >= 0 && !pieces.begin_cut(a, u, merge_list);
+    const bool count_now = w.partial >= 0 && !pieces.begin_cut(a, u, merge_list);
     WarpState<Cfg> st;
     begin_unit<Cfg, T>(a, c, st);
-    trace.begin(a, j);
     const int t_end = end_tile(w, Cfg::kBlockN);
     for (int t = first_tile(w, Cfg::kBlockN); t < t_end; ++t, ++p) {
-      trace.restart();
       device::cp_async_wait<Cfg::kStages - 2>();
       tile_barrier<Cfg>();
       if constexpr (Cfg::kTma) {  // use p / kStages of the stage
         device::mbarrier_wait(slice_barrier<Cfg>(smem, p % Cfg::kStages), (p / Cfg::kStages) & 1);
       }
-      trace.waited();
       if constexpr (Cfg::kTma) zero_foreign_v_rows<Cfg>(w, t, stage(p));
       issue_kv(p + kAhead);
       fetch_block_ids<Cfg>(a, ids.w, ids.t, ids.live(), ring, p % Cfg::kRingTiles);
       ids.advance();
       device::cp_async_commit();
-      trace.issued();
       compute_tile<Cfg, T>(a, w, c, st, t, stage(p));
     }
-    trace.mark(kTraceLoopEnd);
-    if (threadIdx.x == 0 && take_at_end) q.cover(smem, j + 1);
+    // The entries the cursors reach during the next entry, published after this entry's tiles and
+    // before its epilogue's barriers (so few units are held when the pool runs out).
+    if (threadIdx.x == 0) q.cover(smem, j + 1);
     // Every warp is done with the last tile's stage before the epilogue reuses it; the stages
     // of the next tiles keep their copies in flight.
     __syncthreads();
-    trace.mark(kTraceSynced);
     // The next unit's query loads fly during this unit's epilogue (its entry is published), where
     // the registers allow (Cfg::kPrefetchQ).
     const int next = queue_slot<Cfg>(smem, j + 1)[0];
@@ -148,15 +136,9 @@ __device__ __forceinline__ void run_stream(const DecodeArgs& a, const DecodeWork
       prepare_unit<Cfg, T>(a, w_next, c_next);
     };
     if (Cfg::kPrefetchQ && next >= 0) prepare_next();
-    trace.mark(kTracePrepared);
     char* epilogue =
         Cfg::kEpilogueInStage ? stage(p + Cfg::kStages - 1) : smem + Cfg::kPipelineBytes;
-    if constexpr (Cfg::kNoEpilogue) {
-      keep_unit_alive<Cfg>(a, st);
-    } else {
-      store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset, trace);
-    }
-    trace.end();
+    store_unit<Cfg, T>(a, w, st, c.v_scale, epilogue, smem + Cfg::kMlOffset);
     if (count_now) pieces.template count_now<T>(a, u, merge_flag);
     if (next < 0) break;
     if (!Cfg::kPrefetchQ) prepare_next();

@@ -17,7 +17,7 @@
 namespace pagedattn::kernels::decode {
 
 // The cache (kernels/paged_kv_map.h) in boxes of 128 bytes of columns x 16 tokens of one head,
-// 128-byte L2 promotion (256 bytes ran 8% slower at 64 x 4096).
+// 128-byte L2 promotion (docs/performance.md has the 256-byte one).
 template <typename Cfg>
 CUresult encode_decode_kv_map(DecodeArgs& a) {
   const DecodeAttentionParams& p = a.p;

@@ -21,18 +21,14 @@ namespace pagedattn::kernels::decode {
 // Who copies a KV tile and who waits for it. kCta: every thread copies (cp.async) a share of the
 // whole tile and a block barrier per tile publishes it. kWarpTma: one lane of each warp copies
 // the warp's keys by TMA (boxes of 16 keys x 128 bytes, 128-byte swizzle, no row padding) and the
-// warp waits on its own mbarrier of the stage, so the warps run free inside a unit. (Warps each
-// copying their own rows by cp.async, with a warp barrier, ran 0.2% slower than kCta.)
+// warp waits on its own mbarrier of the stage, so the warps run free inside a unit.
 enum class TileSync { kCta, kWarpTma };
 
 // The CTA's units form one stream of KV tiles: the copies of the next unit's first tiles are in
 // flight during this unit's last tiles and epilogue. kWarps: warps per CTA, each with
-// kBlockN / kWarps keys of every tile. kLoadsOnly: DecodeBench's probe, the copies without the
-// compute (its output is meaningless); kNoEpilogue: its probe of the units' ends, the tiles
-// computed but nothing merged or written; kTrace: its unit trace (DecodeArgs::unit_trace).
+// kBlockN / kWarps keys of every tile.
 template <int kHeadDim_, CacheKind kCache_, int kBlockN_, int kStages_, int kWarps_ = 4,
-          TileSync kSync_ = TileSync::kCta, bool kLoadsOnly_ = false, bool kNoEpilogue_ = false,
-          bool kTrace_ = false>
+          TileSync kSync_ = TileSync::kCta>
 struct DecodeConfig {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr CacheKind kCache = kCache_;
@@ -45,9 +41,6 @@ struct DecodeConfig {
   static constexpr int kStages = kStages_;  // pipeline depth
   static constexpr TileSync kSync = kSync_;
   static constexpr bool kTma = kSync == TileSync::kWarpTma;
-  static constexpr bool kLoadsOnly = kLoadsOnly_;
-  static constexpr bool kNoEpilogue = kNoEpilogue_;
-  static constexpr bool kTrace = kTrace_;
   // The key rows whose block ids one thread group fetches, and the group's threads: the tile and
   // the CTA (cp.async), or the warp's keys and the warp (TMA).
   static constexpr int kIdRows = kTma ? kWarpKeys : kBlockN;
@@ -119,14 +112,8 @@ struct DecodeConfig {
 // 128-key tiles (the bytes of 64 16-bit keys), 3 stages, 4 warps, one tile stream per CTA. Where
 // the rows are whole 128-byte panels the tiles come by TMA (DecodeTmaConfig), else, or when the
 // cache cannot be described by a tensor map, by cp.async with a block barrier per tile
-// (DecodeCopyConfig); both hold the same CTAs per SM. H200, one call (64 x 4096 decode, 32/8
-// heads, D 128, page 16, NHD; ms): bf16 cp.async 0.2713, TMA 0.2584; FP8 e4m3 0.1589 / 0.1476;
-// TMA also 3-14% faster on every other decode shape of the suite, both layouts. Slower there:
-// warp-synchronised cp.async tiles (+0.2%), TMA with 256-byte L2 promotion (+8%), 4 stages
-// (1 CTA per SM, +7%), 8 warps x 128 keys (1 CTA, +0.5%); before: 64/2 (3 CTAs per SM), 6 stages,
-// 2 warps x 32 keys (4 CTAs), L2 prefetches of the tiles beyond the pipeline (27-52%), FP8 Q K^T
-// on FP8 tensor cores with Q split into two e4m3 terms (2-11%), 1-D bulk copies of each key row
-// (2.2x).
+// (DecodeCopyConfig); both hold the same CTAs per SM. The configurations tried and dropped are in
+// docs/performance.md.
 template <int kHeadDim, CacheKind kCache>
 inline constexpr int kDefaultDecodeBlockN = is_fp8(kCache) && kHeadDim <= 128 ? 128 : 64;
 template <int kHeadDim, CacheKind kCache>
@@ -138,35 +125,6 @@ using DecodeTmaConfig = DecodeConfig<kHeadDim, kCache, kDefaultDecodeBlockN<kHea
 template <int kHeadDim, CacheKind kCache>
 inline constexpr bool kDecodeTmaServes = kHeadDim*(is_fp8(kCache) ? 1 : 2) % 128 == 0;
 
-// When thread 0 takes the CTA's next units (decode_queue.cuh) and so publishes them: at the end of
-// each unit, before the epilogue's barriers (the entries the cursors reach during the next unit),
-// waiting there for the pool's atomic (the default); the same with one pool index reserved ahead
-// (kAtEnd: no wait, one unit more held when the pool runs out); or at the unit's start with one
-// reserved (kAtStart: two more held). Held units lengthen the tail: the CTAs' ends spread by the
-// SMs' speed differences over the work still held (H200, DecodeBench, default vs kAtStart, ms:
-// 128 x 1024 0.1399 / 0.1395 vs 0.1422 / 0.1419; 256 x 2048 0.4992 / 0.5040 vs 0.5037 / 0.5159;
-// the static-list and cut shapes within noise).
-enum class PoolTake { kAtEndUnreserved, kAtEnd, kAtStart };
-
-// What the unit trace records per unit: clocks at its marks, and cycle sums over its tiles.
-enum UnitTraceField {
-  kTraceStart,       // the tile loop starts
-  kTraceWait,        // cycles waiting for the tiles' data (sum)
-  kTraceFirstWait,   // ... for the first tile's
-  kTraceLoopEnd,     // the tile loop ends
-  kTraceSynced,      // the next entries published and the CTA met (the epilogue starts)
-  kTraceStored,      // the epilogue ends
-  kTraceIssue,       // cycles issuing copies and block ids (sum)
-  kTraceTiles,       // tiles of the unit
-  kTracePrepared,    // the next unit's entry and query loads issued (the epilogue's start)
-  kTraceParked,      // the warps' O rows, maxima and sums stored (the epilogue's first rows)
-  kTraceMet,         // ... and the CTA met
-  kTraceMerged,      // the rows merged and written
-  kTraceStoreIssue,  // cycles issuing the epilogue's global stores (sum)
-  kTraceFields
-};
-inline constexpr int kTraceUnits = 8;
-
 // Everything the device needs: the caller's parameters plus values derived on the host.
 struct DecodeArgs {
   DecodeAttentionParams p;
@@ -177,16 +135,6 @@ struct DecodeArgs {
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  // Cut segments merged by the CTA that finishes their last piece (decode_merge.cuh) instead of
-  // by the combine kernel after the decode kernel.
-  bool merge_in_kernel = false;
-  PoolTake pool_take = PoolTake::kAtEndUnreserved;
-  // DecodeBench's timeline: when set, thread 0 of CTA c writes the global timer (ns) at its start
-  // and end to [2c] and [2c + 1].
-  unsigned long long* cta_clock = nullptr;
-  // DecodeBench's unit trace (Cfg::kTrace): thread 0 of CTA c writes the first kTraceUnits units'
-  // UnitTraceField values (SM clock cycles) to [(c * kTraceUnits + j) * kTraceFields + field].
-  long long* unit_trace = nullptr;
   // TileSync::kWarpTma: the cache as one tensor map (decode_tma.cuh: columns, then heads and
   // tokens in memory order, plane, block) and which coordinate is the token.
   CUtensorMap kv_map;

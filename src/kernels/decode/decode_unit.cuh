@@ -58,7 +58,6 @@ template <typename Cfg, typename T>
 __device__ __forceinline__ void compute_tile(const DecodeArgs& a, const UnitWork& w,
                                              const UnitContext<Cfg>& c, WarpState<Cfg>& st, int t,
                                              const char* tile) {
-  if constexpr (Cfg::kLoadsOnly) return;
   const int warp_key0 = (threadIdx.x / 32) * Cfg::kWarpKeys;
   const int key0 = t * Cfg::kBlockN;
   const bool need_mask = key0 < c.open_lo || key0 + Cfg::kBlockN - 1 > c.open_hi;

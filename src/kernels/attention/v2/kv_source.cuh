@@ -2,8 +2,8 @@
 // the block table, or (the ragged source, FlashInfer's prefill over contiguous K/V) the new
 // tokens' rows. Each source is a template parameter of its own kernels (reads_new_tokens says
 // which kernel serves a CTA), so the paged kernels address the cache from the kernel's arguments
-// exactly as before the ragged source existed: a source chosen at run time and held in registers
-// cost about 1.3% of paged prefill speed on the H200, and both sources in one kernel spilled.
+// without a source held in registers (a source chosen at run time costs paged prefill speed, and
+// both sources in one kernel spilled: docs/performance.md).
 #pragma once
 
 #include <cstdint>

@@ -136,8 +136,7 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
         "kernel has none of them; the bf16 kernel has all)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
-  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group
-  // (measured 32 x 4096 tokens, G 4: v2 0.14 ms, v3 0.42 ms at block 128 and 1.8 ms at block 16).
+  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group.
   if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
     return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
   }
@@ -212,9 +211,8 @@ Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* m
 // pages are smaller; at D 96 a box's columns past 96 are zeros), or, where the layout allows, in
 // boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole page for
 // smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles whatever
-// its size (the turn trace's producer marks).
-Status encode_kv_map(const PagedAttentionParams& p, bool page_panel_boxes, CUtensorMap* map,
-                     PrefillArgs* a) {
+// its size.
+Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArgs* a) {
   const int tile_keys = kv_tile_keys(p.head_size);
   const uint32_t keys = static_cast<uint32_t>(std::min(tile_keys, p.block_size));
   PagedKvMapShape panels;
@@ -231,8 +229,7 @@ Status encode_kv_map(const PagedAttentionParams& p, bool page_panel_boxes, CUten
   // Pages smaller than the tile: one box per page of every panel where the layout has a group map
   // (the tile group-major), else (or where a driver refuses it) one per page and panel.
   PagedKvGroupMapShape groups;
-  if (p.block_size < tile_keys && !page_panel_boxes &&
-      paged_kv_group_map_shape(p, 2, keys / 8, &groups) &&
+  if (p.block_size < tile_keys && paged_kv_group_map_shape(p, 2, keys / 8, &groups) &&
       device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, groups.map.dims,
                                             groups.map.strides_bytes,
                                             groups.map.box) == CUDA_SUCCESS) {
@@ -255,13 +252,14 @@ Status paged_attention_v3_serves(const PagedAttentionParams& p) {
   return check_device();
 }
 
-Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
-                                 void* stream) {
-  return launch_paged_attention_v3_scheduled(p, kernel_head_size, stream, V3Grid{});
-}
+namespace {
 
-Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int kernel_head_size,
-                                           void* stream, V3Grid grid) {
+// Producer warps that issue a KV tile's TMA boxes, at most one per box: one issuing thread is
+// held a few hundred cycles by each copy, so a tile of many boxes needs several.
+constexpr int kMaxBoxWarps = 4;
+
+// The launch; max_ctas > 0 caps the persistent grid (launch_paged_attention_v3_few_ctas).
+Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stream, int max_ctas) {
   PAGEDATTN_RETURN_IF_ERROR(check_served(p, p.pack_gqa));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
@@ -278,18 +276,15 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
   if (fp8) {
     std::memset(&kv_map, 0, sizeof(kv_map));  // not read
   } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, grid.page_panel_boxes, &kv_map, &a));
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a));
   }
   // A KV tile's boxes (one per tile or page with the panel or group map, else one per page and
-  // 64-column panel) are dealt to up to grid.box_warps producer warps: one issuing thread takes
-  // about 300 cycles a box, whatever its size (the turn trace's producer marks), so one warp's
-  // eight boxes a step at D 256 held the consumers back.
+  // 64-column panel) are dealt to up to kMaxBoxWarps producer warps.
   const int pages_per_tile = std::max(1, kv_tile_keys(p.head_size) / p.block_size);
   const bool whole_head_boxes = a.panel_fold != PanelFold::kNone || a.kv_group_major;
   const int panel_boxes = whole_head_boxes ? 1 : (p.head_size + 63) / 64;
   const int boxes_per_tile = pages_per_tile * panel_boxes;
-  a.box_warps = std::clamp(grid.box_warps, 1, std::min(4, boxes_per_tile));
-  a.trace = grid.trace;
+  a.box_warps = std::min(kMaxBoxWarps, boxes_per_tile);
   a.cu_seqlens_q = p.cu_seqlens_q;
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;
@@ -338,15 +333,12 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
 
   const int tiles =
       (pack ? a.num_kv_heads : a.num_heads) * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
-  int ctas = tiles;
-  if (grid.persistent) {
-    int device = 0, sms = 0;
-    PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
-    PAGEDATTN_CUDA_RETURN_IF_ERROR(
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-    ctas = std::min(tiles, sms);  // one CTA fills an SM (shared memory, registers)
-  }
-  if (grid.max_ctas > 0) ctas = std::min(ctas, grid.max_ctas);
+  int device = 0, sms = 0;
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
+  PAGEDATTN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
+  int ctas = std::min(tiles, sms);  // one CTA fills an SM (shared memory, registers)
+  if (max_ctas > 0) ctas = std::min(ctas, max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
   if (fp8) return attention::v3::launch_prefill_fp8(p, q_map, a, ctas, s);
   return with_shape(p.head_size, [&](auto shape) -> Status {
@@ -363,6 +355,18 @@ Status launch_paged_attention_v3_scheduled(const PagedAttentionParams& p, int ke
       return unsupported("head_size " + str(kD) + " (built: " + built_sizes() + ")");
     }
   });
+}
+
+}  // namespace
+
+Status launch_paged_attention_v3(const PagedAttentionParams& p, int kernel_head_size,
+                                 void* stream) {
+  return launch_v3(p, kernel_head_size, stream, 0);
+}
+
+Status launch_paged_attention_v3_few_ctas(const PagedAttentionParams& p, int kernel_head_size,
+                                          void* stream, int max_ctas) {
+  return launch_v3(p, kernel_head_size, stream, max_ctas);
 }
 
 }  // namespace pagedattn::kernels::detail

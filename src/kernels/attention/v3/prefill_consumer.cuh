@@ -21,7 +21,6 @@
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_softmax.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
-#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -95,20 +94,16 @@ struct TileRows {
 // S_i = Q·K_iᵀ, then O += P_{i-1}·V_{i-1}; it waits for S_i only and runs its softmax while that
 // P·V still runs, then rescales O once it is done (intra-warpgroup overlap), and only when a row
 // maximum grew in the warp. Q is released as soon as the tile's last S is done. The schedule is
-// fixed at compile time (the dispatch's tuning of the second session, measured +3 % on 16 x 512
-// over the same bits read at run time); a bridge that issued the next tile's S_0 before the store
-// was measured 2-4 % slower on short requests and is gone.
+// fixed at compile time: choices read at run time cost branches (docs/performance.md).
 // kPacked: GQA-packed work tiles (PrefillArgs::packed_positions; no score transforms, O stored
 // from the accumulators).
-// kTrace: the turn trace's marks (prefill_trace.h).
-template <int kD, bool kTransform, bool kPacked, bool kTrace>
+template <int kD, bool kTransform, bool kPacked>
 struct Consumer {
   using S = PrefillShape<kD>;
   static_assert(!(kTransform && kPacked), "the GQA-packed kernel has no score transforms");
   const PrefillArgs& a;
   PrefillSmem<kD>& s;
   IssueTurns turns;
-  TurnTracer<kTrace> trace;
   int use = 0;         // of the K/V ring, across work tiles
   int tile_count = 0;  // work tiles begun before the current one (its Q slot and phase)
   float o[S::kOChunks][S::kOChunkRegs];
@@ -245,35 +240,27 @@ struct Consumer {
   // Step i (1 .. num_kv_tiles - 1): S_i with P_{i-1}·V_{i-1}.
   __device__ __forceinline__ void middle_step(const PrefillTile& w, const TileRows& r, int i) {
     const int k = use + i, v = use + i - 1;
-    trace.mark(i, kMarkStart);
     wait_k(k);
     wait_v(v);
-    trace.mark(i, kMarkLoaded);
     turns.begin();
-    trace.mark(i, kMarkTurn);
     device::wgmma_fence();
     issue_scores<kD>(sc, q_base(tile_count), k_at(k), kv_strides());
-    trace.mark(i, kMarkScoresIssued);
     issue_pv<kD>(o, p, v_at(v), kv_strides());
     turns.end(false);
-    trace.mark(i, kMarkIssued);
     wait_scores();
-    trace.mark(i, kMarkScores);
     device::mbarrier_arrive(&s.k_empty[stage(k)]);
     if (i == w.num_kv_tiles - 1) release_q(tile_count);  // every S of the tile is complete
     const bool grew = scores_to_p(w, r, i);
-    trace.mark(i, kMarkSoftmax);
-    retire_pv(i, v, grew);
+    retire_pv(v, grew);
     pack_p(sc, p);
-    trace.mark(i, kMarkPacked);
   }
 
   // After the softmax of step i: waits for P_{i-1}·V_{i-1}, frees V_{i-1}'s stage and rescales O
   // where a row maximum grew (a row's factor is 1 unless its maximum grew: the warp skips the
   // rescale when none did). With kSoftmaxBesidePv the warp's vote and its branch come before the
   // wait: ptxas places a wgmma wait at the top of its basic block, so a wait in the softmax's
-  // block ran before the softmax and the two never overlapped (SASS, eleventh session).
-  __device__ __forceinline__ void retire_pv(int i, int v, bool grew) {
+  // block would run before the softmax and the two would never overlap.
+  __device__ __forceinline__ void retire_pv(int v, bool grew) {
     if constexpr (S::kSoftmaxBesidePv) {
       if (__any_sync(0xffffffffu, grew)) {
         wait_all();
@@ -281,7 +268,6 @@ struct Consumer {
       }
     }
     wait_all();
-    trace.mark(i, kMarkPv);
     device::mbarrier_arrive(&s.v_empty[stage(v)]);
     if constexpr (!S::kSoftmaxBesidePv) {
       if (__any_sync(0xffffffffu, grew)) rescale(o, alpha);
@@ -306,12 +292,11 @@ struct Consumer {
 };
 
 // Run by consumer warpgroup `consumer` (0 .. kConsumers - 1): the CTA's work tiles in order.
-template <int kD, bool kTransform, bool kPacked, bool kTrace>
+template <int kD, bool kTransform, bool kPacked>
 __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s,
                                         int consumer) {
   using S = PrefillShape<kD>;
-  Consumer<kD, kTransform, kPacked, kTrace> c{a, s, IssueTurns{consumer, S::kConsumers},
-                                              TurnTracer<kTrace>{a.trace, consumer, S::kConsumers}};
+  Consumer<kD, kTransform, kPacked> c{a, s, IssueTurns{consumer, S::kConsumers}};
   const auto empty_split = [&](const PrefillTile& e) {
     store_empty_split<kD, kPacked>(a, e, consumer * S::kRowsPerConsumer);
   };
@@ -329,7 +314,6 @@ __device__ __forceinline__ void consume(const PrefillArgs& a, int total_tiles, P
       return;
     }
     c.last_step(w, r, false);
-    c.trace.done();
     w = next;
     r = c.rows_of(w);
     c.first_step(w, r);

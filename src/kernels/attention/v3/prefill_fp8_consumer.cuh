@@ -2,10 +2,10 @@
 // (prefill_consumer.cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
 // between the warpgroups) with both products on the FP8 tensor cores and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
-//   its softmax scale (softmax_tile_fp8), exactly;
-// - P = exp2(score - base + offset) stays below e4m3's 448 (prefill_fp8_softmax.cuh: the exact
-//   softmax or the lazy one); the row sum, in f32 from the same values or by the tensor cores from
-//   the rounded ones (kFp8TuneTensorSums), cancels 2^offset in O / l, and the LSE subtracts it;
+//   its softmax scale (softmax_tile_fp8_lazy), exactly;
+// - P = exp2(score - base + offset) stays below e4m3's 448 (prefill_fp8_softmax.cuh: the lazy
+//   softmax); the row sum, by the tensor cores from the rounded values that P·V uses, cancels
+//   2^offset in O / l, and the LSE subtracts it;
 // - O is v_scale times Σ P·V8 (applied once, before the store).
 #pragma once
 
@@ -20,7 +20,6 @@
 #include "kernels/attention/v3/prefill_fp8_softmax.cuh"
 #include "kernels/attention/v3/prefill_fp8_vt.h"
 #include "kernels/attention/v3/prefill_tiles.cuh"
-#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -56,9 +55,9 @@ __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Shape<kD, 
 }
 
 // O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127 (of each 128-key panel),
-// k32 steps of 32 keys. kTensorSum: also l += P · ones (kFp8TuneTensorSums; l: the m64n8
-// accumulators).
-template <int kD, int kN, bool kTensorSum>
+// k32 steps of 32 keys; and the row sums l += P · ones (l: the m64n8 accumulators), not 64 adds
+// per thread and tile.
+template <int kD, int kN>
 __device__ __forceinline__ void issue_pv_fp8(
     float (&o)[PrefillFp8Shape<kD, kN>::kOChunks][PrefillFp8Shape<kD, kN>::kOChunkRegs],
     float (&l)[4], const uint32_t (&p)[PrefillFp8Shape<kD, kN>::kKeySteps][4], uint32_t vt_base,
@@ -74,11 +73,9 @@ __device__ __forceinline__ void issue_pv_fp8(
       device::wgmma_k32_e4m3_rs(o[c], p[kk], device::wgmma_desc_advance(vt_desc, offset), true);
     }
   }
-  if constexpr (kTensorSum) {
 #pragma unroll
-    for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      device::wgmma_k32_e4m3_rs_n8(l, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), true);
-    }
+  for (int kk = 0; kk < S::kKeySteps; ++kk) {
+    device::wgmma_k32_e4m3_rs_n8(l, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), true);
   }
   device::wgmma_commit_group();
 }
@@ -89,20 +86,14 @@ struct Fp8ConsumerPosition {
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
-// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands),
-// in the variant kTuning (kFp8Tune* bits, compile-time: runtime choices cost branches and made
-// ptxas fence the accumulators).
-template <int kD, int kTuning, int kN>
+// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands):
+// S_i is issued before waiting for Vᵀ_{i-1}, P·V after it; a warp whose rows all kept their
+// softmax base skips O's rescale (alpha is exactly 1).
+template <int kD, int kN>
 __device__ __forceinline__ void consume_tile_fp8(
     const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
-    const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos,
-    const TurnTracer<(kTuning & kFp8TuneTrace) != 0>& trace) {
+    const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos) {
   using S = PrefillFp8Shape<kD, kN>;
-  constexpr bool kLazy = (kTuning & kFp8TuneLazyRescale) != 0;
-  constexpr bool kTree = (kTuning & kFp8TuneTreeReduce) != 0;
-  constexpr bool kTensorSum = kLazy && (kTuning & kFp8TuneTensorSums) != 0;
-  constexpr bool kEarlyScores = kLazy || (kTuning & kFp8TuneEarlyScores) != 0;
-  constexpr bool kSkipRescale = kLazy || (kTuning & kFp8TuneSkipRescale) != 0;
   const PrefillArgs& a = fa.base;
   const int tid = threadIdx.x % 128;
   const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
@@ -119,19 +110,14 @@ __device__ __forceinline__ void consume_tile_fp8(
     for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
   }
   RowState st;
-  float l_mma[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // kTensorSum: rows g, g, g + 8, g + 8
+  float l_mma[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // row sums: rows g, g, g + 8, g + 8
   const uint32_t ones = device::smem_addr(s.ones);
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
-  constexpr float kOffset = kLazy ? kLazyOffset : kFp8MaxOffset;
   auto scores_to_p = [&](int i) {
     const int key0 = i * S::kBlockN;
     if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    if constexpr (kLazy) {
-      return softmax_tile_fp8_lazy<kTree, !kTensorSum>(sc, st, scale_log2, alpha);
-    } else {
-      return softmax_tile_fp8(sc, st, scale_log2, alpha);
-    }
+    return softmax_tile_fp8_lazy(sc, st, scale_log2, alpha);
   };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   // Vᵀ of KV tile i: its ring slot holds the tile's image, or with 64-key tiles (D 256) a
@@ -157,65 +143,50 @@ __device__ __forceinline__ void consume_tile_fp8(
   pack_p_fp8(sc, p);
   for (int i = 1; i < w.num_kv_tiles; ++i) {
     const int stage = stage_of(i), prev = stage_of(i - 1);
-    trace.mark(i, kMarkStart);
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
-    if constexpr (!kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    trace.mark(i, kMarkLoaded);
     turns.begin();
-    trace.mark(i, kMarkTurn);
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
-    trace.mark(i, kMarkScoresIssued);
-    if constexpr (kEarlyScores) device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, vt_of(i - 1), ones);
+    device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
+    issue_pv_fp8<kD, kN>(o, l_mma, p, vt_of(i - 1), ones);
     turns.end(false);
-    trace.mark(i, kMarkIssued);
     device::wgmma_wait_group<1>();
     device::wgmma_fence_operands(sc);
-    trace.mark(i, kMarkScores);
     device::mbarrier_arrive(&s.k_empty[stage]);
     const bool grew = scores_to_p(i);
-    trace.mark(i, kMarkSoftmax);
     device::wgmma_wait_group<0>();
 #pragma unroll
     for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-    if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
-    trace.mark(i, kMarkPv);
+    device::wgmma_fence_operands(l_mma);
     device::mbarrier_arrive(&s.vt_empty[prev]);
-    // alpha is exactly 1 where no row maximum grew: with kFp8TuneSkipRescale, the warp skips it.
-    if (!kSkipRescale || __any_sync(0xffffffffu, grew)) {
+    if (__any_sync(0xffffffffu, grew)) {  // else every alpha of the warp is exactly 1
       rescale(o, alpha);
-      if constexpr (kTensorSum) {
 #pragma unroll
-        for (int i = 0; i < 4; ++i) l_mma[i] *= alpha[i / 2];
-      }
+      for (int i = 0; i < 4; ++i) l_mma[i] *= alpha[i / 2];
     }
     pack_p_fp8(sc, p);
-    trace.mark(i, kMarkPacked);
   }
   device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
   const int last = stage_of(w.num_kv_tiles - 1);
   device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
   turns.begin();
   device::wgmma_fence();
-  issue_pv_fp8<kD, kN, kTensorSum>(o, l_mma, p, vt_of(w.num_kv_tiles - 1), ones);
+  issue_pv_fp8<kD, kN>(o, l_mma, p, vt_of(w.num_kv_tiles - 1), ones);
   turns.end(last_tile);
   device::wgmma_wait_group<0>();
 #pragma unroll
   for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-  if constexpr (kTensorSum) device::wgmma_fence_operands(l_mma);
+  device::wgmma_fence_operands(l_mma);
   device::mbarrier_arrive(&s.vt_empty[last]);
-  if constexpr (kTensorSum) {
-    st.l[0] = l_mma[0];
-    st.l[1] = l_mma[2];
-  }
-  store_rows_fp8<!kTensorSum>(o, st, scale_log2, kOffset, v_scale, a, w, row);
+  st.l[0] = l_mma[0];
+  st.l[1] = l_mma[2];
+  store_rows_fp8(o, st, scale_log2, kLazyOffset, v_scale, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;
 }
 
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
-template <int kD, int kTuning, int kN>
+template <int kD, int kN>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD, kN>& s, int consumer) {
   constexpr int kConsumers = PrefillFp8Shape<kD, kN>::kConsumers;
@@ -225,12 +196,10 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   if (!walk.find_keys<kD, kN>(a.base, w)) return;
   turns.start();
   Fp8ConsumerPosition pos;
-  TurnTracer<(kTuning & kFp8TuneTrace) != 0> trace{a.base.trace, consumer, kConsumers};
   for (;;) {
     walk.advance();
     const bool more = walk.find_keys<kD, kN>(a.base, next);
-    consume_tile_fp8<kD, kTuning>(a, w, s, turns, !more, pos, trace);
-    trace.done();
+    consume_tile_fp8<kD>(a, w, s, turns, !more, pos);
     if (!more) return;
     w = next;
   }

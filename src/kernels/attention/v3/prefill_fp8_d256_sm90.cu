@@ -5,5 +5,6 @@
 
 namespace pagedattn::kernels::attention::v3 {
 template Status launch_prefill_fp8_kernel<256>(const CUtensorMap&, const CUtensorMap&,
-                                               const PrefillFp8Args&, int, cudaStream_t);
+                                               const PrefillFp8Args&, Fp8Tiles, int,
+                                               cudaStream_t);
 }  // namespace pagedattn::kernels::attention::v3

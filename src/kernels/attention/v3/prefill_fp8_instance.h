@@ -10,10 +10,11 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-// Launches `grid` CTAs of the kD FP8 kernel on `stream`; Unimplemented for a size the build does
-// not keep.
+// Launches `grid` CTAs of the kD FP8 kernel with KV tiles `tiles` on `stream`; Unimplemented for a
+// size the build does not keep (or narrow tiles at D 128, which no served page size needs).
 template <int kD>
 Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
-                                 const PrefillFp8Args& args, int grid, cudaStream_t stream);
+                                 const PrefillFp8Args& args, Fp8Tiles tiles, int grid,
+                                 cudaStream_t stream);
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,8 +1,8 @@
-// The v3 FP8 prefill kernel for head size kD and variant kTuning (kFp8Tune* bits,
-// prefill_fp8_tuning.cuh): warpgroup 0 produces (Q converted to e4m3; K by TMA and Vᵀ, transposed
-// by the launch's pre-pass, by bulk copies), the others consume (both products on the FP8 tensor
-// cores). Persistent like the bf16 kernel: the CTAs walk the same work tiles. Compiled for sm_90a
-// alone (prefill_fp8_d<D>_sm90.cu).
+// The v3 FP8 prefill kernel for head size kD and KV tiles kTiles (prefill_fp8_tiles.cuh):
+// warpgroup 0 produces (Q converted to e4m3; K by TMA and Vᵀ, transposed by the launch's pre-pass,
+// by bulk copies), the others consume (both products on the FP8 tensor cores). Persistent like the
+// bf16 kernel: the CTAs walk the same work tiles. Compiled for sm_90a alone
+// (prefill_fp8_d<D>_sm90.cu).
 #pragma once
 
 #include <cuda.h>
@@ -18,12 +18,12 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template <int kD, int kTuning>
+template <int kD, Fp8Tiles kTiles>
 __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
                                 const __grid_constant__ CUtensorMap kv_map,
                                 const PrefillFp8Args a) {
-  constexpr int kN = fp8_kv_tile_keys(kD, kTuning);
+  constexpr int kN = fp8_kv_tile_keys(kD, kTiles);
   using S = PrefillFp8Shape<kD, kN>;
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
   extern __shared__ uint8_t smem_raw[];
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(PrefillFp8Shape<kD>::kThreads, 1)
     produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume_fp8<kD, kTuning>(a, total_tiles, s, warpgroup - 1);
+    consume_fp8<kD>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

@@ -21,8 +21,4 @@ Status check_fp8_served(const PagedAttentionParams& p);
 Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_map,
                           const PrefillArgs& base, int grid, cudaStream_t stream);
 
-// The kFp8Tune* bits the next launches use (kFp8DefaultTuning until set): for benches comparing
-// the variants in one run. Process-wide; not synchronised with launches on other threads.
-void set_fp8_tuning(int tuning);
-
 }  // namespace pagedattn::kernels::attention::v3

@@ -34,24 +34,18 @@ Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* m
                         std::to_string(static_cast<int>(r)) + ")");
 }
 
-int tuning_in_use = kFp8DefaultTuning;
-
-// Keys per TMA box of K for `tuning` at head size d: pages must be multiples of it.
-int k_box_keys(int d, int tuning) {
-  return fp8_k_box_keys(fp8_kv_tile_keys(d, tuning));
+// Keys per TMA box of K with `tiles` at head size d: pages must be multiples of it.
+int k_box_keys(int d, Fp8Tiles tiles) {
+  return fp8_k_box_keys(fp8_kv_tile_keys(d, tiles));
 }
 
-// The variant a launch runs: the one set, without wide tiles where pages do not hold their boxes.
-int launch_tuning(const PagedAttentionParams& p) {
-  const bool wide_fits = p.block_size % k_box_keys(p.head_size, kFp8TuneWideTiles) == 0;
-  return wide_fits ? tuning_in_use : tuning_in_use & ~kFp8TuneWideTiles;
+// The tiles a launch runs: wide where the pages hold their K boxes, else narrow.
+Fp8Tiles launch_tiles(const PagedAttentionParams& p) {
+  const bool wide_fits = p.block_size % k_box_keys(p.head_size, Fp8Tiles::kWide) == 0;
+  return wide_fits ? Fp8Tiles::kWide : Fp8Tiles::kNarrow;
 }
 
 }  // namespace
-
-void set_fp8_tuning(int tuning) {
-  tuning_in_use = tuning;
-}
 
 Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.cache_dtype != DType::kFP8E4M3 || p.q_dtype != DType::kBF16) {
@@ -64,7 +58,7 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.head_size != 128 && p.head_size != 256) {
     return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
   }
-  const int keys = k_box_keys(p.head_size, launch_tuning(p));
+  const int keys = k_box_keys(p.head_size, launch_tiles(p));
   if (p.block_size <= 0 || p.block_size % keys != 0) {
     return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
                        std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
@@ -92,8 +86,8 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   alignas(64) CUtensorMap kv_map;
   PrefillFp8Args a{};
   a.base = base;
-  a.tuning = launch_tuning(p);
-  const int tile_keys = fp8_kv_tile_keys(p.head_size, a.tuning);
+  const Fp8Tiles tiles = launch_tiles(p);
+  const int tile_keys = fp8_kv_tile_keys(p.head_size, tiles);
   PAGEDATTN_RETURN_IF_ERROR(
       encode_fp8_kv_map(p, fp8_k_box_keys(tile_keys), &kv_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
@@ -102,8 +96,9 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
   a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);
-  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, grid, stream)
-                            : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, grid, stream);
+  return p.head_size == 128
+             ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, tiles, grid, stream)
+             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, tiles, grid, stream);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -4,7 +4,8 @@
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillShape), so its
 // scheduler (prefill_tiles.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or the
-// wide ones (kFp8TuneWideTiles: 192 at D 128, 128 at D 256), and TMA copies K in boxes that lie
+// wide ones (Fp8Tiles, prefill_fp8_tiles.cuh: 192 at D 128, 128 at D 256), and TMA copies K in
+// boxes that lie
 // inside one page (fp8_k_box_keys). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D
 // rows of keys), which a pre-pass writes once per launch (prefill_fp8_vt.h) and the producer
 // copies as it is. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head
@@ -15,7 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/attention/v3/prefill_fp8_tuning.cuh"
+#include "kernels/attention/v3/prefill_fp8_tiles.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -30,12 +31,12 @@ constexpr int64_t fp8_vt_image_bytes(int tile_keys, int d) {
   return (fp8_vt_image_keys(tile_keys) + 127) / 128 * int64_t{d} * 128;
 }
 
-// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or wide ones (kFp8TuneWideTiles:
-// 192 at D 128, 128 at D 256).
+// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or the wide ones (192 at D 128, 128
+// at D 256).
 template <int kD, int kN = PrefillShape<kD>::kBlockN>
 struct PrefillFp8Shape {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
-  static_assert(kN == PrefillShape<kD>::kBlockN || kN == fp8_kv_tile_keys(kD, kFp8TuneWideTiles),
+  static_assert(kN == PrefillShape<kD>::kBlockN || kN == fp8_kv_tile_keys(kD, Fp8Tiles::kWide),
                 "the bf16 kernel's KV tiles, or the wide ones");
   using Base = PrefillShape<kD>;
   static constexpr bool kWide = kN != Base::kBlockN;
@@ -46,12 +47,11 @@ struct PrefillFp8Shape {
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
-  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc (a 64 / 224
-  // split did): 128 * 72 + 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide
-  // tiles: S of 128 keys beside D 256's O needs 240 (232 serialised the wgmmas: ptxas C7512), and
-  // the producer, which only loads and converts Q, gives them up: 128 * 24 + 256 * 240 (the
-  // producer spills 32 bytes). At D 128, S of 192 keys fits in 232, and the producer's 40 do not
-  // spill (24 spilled 36 bytes).
+  // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc: 128 * 72 +
+  // 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide tiles: S of 128 keys beside
+  // D 256's O needs 240 (with fewer, ptxas serialises the wgmmas: C7512), and the producer, which
+  // only loads and converts Q, gives them up: 128 * 24 + 256 * 240 (the producer spills 32 bytes).
+  // At D 128, S of 192 keys fits in 232, and the producer's 40 do not spill.
   static constexpr int kProducerRegisters = kWide ? (kD == 128 ? 40 : 24) : 72;
   static constexpr int kConsumerRegisters = kWide ? (kD == 128 ? 232 : 240) : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
@@ -85,7 +85,7 @@ struct PrefillFp8Smem {
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t vt[S::kStages][S::kVtTileBytes];  // the pre-pass's images, copied
   uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
-  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma (kFp8TuneTensorSums), 1024-aligned
+  uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma, 1024-aligned
   float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
   uint64_t q_stage_full, q_stage_empty;  // q_stage_empty: the producer has converted it
@@ -106,7 +106,6 @@ struct PrefillFp8Args {
   // The pre-pass's Vᵀ images (prefill_fp8_vt.h), images_per_req per (request, KV head).
   const uint8_t* vt_images;
   int64_t vt_images_per_req;
-  int tuning;  // kFp8Tune* bits (prefill_fp8_tuning.cuh): which kernel the launch picks
 };
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,16 +1,12 @@
 // The online softmax of the v3 FP8 prefill kernel's consumers and their row store. P is
 // exp2(score - base + offset) rounded to e4m3 next, so P's largest value, 2^offset times
-// 2^(max - base), must stay below e4m3's 448 = 2^8.807:
-// - exact (softmax_tile_fp8): base = the running row maximum, offset 8 (FlashAttention-3's: e4m3's
-//   finer steps near its top carry the largest probabilities); O is rescaled whenever a maximum
-//   grows;
-// - lazy (softmax_tile_fp8_lazy): the base moves only when the maximum passes it by more than
-//   kLazyThreshold (log2 units), with offset 6, so P stays below 2^8.75; between moves alpha is
-//   exactly 1 and a warp whose rows all kept their base skips O's rescale. After the first tiles a
-//   row's maximum seldom grows by that much (Gaussian scores: about 2 log2 units from 128 to 8192
-//   keys), so most tiles rescale nothing. Probabilities below 2^-12 of the base (against 2^-14)
-//   fall into e4m3's subnormals: a negligible share of a row's mass.
-// The row sums are kept in f32 from the same values, so 2^offset cancels in O / l and the LSE
+// 2^(max - base), must stay below e4m3's 448 = 2^8.807. The softmax is lazy: a row's base moves only
+// when its maximum passes it by more than kLazyThreshold (log2 units), with offset 6, so P stays
+// below 2^8.75; between moves alpha is exactly 1 and a warp whose rows all kept their base skips
+// O's rescale. After the first tiles a row's maximum seldom grows by that much (Gaussian scores:
+// about 2 log2 units from 128 to 8192 keys), so most tiles rescale nothing. Probabilities below
+// 2^-12 of the base fall into e4m3's subnormals: a negligible share of a row's mass. The row sums
+// come from the tensor cores (prefill_fp8_consumer.cuh), so 2^offset cancels in O / l and the LSE
 // subtracts it.
 #pragma once
 
@@ -22,40 +18,8 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-inline constexpr float kFp8MaxOffset = 8.0f;    // the exact softmax's offset
-inline constexpr float kLazyOffset = 6.0f;      // the lazy softmax's
+inline constexpr float kLazyOffset = 6.0f;
 inline constexpr float kLazyThreshold = 2.75f;  // 2^(6 + 2.75) = 430 < 448
-
-// The bf16 softmax_tile with a score scale per row (scale_log2[h], the row's Q descale folded in)
-// and P offset by 2^8. st.m keeps the raw maxima.
-// Returns whether a row maximum of the thread grew (else alpha is exactly 1).
-template <int kRegs>
-__device__ __forceinline__ bool softmax_tile_fp8(float (&s)[kRegs], RowState& st,
-                                                 const float (&scale_log2)[2], float (&alpha)[2]) {
-  bool grew = false;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float mx = quad_max(thread_row_max(s, h, st.m[h]));
-    const float base = mx == -INFINITY ? 0.0f : mx * scale_log2[h];  // no visible key yet: no NaN
-    alpha[h] = device::fast_exp2(st.m[h] * scale_log2[h] - base);
-    grew = grew || mx > st.m[h];
-    st.m[h] = mx;
-    const float offset = kFp8MaxOffset - base;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kRegs / 4; ++j) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * h + e];
-        const float arg = fmaf(x, scale_log2[h], offset);
-        x = device::fast_exp2(arg);
-        sum += x;
-      }
-    }
-    st.l[h] = st.l[h] * alpha[h] + sum;
-  }
-  return grew;
-}
 
 // Row h's values of the thread (kRegs / 2 of them) reduced by `op` in four interleaved chains:
 // a quarter of one serial chain's dependent steps.
@@ -73,25 +37,18 @@ __device__ __forceinline__ float reduce_row(const float (&s)[kRegs], int h, Op o
   return op(op(r0, r1), op(r2, r3));
 }
 
-// The lazy softmax (above). kTree:
-// maxima and sums by reduce_row. kSum: st.l advances (else the caller sums P by the tensor cores).
-// st.m holds each row's base. Returns whether a base of the
-// thread moved (else alpha is exactly 1).
-template <bool kTree, bool kSum, int kRegs>
+// The lazy softmax (above) with the score scale of each row (scale_log2[h], the row's Q descale
+// folded in), maxima by reduce_row; st.m holds each row's base (raw scores), st.l is left to the
+// caller. Returns whether a base of the thread moved (else alpha is exactly 1).
+template <int kRegs>
 __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowState& st,
                                                       const float (&scale_log2)[2],
                                                       float (&alpha)[2]) {
   const auto max_op = [](float a, float b) { return fmaxf(a, b); };
-  const auto add_op = [](float a, float b) { return a + b; };
   bool moved = false;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float mx;
-    if constexpr (kTree) {
-      mx = reduce_row(s, h, max_op);
-    } else {
-      mx = thread_row_max(s, h, -INFINITY);
-    }
+    float mx = reduce_row(s, h, max_op);
     mx = quad_max(mx);
     // The first visible key sets the base (inf > threshold); no visible key yet keeps -inf (NaN).
     const bool move = (mx - st.m[h]) * scale_log2[h] > kLazyThreshold;
@@ -107,17 +64,6 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
       const float arg = fmaf(x, scale_log2[h], offset);
       x = device::fast_exp2(arg);
     }
-    if constexpr (kSum) {
-      float sum;
-      if constexpr (kTree) {
-        sum = reduce_row(s, h, add_op);
-      } else {
-        sum = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kRegs / 2; ++i) sum += s[4 * (i / 2) + 2 * h + i % 2];
-      }
-      st.l[h] = st.l[h] * alpha[h] + sum;
-    }
   }
   return moved;
 }
@@ -125,9 +71,8 @@ __device__ __forceinline__ bool softmax_tile_fp8_lazy(float (&s)[kRegs], RowStat
 // Normalises and stores the rows that belong to the request, as the bf16 kernel's store_rows with
 // the FP8 factors: O times v_scale / l, LSE = the row's scaled base less the offset (log 2) plus
 // log(l). Its own function (not store_rows with adjusted inputs): the bf16 store's signature moves
-// with the bf16 kernel's epilogue.
-// kQuadSum: st.l holds the thread's part of each row sum (else the whole sum).
-template <bool kQuadSum, int kChunks, int kRegs>
+// with the bf16 kernel's epilogue. st.l holds each row's whole sum.
+template <int kChunks, int kRegs>
 __device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs], const RowState& st,
                                                const float (&scale_log2)[2], float p_offset,
                                                float v_scale, const PrefillArgs& a,
@@ -135,11 +80,7 @@ __device__ __forceinline__ void store_rows_fp8(const float (&o)[kChunks][kRegs],
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float l = st.l[h];
-    if constexpr (kQuadSum) {
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-    }
+    const float l = st.l[h];
     const int r = row + 8 * h;
     if (r >= w.q_len) continue;
     const int64_t token = w.q_start + r;

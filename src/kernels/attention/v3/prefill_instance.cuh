@@ -15,16 +15,10 @@ Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map
   if constexpr (!prefill_head_size_built(kD)) {
     return unimplemented("paged attention v3: head size " + std::to_string(kD) + " is not built");
   } else {
-    // GQA packing serves no score transforms (launch_sm90.cu refuses them). The turn trace's
-    // kernels: head sizes 128 and 256, neither of them (V3Grid::trace).
-    auto kernel = args.packed_positions > 0 ? paged_prefill_v3_kernel<kD, false, true>
-                  : args.score.transform    ? paged_prefill_v3_kernel<kD, true>
-                                            : paged_prefill_v3_kernel<kD, false>;
-    if constexpr (kD == 128 || kD == 256) {
-      if (args.trace != nullptr && args.packed_positions == 0 && !args.score.transform) {
-        kernel = paged_prefill_v3_kernel<kD, false, false, true>;
-      }
-    }
+    // GQA packing serves no score transforms (launch_sm90.cu refuses them).
+    const auto kernel = args.packed_positions > 0 ? paged_prefill_v3_kernel<kD, false, true>
+                        : args.score.transform    ? paged_prefill_v3_kernel<kD, true>
+                                                  : paged_prefill_v3_kernel<kD, false>;
     constexpr int kSmem = static_cast<int>(prefill_smem_bytes<kD>());
     // D 128 with two Q buffers and staged O takes 225 KB of the 227 an sm_90 block may have.
     static_assert(kSmem <= 227 * 1024, "v3 prefill shared memory over the sm_90 limit");

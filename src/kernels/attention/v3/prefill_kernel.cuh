@@ -1,6 +1,6 @@
 // The v3 prefill kernel for head size kD: warp-specialised CTAs (prefill_shape.cuh) that walk work
-// tiles (prefill_tiles.cuh), one per CTA or, with a grid of one CTA per SM, many per CTA
-// (persistent: the next tile's loads overlap the previous tile's last product and stores).
+// tiles (prefill_tiles.cuh), many per CTA on a grid of one CTA per SM (persistent: the next tile's
+// loads overlap the previous tile's last product and stores).
 // Compiled for sm_90a alone (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
 #pragma once
 
@@ -19,8 +19,7 @@ namespace pagedattn::kernels::attention::v3 {
 // kTransform: the scores pass through the soft cap and ALiBi (PrefillArgs::score), a kernel of
 // its own so that the plain one keeps its registers and instructions. kPacked: GQA-packed work
 // tiles (PrefillArgs::packed_positions, prefill_rows.cuh), a kernel of its own for the same reason.
-// kTrace: the consumers' turn trace (prefill_trace.h; PrefillArgs::trace).
-template <int kD, bool kTransform, bool kPacked = false, bool kTrace = false>
+template <int kD, bool kTransform, bool kPacked = false>
 __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
                             const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
@@ -50,11 +49,11 @@ __global__ void __launch_bounds__(PrefillShape<kD>::kThreads, 1)
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     if (threadIdx.x / 32 < a.box_warps) {
-      produce<kD, kPacked, kTrace>(&q_map, &kv_map, a, total_tiles, s);
+      produce<kD, kPacked>(&q_map, &kv_map, a, total_tiles, s);
     }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
-    consume<kD, kTransform, kPacked, kTrace>(a, total_tiles, s, warpgroup - 1);
+    consume<kD, kTransform, kPacked>(a, total_tiles, s, warpgroup - 1);
   }
 }
 

@@ -21,7 +21,6 @@
 #include "device/wgmma.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
-#include "kernels/attention/v3/prefill_trace.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -133,7 +132,7 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillAr
 }
 
 // Run by the first a.box_warps warps of the producer warpgroup.
-template <int kD, bool kPacked, bool kTrace = false>
+template <int kD, bool kPacked>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillShape<kD>;
@@ -142,7 +141,6 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   TileWalk walk{total_tiles};
   PrefillTile w;
   int use = 0;  // of the ring, across work tiles
-  TurnTracer<kTrace> trace = TurnTracer<kTrace>::producer(a.trace, S::kConsumers);
   for (int tile_count = 0; walk.find<kD, kPacked>(a, w); walk.advance(), ++tile_count) {
     if (warp == 0 && leader) load_q<kD, kPacked>(q_map, a, w, s, tile_count);
     const int32_t* table = a.block_table + w.req * a.block_table_stride;
@@ -152,17 +150,15 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     // K runs one tile ahead of V: K_i is issued before V_{i-1}, so that waiting for V's slot
     // (freed when both consumers finish P·V two tiles back) never holds back the next K.
     int prev_page_id = 0, prev_row0 = 0, prev_key0 = 0;
-    const auto issue_v = [&](int i, int u, int pid, int r0, int k0) {
+    const auto issue_v = [&](int u, int pid, int r0, int k0) {
       const int stage = u % S::kStages;
       device::mbarrier_wait(&s.v_empty[stage], ((u / S::kStages) & 1) ^ 1);
-      trace.mark(i, kMarkVFree);
       if (k0 + S::kBlockN <= w.k_len) {
         tma_kv_tile<kD>(kv_map, a, w, pid, r0, 1, warp, leader, s.v[stage], &s.v_full[stage]);
       } else if (warp == 0) {
         copy_partial_v_tile<kD>(a, w, pid, r0, k0, s.v[stage]);
         if (leader) device::mbarrier_arrive(&s.v_full[stage]);
       }
-      trace.mark(i, kMarkVIssued);
     };
     for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
       const int stage = use % S::kStages;
@@ -175,16 +171,11 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       }
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       device::mbarrier_wait(&s.k_empty[stage], parity);
-      trace.mark(i, kMarkKFree);
       tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
-      trace.mark(i, kMarkKIssued);
-      if (i > 0) issue_v(i - 1, use - 1, prev_page_id, prev_row0, prev_key0);
+      if (i > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
       prev_page_id = page_id, prev_row0 = row0, prev_key0 = key0;
     }
-    if (w.num_kv_tiles > 0) {
-      issue_v(w.num_kv_tiles - 1, use - 1, prev_page_id, prev_row0, prev_key0);
-    }
-    trace.done();
+    if (w.num_kv_tiles > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
   }
 }
 

@@ -23,7 +23,7 @@ namespace pagedattn::kernels::attention::v3 {
 // - D 64, 96 and 128: 128-key tiles. A consumer thread holds S (64 floats), P (32 registers) and O
 //   (D / 2 floats; 64 at D 96, below). D 64 does half the matrix work per tile for the same
 //   softmax, so it has three consumers (below) and a third stage (24 + 3 * 32 KB) to cover TMA
-//   latency; D 128 keeps two stages (3 measured slower), and so does D 96.
+//   latency; D 128 and D 96 keep two (docs/performance.md).
 // - D 192 and 256: 64-key tiles. 128-key tiles would need 64 KB (Q) + 2 stages x 2 x 64 KB = 320 KB
 //   of the 227 KB at D 256 (240 KB at D 192), and S + P + O = 64 + 32 + 128 registers of the 224;
 //   at 64 keys Q 64 KB + 2 x 2 x 32 KB = 192 KB and S + P + O = 32 + 16 + 128 (D 192: 144 KB, 144).
@@ -62,9 +62,9 @@ struct PrefillShape {
   static constexpr int kOChunkRegs = kOChunkCols / 2;
   static constexpr int kRowsPerConsumer = 64;
   static constexpr int kThreads = (1 + kConsumers) * 128;
-  // The softmax of S_i beside P_{i-1}·V_{i-1} (Consumer::retire_pv): at 1 x 8192 +3 % at D 64,
-  // +1.5 % at D 128 (H200, eleventh session); at D 256, whose 64-key softmax is short beside a
-  // long P·V, it measured 3-8 % slower, so the 64-key tiles keep the wait before the softmax.
+  // The softmax of S_i beside P_{i-1}·V_{i-1} (Consumer::retire_pv) with 128-key tiles; the 64-key
+  // tiles' softmax is short beside a long P·V, so they keep the wait before the softmax
+  // (docs/performance.md).
   static constexpr bool kSoftmaxBesidePv = kBlockN == 128;
   // Registers per thread after reallocation, of the SM's 65,536: two consumers 128 * 56 + 256 *
   // 224 = 64,512 (ptxas spills the producer, its cp.async paths, at 40 and below); three 128 * 32 +
@@ -160,7 +160,7 @@ struct PrefillArgs {
   // Work tiles (query head, request, query tile of kBlockM rows; packed: KV head, request, tile of
   // packed_positions positions), numbered head fastest and query
   // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
-  // gridDim.x, ... (one each when the grid has a CTA per tile).
+  // gridDim.x, ...
   int num_heads;
   int num_reqs;
   int num_q_tiles;  // of the longest request
@@ -182,7 +182,6 @@ struct PrefillArgs {
   float* split_out;               // [max_splits, num_tokens, num_heads, head size] normalised
   float* split_lse;               // [max_splits, num_heads, num_tokens] natural log, no sinks
   int num_tokens;
-  long long* trace;  // the consumers' turn trace (prefill_trace.h), or null
 };
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,20 +1,19 @@
 // Timing of GQA packing in the v3 prefill kernel (PagedAttentionParams::pack_gqa) beside v2 on
-// decode-shaped launches, where the dispatch runs v2 today (the unpacked v3 kernel refuses them):
-// the standard suite's decode shapes (one query token per request, bf16, head size 128) and two
-// speculative-decode ones (4 and 8 query tokens), at blocks 16 and 128; v2 through the dispatch,
-// v3 packed, and v3 unpacked where it serves the shape (q_len x group > 16). Launches interleaved
-// one by one (interleaved_ms), medians; prints the K/V bytes read per second (each request's keys
-// once per KV head) and the largest difference between v2's and v3's outputs on the same inputs.
-// GqaPrefill: packed against the dispatch's unpacked v3 on prefill shapes (packing stores O from
-// the accumulators, not staged; causal tiles span fewer positions). GqaMixed: the standard suite's
-// mixed pass in one launch through v2, packed and unpacked v3. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Gqa*'.
+// decode-shaped launches (the unpacked v3 kernel refuses them): the standard suite's decode shapes
+// (one query token per request, bf16, head size 128) and two speculative-decode ones (4 and 8
+// query tokens), at blocks 16 and 128; v2 through the dispatch, v3 packed, and v3 unpacked where
+// it serves the shape (q_len x group > 16). Launches interleaved one by one (interleaved_ms),
+// medians; prints the K/V bytes read per second (each request's keys once per KV head) and the
+// largest difference between v2's and v3's outputs on the same inputs. GqaPrefill: packed against
+// the dispatch's unpacked v3 on prefill shapes (packing stores O from the accumulators, not
+// staged; causal tiles span fewer positions). GqaMixed: the standard suite's mixed pass in one
+// launch through v2, packed and unpacked v3. Run: pagedattn_gpu_bench --gtest_filter='V3Bench.Gqa*'.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <vector>
 
-#include "test_v3_bench_support.h"
+#include "v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -53,7 +52,7 @@ const Shape kDecodeShapes[] = {
     {"64x4096 q8 32/8", 64, 4096, 32, 8, 128, 8},
 };
 
-TEST(V3Bench, DISABLED_GqaDecode) {
+TEST(V3Bench, GqaDecode) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   for (const Shape& shape : kDecodeShapes) {
@@ -62,7 +61,7 @@ TEST(V3Bench, DISABLED_GqaDecode) {
 }
 
 // Packing on the prefill shapes of the standard suite at D 128 (block 128), TFLOP/s.
-TEST(V3Bench, DISABLED_GqaPrefill) {
+TEST(V3Bench, GqaPrefill) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   const std::vector<Schedule> rows = {{"v3 dispatch", launch_v3}, {"v3 packed", launch_v3_packed}};
@@ -88,7 +87,7 @@ TEST(V3Bench, DISABLED_GqaPrefill) {
 // context, 32/8 heads, D 128) in one launch: v2, v3 packed (the decodes read their K/V once per KV
 // head, the chunk as a prefill: what gpu::pass_kernel picks for it) and v3 unpacked (its decodes
 // read K/V once per query head), ms.
-TEST(V3Bench, DISABLED_GqaMixed) {
+TEST(V3Bench, GqaMixed) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   constexpr int kDecodes = 64, kChunk = 2048;

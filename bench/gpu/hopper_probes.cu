@@ -1,18 +1,11 @@
-// A measurement of the H200, not a test of ours: does one warpgroup streaming e4m3 wgmmas slow
-// another warpgroup's exponentials or FMAs on the same SM? The v3 prefill kernels' turn traces
-// (docs/kernels.md, FP8 prefill, tenth session) show each consumer's softmax running at about half
-// the rate its instructions allow while the other consumer's products run; one explanation is the
-// wgmma accumulators' register-file traffic. One CTA of two warpgroups per SM: warpgroup 0 issues
+// Measurements of the H200, not of our kernels (pagedattn_hopper_probes; sm_90a only).
+// WgmmaBesideOtherWarpgroup: does one warpgroup streaming e4m3 wgmmas slow another warpgroup's
+// exponentials or FMAs on the same SM? One CTA of two warpgroups per SM: warpgroup 0 issues
 // batches of four m64n128k32 wgmmas (SS or RS, at most two batches queued) or nothing; warpgroup 1
 // runs 16 dependent chains of ex2 (MUFU) or FFMA, or nothing. Each times itself with the SM clock;
-// CTA 0's figures are printed. Disabled: run with --gtest_also_run_disabled_tests
-// --gtest_filter='HopperProbes.*'. Built for sm_90a only (tests/hopper.cmake). Measured (H200,
-// eleventh session): ex2 8.46 cycles per warp instruction alone, 13.1 beside SS and 13.7 beside RS
-// wgmmas; FFMA 1.19 alone, 1.66 beside; the wgmmas keep their rate (docs/kernels.md).
-// DISABLED_Bf16WgmmaRates (twelfth session): bf16 m64n64k16 SS runs at the full 4094 FLOP per cycle
-// per SM from one warpgroup or two, as n128 and RS do; beside a warpgroup storing to shared memory
-// in a loop SS loses 3 % (3980-3990) and RS nothing. So the v3 prefill's N 64 Q·Kᵀ at D 256 is
-// not short of shared-memory bandwidth.
+// CTA 0's figures are printed. Bf16WgmmaRates: bf16 wgmma FLOP per cycle per SM at N 64 and 128,
+// SS and RS, from one warpgroup or two, and beside a warpgroup storing to shared memory. The
+// figures and what they mean for the v3 kernels are in docs/performance.md.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -175,7 +168,7 @@ void report(const char* name) {
               kWork == Work::kNone ? 0.0 : double(c[1]) / (double(kIters) * kChains));
 }
 
-TEST(HopperProbes, DISABLED_WgmmaBesideOtherWarpgroup) {
+TEST(HopperProbes, WgmmaBesideOtherWarpgroup) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
   for (int round = 0; round < 2; ++round) {
     report<Tensor::kShared, Work::kNone>("SS alone");
@@ -189,7 +182,7 @@ TEST(HopperProbes, DISABLED_WgmmaBesideOtherWarpgroup) {
   }
 }
 
-TEST(HopperProbes, DISABLED_Bf16WgmmaRates) {
+TEST(HopperProbes, Bf16WgmmaRates) {
   PAGEDATTN_REQUIRE_HOPPER_DEVICE();
   for (int round = 0; round < 2; ++round) {
     report_rate<64, false, 1, false>("SS n64, one warpgroup");

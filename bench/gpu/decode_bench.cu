@@ -1,6 +1,6 @@
 // Timing of the decode kernel family against the paged attention kernel (FLASH_ATTN's) on the
-// same decode batches (disabled by default; run with --gtest_also_run_disabled_tests
-// --gtest_filter='*DecodeBench*'). Random inputs, shuffled block ids, medians of CUDA-event-timed
+// same decode batches, and against a read of the same bytes. Run: pagedattn_gpu_bench
+// --gtest_filter='DecodeBench.*'. Random inputs, shuffled block ids, medians of CUDA-event-timed
 // launches; bandwidth counts the K/V bytes read.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,7 +20,7 @@
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
 #include "plan/split_kv.h"
-#include "test_decode_bench_timing.cuh"
+#include "decode_bench_timing.cuh"
 
 namespace pagedattn::test {
 namespace {
@@ -36,53 +36,21 @@ struct BenchShape {
   bool shuffle = true;   // block ids shuffled (false: each request's blocks in order)
 };
 
-// The library's configuration (warp TMA tiles, split segments merged in the kernel, pool units
-// taken at each unit's end) with the default plan, beside the pool taken at each unit's start
-// (take_start, the fourth session's default) and at the end with one unit reserved ahead
-// (take_reserved), uncut plans in the pool from 1 or 2 segments per CTA (pool_r1, pool_r2; the
-// default from 3), the default plan on a 256-CTA grid and the balanced plan with cuts (static),
-// interleaved and repeated (differences of 1-2 % need it); then, once: uncut static lists, a guided
-// pool of cut pieces, cp.async tiles and the copies alone. DECODE_BENCH_VARIANTS picks variants by
-// name prefix. (6 stages and 8 warps on one CTA per SM, timed in the fifth session, are gone from
-// the build: docs/kernels.md has their figures.)
+// The library's two tile configurations at D 128 launched directly on the library's plan: warp TMA
+// tiles (tma, the default on compute capability 9) and cp.async tiles (cta, the fallback where TMA
+// cannot describe the cache), interleaved and repeated (differences of 1-2 % need it).
+// DECODE_BENCH_VARIANTS picks them by name prefix.
 void time_config_variants(DType cache, const TimeDecode& t) {
-  using decode_ns::TileSync;
-  constexpr auto kAtStart = decode_ns::PoolTake::kAtStart;
-  constexpr auto kReserved = decode_ns::PoolTake::kAtEnd;
-  auto variants = [&t]<kernels::CacheKind kCache, int kBlockN>() {
-    using Cta = BenchConfig<kCache, kBlockN, 4, TileSync::kCta>;
-    using Tma = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma>;
+  auto variants = [&t]<kernels::CacheKind kCache>() {
     for (int rep = 0; rep < 2; ++rep) {
-      const bool timeline = rep == 0;
-      time_config<Tma>(t, "tma_default", {.merge_in_kernel = true, .timeline = timeline});
-      time_config<Tma>(t, "tma_pool_r1", {.whole_ratio = 1, .merge_in_kernel = true});
-      time_config<Tma>(t, "tma_pool_r2", {.whole_ratio = 2, .merge_in_kernel = true});
-      time_config<Tma>(t, "tma_take_start",
-                       {.merge_in_kernel = true, .pool_take = kAtStart, .timeline = timeline});
-      time_config<Tma>(t, "tma_take_reserved", {.merge_in_kernel = true, .pool_take = kReserved});
-      time_config<Tma>(t, "tma_d256", {.num_ctas = 256, .merge_in_kernel = true});
-      time_config<Tma>(t, "tma_static", {.cut_penalty = 0, .merge_in_kernel = true});
+      time_config<decode_ns::DecodeTmaConfig<128, kCache>>(t, "tma");
+      time_config<decode_ns::DecodeCopyConfig<128, kCache>>(t, "cta");
     }
-    time_config<Tma>(t, "tma_lists", {.whole_ratio = 0, .merge_in_kernel = true});
-    time_config<Tma>(t, "tma_pool1000",
-                     {.pool_permille = 1000, .cut_penalty = 0, .merge_in_kernel = true});
-    time_config<Cta>(t, "cta_default", {.merge_in_kernel = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true>>(t, "tma_loads", {});
-    // The units' ends: the tiles computed (or only copied) but no epilogue.
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, true>>(
-        t, "tma_noepi", {.merge_in_kernel = true, .timeline = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, true, 3, true>>(
-        t, "tma_loads_noepi", {.merge_in_kernel = true});
-    // Where a unit's time goes (decode_trace.cuh): the default and the no-epilogue probe.
-    using Traced = BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, false, true>;
-    time_config<Traced>(t, "trace_default", {.merge_in_kernel = true});
-    time_config<BenchConfig<kCache, kBlockN, 4, TileSync::kWarpTma, false, 3, true, true>>(
-        t, "trace_noepi", {.merge_in_kernel = true});
   };
   if (cache == DType::kFP8E4M3) {
-    variants.template operator()<kernels::CacheKind::kFp8E4M3, 128>();
+    variants.template operator()<kernels::CacheKind::kFp8E4M3>();
   } else {
-    variants.template operator()<kernels::CacheKind::kBF16, 64>();
+    variants.template operator()<kernels::CacheKind::kBF16>();
   }
 }
 
@@ -154,10 +122,6 @@ void run_shape(const BenchShape& s) {
     config.num_heads = s.hq;
     config.num_kv_heads = s.hkv;
     config.unit_overhead_tokens = opt.overhead;
-    config.pool_permille = opt.pool_permille;
-    config.pool_min_piece_tokens = opt.pool_min_piece;
-    config.cut_penalty_tokens = opt.cut_penalty;
-    config.whole_pool_ratio = opt.whole_ratio;
     const plan::DecodePlanLimits limits =
         plan::decode_plan_limits(config, s.num_reqs, s.num_reqs, s.seq_len);
     std::vector<int4> plan_host(static_cast<size_t>(limits.plan_bytes + 15) / 16);
@@ -185,8 +149,8 @@ void run_shape(const BenchShape& s) {
   auto library = [](const kernels::DecodeAttentionParams& pp) {
     (void)kernels::launch_decode_attention(pp, nullptr);
   };
-  // Timed twice, the first discarded: the first timing after the cache's allocation and fill ran
-  // up to 20% slow (call B: 4x32768 0.1676 ms against 0.1381 for the same kernel timed later).
+  // Timed twice, the first discarded: the first timing after the cache's allocation and fill reads
+  // slow (the clock settling).
   double decode_ms = 0.0;
   for (int pass = 0; pass < (s.profile ? 1 : 2); ++pass) {
     decode_ms = time_decode(sms * std::max(1, lib_per_sm), TimeOptions{}, library, &stats);
@@ -200,11 +164,7 @@ void run_shape(const BenchShape& s) {
       static_cast<long long>(stats.max_cta_cost));
   std::fflush(stdout);
   if (s.profile) {
-    using Cta = BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kCta>;
-    using NoEpilogue =
-        BenchConfig<kernels::CacheKind::kBF16, 64, 4, decode_ns::TileSync::kWarpTma, false, 3, true>;
-    time_config<Cta>(time_decode, "cta");
-    time_config<NoEpilogue>(time_decode, "tma_noepi", {.merge_in_kernel = true});
+    time_config<decode_ns::DecodeCopyConfig<128, kernels::CacheKind::kBF16>>(time_decode, "cta");
     for (void* ptr : owned) cudaFree(ptr);
     for (void* ptr : {kv, q, out, lse, tbl, cu_d, seq_d, scales}) cudaFree(ptr);
     return;
@@ -309,15 +269,14 @@ std::vector<BenchShape> bench_shapes() {
   return shapes;
 }
 
-TEST(DecodeBench, DISABLED_Shapes) {
+TEST(DecodeBench, Shapes) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   for (const BenchShape& s : bench_shapes()) run_shape(s);
 }
 
 // One shape (the issue's, 64 x 4096 32/8 bf16 page 16 NHD, or DECODE_BENCH_PROFILE=
-// "reqs,len,hq,hkv"), one launch of each of the default (TMA), the cp.async kernel and the
-// no-epilogue probe: for ncu.
-TEST(DecodeBench, DISABLED_Profile) {
+// "reqs,len,hq,hkv"), one launch of each of the default (TMA) and the cp.async kernel: for ncu.
+TEST(DecodeBench, Profile) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   BenchShape s;
   s.profile = true;

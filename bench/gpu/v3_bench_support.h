@@ -1,7 +1,7 @@
-// Shared by the v3 benches (test_v3_bench.cc, test_v3_features_bench.cc): a paged prefill batch
-// of equal requests on the device (random bf16 inputs, never zeros; shuffled block ids; ALiBi
-// slopes and sinks for the features), its FLOP count over the visible (query, key) pairs, and
-// CUDA-event medians of launches.
+// Shared by the v3 benches (v3_bench.cc, v3_features_bench.cc, v3_gqa_bench.cc, v3_fp8_bench.cc):
+// a paged prefill batch of equal requests on the device (random bf16 inputs, never zeros; shuffled
+// block ids; ALiBi slopes and sinks for the features), its FLOP count over the visible (query,
+// key) pairs, and CUDA-event medians of launches.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,7 +17,6 @@
 #include "common/numeric.h"
 #include "kernels/attention/mask.h"
 #include "kernels/attention/v3/launch.h"
-#include "kernels/attention/v3/prefill_trace.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -210,7 +209,7 @@ inline std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
   std::vector<std::vector<float>> times(variants.size());
   for (int i = 0; i < 24; ++i) {
     // Rotated each round: a variant's time depends on what the one before it left in L2 (a
-    // fixed order showed identical launches 3 % apart, sixteenth session).
+    // fixed order reads identical launches apart).
     for (size_t k = 0; k < variants.size(); ++k) {
       const size_t v = (k + i) % variants.size();
       cudaEventRecord(start);
@@ -232,119 +231,6 @@ inline std::vector<double> interleaved_ms(const std::vector<Schedule>& variants,
     medians.push_back(t[t.size() / 2]);
   }
   return medians;
-}
-
-// The producer's rows of a turn trace (the bf16 kernel's; zeros elsewhere): per CTA, the mean
-// cycles (steps 2 to 30) from a K/V slot coming free to its copy issued, and from the copies of K_i
-// and V_{i-1} issued to consumer 0 finding both landed (its step i); CTA 0's steps 8 to 10 on the
-// consumers' timeline.
-template <typename ConsumerMark>
-void print_producer_trace(const std::vector<long long>& t, const ConsumerMark& at) {
-  namespace v3 = kernels::attention::v3;
-  constexpr int kConsumers = 2, kSteps = v3::kTraceSteps, kMarks = v3::kTraceMarks;
-  auto producer = [&](int cta, int step, int mark) {
-    return t[((size_t(v3::kTraceCtas) * kConsumers + cta) * kSteps + step) * kMarks + mark];
-  };
-  if (producer(0, 2, v3::kMarkKFree) == 0) return;
-  std::printf("TRACE producer mean cycles (steps 2-30): cta %s\n",
-              "K-free-to-issued V-free-to-issued K-issued-to-landed V-issued-to-landed");
-  for (int cta = 0; cta < v3::kTraceCtas; ++cta) {
-    double k_issue = 0, v_issue = 0, k_land = 0, v_land = 0;
-    for (int step = 2; step < kSteps - 1; ++step) {
-      k_issue += producer(cta, step, v3::kMarkKIssued) - producer(cta, step, v3::kMarkKFree);
-      v_issue += producer(cta, step, v3::kMarkVIssued) - producer(cta, step, v3::kMarkVFree);
-      const long long landed = at(cta, 0, step, v3::kMarkLoaded);
-      k_land += landed - producer(cta, step, v3::kMarkKIssued);
-      v_land += landed - producer(cta, step - 1, v3::kMarkVIssued);
-    }
-    const double n = kSteps - 3;
-    std::printf("TRACE producer cta %d: %7.0f %7.0f %7.0f %7.0f\n", cta, k_issue / n, v_issue / n,
-                k_land / n, v_land / n);
-  }
-  const long long origin = at(0, 0, 8, 0);
-  for (int step = 8; step <= 10; ++step) {
-    std::printf("TRACE timeline step %d producer (K free, K issued, V free, V issued):", step);
-    for (int m = v3::kMarkKFree; m <= v3::kMarkVIssued; ++m) {
-      std::printf(" %7lld", producer(0, step, m) - origin);
-    }
-    std::printf("\n");
-  }
-}
-
-// Launches p twice through v3 with the consumers' turn trace (V3Grid::trace; p must be served by a
-// trace kernel: bf16 at head size 128 without transforms, or the FP8 kFp8TuneTrace variant) and
-// prints, from the second launch: per consumer of the first CTAs, the mean cycles of each part of
-// a step (steps 2 to 30 of its first work tile); CTA 0's steps 8 to 10 as a timeline of both
-// consumers (cycles from consumer 0's start of step 8); how much of each consumer's softmax the
-// other's softmax overlaps. max_ctas > 0 cuts the persistent grid (V3Grid::max_ctas);
-// page_panel_boxes: pages smaller than the tile by a box per page and panel.
-inline void print_turn_trace(const kernels::PagedAttentionParams& params, int max_ctas = 0,
-                             bool page_panel_boxes = false) {
-  namespace v3 = kernels::attention::v3;
-  constexpr int kConsumers = 2, kSteps = v3::kTraceSteps, kMarks = v3::kTraceMarks;
-  const size_t entries = v3::trace_entries(kConsumers);
-  DeviceArray<long long> trace{entries};
-  kernels::PagedAttentionParams p = params;
-  p.generation = kernels::KernelGeneration::kV3;
-  kernels::detail::V3Grid grid;
-  grid.trace = trace.get();
-  grid.max_ctas = max_ctas;
-  grid.page_panel_boxes = page_panel_boxes;
-  for (int i = 0; i < 2; ++i) {
-    cudaMemset(trace.get(), 0, sizeof(long long) * entries);
-    const Status st =
-        kernels::detail::launch_paged_attention_v3_scheduled(p, p.head_size, nullptr, grid);
-    EXPECT_TRUE(st.ok()) << st.to_string();
-  }
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<long long> t = trace.to_host();
-  auto at = [&](int cta, int c, int step, int mark) {
-    return t[((size_t(cta) * kConsumers + c) * kSteps + step) * kMarks + mark];
-  };
-  if (at(0, 0, 2, v3::kMarkStart) == 0) {
-    ADD_FAILURE() << "no trace kernel ran for these parameters (V3Grid::trace)";
-    return;
-  }
-  std::printf("TRACE mean cycles per step (steps 2-30):  cta c %s step\n",
-              "wait-K wait-turn issue-S issue-PV wait-S softmax wait-PV pack");
-  for (int cta = 0; cta < v3::kTraceCtas; ++cta) {
-    for (int c = 0; c < kConsumers; ++c) {
-      double sum[kMarks] = {};
-      for (int step = 2; step < kSteps - 1; ++step) {
-        for (int m = 0; m + 1 < kMarks; ++m) {
-          sum[m] += at(cta, c, step, m + 1) - at(cta, c, step, m);
-        }
-        sum[kMarks - 1] += at(cta, c, step + 1, 0) - at(cta, c, step, 0);
-      }
-      std::printf("TRACE cta %d consumer %d:", cta, c);
-      for (int m = 0; m < kMarks; ++m) std::printf(" %7.0f", sum[m] / (kSteps - 3));
-      std::printf("\n");
-    }
-  }
-  const long long origin = at(0, 0, 8, 0);
-  for (int step = 8; step <= 10; ++step) {
-    for (int c = 0; c < kConsumers; ++c) {
-      std::printf("TRACE timeline step %d consumer %d:", step, c);
-      for (int m = 0; m < kMarks; ++m) std::printf(" %7lld", at(0, c, step, m) - origin);
-      std::printf("\n");
-    }
-  }
-  print_producer_trace(t, at);
-  // Softmax intervals [S done, softmax done]: the share of consumer c's that the other's overlap.
-  for (int c = 0; c < kConsumers; ++c) {
-    double own = 0, shared = 0;
-    for (int step = 2; step < kSteps; ++step) {
-      const long long lo = at(0, c, step, v3::kMarkScores), hi = at(0, c, step, v3::kMarkSoftmax);
-      own += hi - lo;
-      for (int other = 2; other < kSteps; ++other) {
-        const long long olo = at(0, 1 - c, other, v3::kMarkScores);
-        const long long ohi = at(0, 1 - c, other, v3::kMarkSoftmax);
-        shared += std::max(0LL, std::min(hi, ohi) - std::max(lo, olo));
-      }
-    }
-    std::printf("TRACE cta 0 consumer %d: %.0f %% of its softmax overlaps the other's\n", c,
-                100.0 * shared / own);
-  }
 }
 
 }  // namespace pagedattn::test

@@ -1,26 +1,22 @@
-// Timing of the v3 FP8 prefill kernel beside the bf16 v3 kernel and v2's FP8 path on the issue's
-// FP8 shapes: 1 x 8192 tokens, 32 / 8 heads at D 128 and 16 / 4 at D 256, causal and not, in one
-// run. v3 (FP8 and bf16) at block 128; v2 FP8 at 16 (its best) and 128. The same random values
-// fill the bf16 and the FP8 caches (scales 1). CUDA-event times of 20 launches after 3 warm-ups,
-// median (V3Bench's method); causal counts the visible part. Also prints the largest difference
-// between the FP8 kernel's output and the others'. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='*V3Fp8Bench*'.
+// Timing of the v3 FP8 prefill kernel beside the bf16 v3 kernel and v2's FP8 path: 1 x 8192
+// tokens, 32 / 8 heads at D 128 and 16 / 4 at D 256, causal and not, in one run. v3 (FP8 and bf16)
+// at block 128; v2 FP8 at 16 (its best) and 128. The same random values fill the bf16 and the FP8
+// caches (scales 1). CUDA-event times of 20 launches after 3 warm-ups, median (V3Bench's method);
+// causal counts the visible part. Also prints the largest difference between the FP8 kernel's
+// output and the others'. Run: pagedattn_gpu_bench --gtest_filter='V3Fp8Bench.*'.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/numeric.h"
-#include "kernels/attention/v3/prefill_fp8_launch.h"
-#include "kernels/attention/v3/prefill_fp8_tuning.cuh"
-#include "test_v3_bench_support.h"
+#include "v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -132,20 +128,6 @@ std::vector<uint16_t> output_of(Launcher launch, const Fp8Bench& b,
   return b.out.to_host();
 }
 
-// The FP8 kernel's built variants (kFp8BuiltTunings, named by their kFp8Tune* bits) beside the
-// dispatch's (kFp8DefaultTuning).
-namespace tune = kernels::attention::v3;
-
-// PAGEDATTN_FP8_BENCH_TUNINGS: a comma-separated list of the built variants to time (default:
-// all; "none": only the dispatch's, for a library without them).
-bool time_variant(int bits) {
-  const char* list = std::getenv("PAGEDATTN_FP8_BENCH_TUNINGS");
-  if (list == nullptr) return true;
-  std::string padded(",");
-  padded.append(list).push_back(',');
-  return padded.find(',' + std::to_string(bits) + ',') != std::string::npos;
-}
-
 void run_shape(const char* name, int heads, int kv_heads, int d) {
   const Fp8Bench b{8192, heads, kv_heads, d};
   const Launcher v2 = kernels::launch_paged_attention;
@@ -157,20 +139,10 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
       std::printf("BENCH %-12s %-16s %-10s %8.3f ms %8.1f TFLOP/s\n", name, kernel, mask, ms,
                   flops / ms / 1e9);
     };
-    // Twice, alternating: the first timings of a run can come out high (the clock settling). The
-    // FP8 row right after the bf16 one read about 10 % low whatever its variant (the same kernel
-    // under two names, call C), so an unreported FP8 timing follows the bf16 one.
+    // Twice, alternating: the first timings of a run can come out high (the clock settling).
     for (int round = 0; round < 2; ++round) {
       report("v3 FP8", launch_v3, true, 128);
       report("v3 bf16", launch_v3, false, 128);
-      median_ms(launch_v3, b.params(true, 128, causal));
-      for (int bits : tune::kFp8BuiltTunings) {
-        if (bits == tune::kFp8DefaultTuning || !time_variant(bits)) continue;
-        const std::string variant = "v3 FP8 t" + std::to_string(bits);
-        tune::set_fp8_tuning(bits);
-        report(variant.c_str(), launch_v3, true, 128);
-      }
-      tune::set_fp8_tuning(tune::kFp8DefaultTuning);
     }
     report("v2 FP8 block 16", v2, true, 16);
     report("v2 FP8 block 128", v2, true, 128);
@@ -180,75 +152,22 @@ void run_shape(const char* name, int heads, int kv_heads, int d) {
     const double vs_v2 = max_difference(fp8, output_of(v2, b, b.params(true, 128, causal)));
     std::printf("BENCH %-12s v3 FP8 output, %s: max |difference| %.3g vs v3 bf16, %.3g vs v2 FP8\n",
                 name, mask, vs_bf16, vs_v2);
-    // FP8 rounding of Q and P (test_v3_fp8.cc); causal first rows see few keys: up to 0.11
-    // measured.
+    // FP8 rounding of Q and P (tests/gpu/test_v3_fp8.cc); causal first rows see few keys.
     EXPECT_LT(vs_v2, 0.25) << name << " " << mask;
   }
 }
 
-// The variant of PAGEDATTN_FP8_TUNING against the dispatch's on 1 x 1024 tokens (256 work tiles at
-// D 128, more than one per CTA), D 128 and 256, causal and not: the largest output difference and
-// one launch's time, each line flushed, so that a run under `timeout` shows a variant that hangs
-// or fails before the long benches. The oracle tests bound the errors.
-TEST(V3Fp8Bench, DISABLED_Smoke) {
-  PAGEDATTN_REQUIRE_V3();
-  const char* env = std::getenv("PAGEDATTN_FP8_TUNING");
-  const int bits = env != nullptr ? std::atoi(env) : tune::kFp8DefaultTuning;
-  for (int d : {128, 256}) {
-    if (!kernels::paged_attention_head_size_built(d)) continue;
-    const Fp8Bench b{1024, d == 128 ? 32 : 16, d == 128 ? 8 : 4, d};
-    for (bool causal : {false, true}) {
-      const kernels::PagedAttentionParams p = b.params(true, 128, causal);
-      tune::set_fp8_tuning(tune::kFp8DefaultTuning);
-      const std::vector<uint16_t> reference = output_of(launch_v3, b, p);
-      tune::set_fp8_tuning(bits);
-      const std::vector<uint16_t> variant = output_of(launch_v3, b, p);
-      cudaEvent_t start, stop;
-      cudaEventCreate(&start);
-      cudaEventCreate(&stop);
-      cudaEventRecord(start);
-      EXPECT_TRUE(launch_v3(p, nullptr).ok());
-      cudaEventRecord(stop);
-      cudaEventSynchronize(stop);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, start, stop);
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-      tune::set_fp8_tuning(tune::kFp8DefaultTuning);
-      std::printf("SMOKE t%d d%d %s: max |difference| %.3g vs the dispatch's, %.3f ms\n", bits, d,
-                  causal ? "causal" : "noncausal", max_difference(variant, reference), ms);
-      std::fflush(stdout);
-    }
-  }
-}
-
-// One warm-up and one timed launch of the FP8 kernel at D 128, non-causal, with the tuning bits of
-// PAGEDATTN_FP8_TUNING (default: the dispatch's): for Nsight Compute (--launch-skip 1 -c 1).
-TEST(V3Fp8Bench, DISABLED_Profile) {
+// One warm-up and one timed launch of the FP8 kernel at D 128, non-causal: for Nsight Compute
+// (--launch-skip 1 -c 1).
+TEST(V3Fp8Bench, Profile) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
-  const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
-  tune::set_fp8_tuning(bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning);
   const Fp8Bench b{8192, 32, 8, 128};
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(launch_v3(b.params(true, 128, false), nullptr).ok());
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  tune::set_fp8_tuning(tune::kFp8DefaultTuning);
 }
 
-// The turn trace (kFp8TuneTrace) of the dispatch's variant, or of PAGEDATTN_FP8_TUNING's bits (a
-// built variant with the trace bit), at D 128, 1 x 8192, non-causal (print_turn_trace).
-TEST(V3Fp8Bench, DISABLED_Trace) {
-  PAGEDATTN_REQUIRE_V3();
-  if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "D 128 not built";
-  const Fp8Bench b{8192, 32, 8, 128};
-  const char* bits = std::getenv("PAGEDATTN_FP8_TUNING");
-  tune::set_fp8_tuning((bits != nullptr ? std::atoi(bits) : tune::kFp8DefaultTuning) |
-                       tune::kFp8TuneTrace);
-  print_turn_trace(b.params(true, 128, false));
-  tune::set_fp8_tuning(tune::kFp8DefaultTuning);
-}
-
-TEST(V3Fp8Bench, DISABLED_Prefill8192) {
+TEST(V3Fp8Bench, Prefill8192) {
   PAGEDATTN_REQUIRE_V3();
   if (kernels::paged_attention_head_size_built(128)) run_shape("1x8192 d128", 32, 8, 128);
   if (kernels::paged_attention_head_size_built(256)) run_shape("1x8192 d256", 16, 4, 256);

@@ -1,17 +1,16 @@
-// Timing of the attention definition's features in the v3 prefill kernel beside v2 (which served
-// them alone before) on 1 x 8192 tokens, 32 query / 8 KV heads, head size 128, bf16: the plain
-// path, a sliding window of 1024 both ways (and a causal one of 1024), soft cap 50, ALiBi, sinks
-// and all of them together. v2 at its best block size (16), v3 at blocks 128 and 16, each row
-// twice, alternating; FLOPs over the visible pairs only (a window's count). Also prints the largest
-// difference between v2's and v3's outputs on the same inputs. Disabled by default; run with
-// --gtest_also_run_disabled_tests --gtest_filter='V3Bench.DISABLED_Features*' (FeaturesHeadSizes:
-// some of them at D 64 and 256).
+// Timing of the attention definition's features in the v3 prefill kernel beside v2 on 1 x 8192
+// tokens, 32 query / 8 KV heads, head size 128, bf16: the plain path, a sliding window of 1024
+// both ways (and a causal one of 1024), soft cap 50, ALiBi, sinks and all of them together. v2 at
+// its best block size (16), v3 at blocks 128 and 16, each row twice, alternating; FLOPs over the
+// visible pairs only (a window's count). Also prints the largest difference between v2's and v3's
+// outputs on the same inputs. Run: pagedattn_gpu_bench --gtest_filter='V3Bench.Features*'
+// (FeaturesHeadSizes: some of them at D 64 and 256).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 
-#include "test_v3_bench_support.h"
+#include "v3_bench_support.h"
 
 namespace pagedattn::test {
 namespace {
@@ -62,7 +61,7 @@ void time_rows(const Shape& shape, const FeatureRow (&rows)[kN]) {
   }
 }
 
-TEST(V3Bench, DISABLED_Features) {
+TEST(V3Bench, Features) {
   PAGEDATTN_REQUIRE_V3();
   if (!kernels::paged_attention_head_size_built(128)) GTEST_SKIP() << "head size 128 not built";
   time_rows({"1x8192 d128", 1, 8192, 32, 8, 128}, kRows);
@@ -70,7 +69,7 @@ TEST(V3Bench, DISABLED_Features) {
 
 // The features at head sizes 64 and 256 (those built), non-causal: the transform kernel's
 // register budgets differ most there (D 64: 160 per consumer thread).
-TEST(V3Bench, DISABLED_FeaturesHeadSizes) {
+TEST(V3Bench, FeaturesHeadSizes) {
   PAGEDATTN_REQUIRE_V3();
   const FeatureRow rows[] = {
       {"plain", false, {}},
