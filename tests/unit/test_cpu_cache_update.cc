@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,13 @@ struct WriteCase {
   KVCacheLayout layout;
 };
 
+std::string write_case_name(const WriteCase& c) {
+  return std::string(dtype_name(c.dtype)) + "_" + std::string(kv_cache_dtype_name(c.kv)) +
+         (c.per_head ? "_per_head" : "") + "_block_" + std::to_string(c.block_size) + "_" +
+         std::string(kv_cache_layout_name(c.layout));
+}
+void PrintTo(const WriteCase& c, std::ostream* os) { *os << write_case_name(c); }
+
 class CacheWrite : public ::testing::TestWithParam<WriteCase> {};
 
 TEST_P(CacheWrite, WritesExactlyTheSlots) {
@@ -123,7 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
         WriteCase{DType::kBF16, KVCacheDType::kFP8E4M3, false, 16, KVCacheLayout::kNHD},
         WriteCase{DType::kF16, KVCacheDType::kFP8E4M3, true, 8, KVCacheLayout::kHND},
         WriteCase{DType::kF32, KVCacheDType::kFP8E5M2, false, 32, KVCacheLayout::kHND},
-        WriteCase{DType::kBF16, KVCacheDType::kFP8E5M2, true, 1, KVCacheLayout::kNHD}));
+        WriteCase{DType::kBF16, KVCacheDType::kFP8E5M2, true, 1, KVCacheLayout::kNHD}),
+    [](const ::testing::TestParamInfo<WriteCase>& info) { return write_case_name(info.param); });
 
 TEST(CacheWriteTest, Fp8SaturatesAndKeepsNan) {
   auto batch = testing::make_host_batch(spec_for(DType::kF32, KVCacheDType::kFP8E4M3, false, 16),
