@@ -68,6 +68,10 @@ struct AttentionImplParams {
   static constexpr float kMaxScale = 1e6f;
 
   float resolved_scale() const;
+  // This layer's mask in a step whose metadata says `step_causal` (vLLM's rule): decoder layers
+  // follow the step; encoder, encoder-only and cross-attention layers are bidirectional whatever
+  // the step says.
+  bool causal_in_step(bool step_causal) const;
   // The checks every backend shares (heads, scale, soft cap, ALiBi, sinks, window, generation);
   // backends add their own (device, head sizes, dtypes) on top.
   Status validate() const;

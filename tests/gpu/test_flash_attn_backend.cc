@@ -65,6 +65,18 @@ TEST(FlashAttnSplitKV, GroupOfSevenDecodeLargeBlocks) {
   expect_matches_oracle(s);
 }
 
+// FLASH_ATTN reads attn_type: encoder layers run bidirectionally in a causal step.
+TEST(FlashAttnBackend, EncoderLayersAreBidirectionalInACausalStep) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "encoder_in_causal_step";
+  s.seed = 39;
+  s.seq_lens = s.query_lens = {1, 7, 128, 300, 45};
+  for (const AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+    expect_encoder_layer_bidirectional("FLASH_ATTN", s, type);
+  }
+}
+
 TEST(FlashAttnBackend, RejectsWhatItCannotServe) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   const AttentionBackend* backend = find_backend("FLASH_ATTN");
@@ -81,6 +93,12 @@ TEST(FlashAttnBackend, RejectsWhatItCannotServe) {
   p.dtype = DType::kBF16;
   p.sinks = {1.0f, 2.0f};
   EXPECT_FALSE(backend->make_impl(p).ok());
+  p.sinks.clear();
+  p.attn_type = AttentionType::kEncoderDecoder;
+  StatusOr<std::unique_ptr<AttentionImpl>> cross = backend->make_impl(p);
+  ASSERT_FALSE(cross.ok());
+  EXPECT_NE(cross.status().message().find("attn_type = encoder_decoder"), std::string::npos)
+      << cross.status().message();
   BuilderParams bp;
   bp.device = Device::cuda(0);
   bp.num_heads = 32;

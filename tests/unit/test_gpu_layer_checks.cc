@@ -75,6 +75,31 @@ TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
   expect_error(check_impl_params(flash_attn_backend(), p), "alibi_slopes has 13 entries");
 }
 
+// Cross-attention needs the encoder's lengths, which the step's metadata does not carry: both GPU
+// impls refuse it, as the selector does, instead of running it as self-attention.
+TEST(GpuLayerChecks, ImplParamsRefuseCrossAttention) {
+  AttentionImplParams p;
+  p.num_heads = 12;
+  p.num_kv_heads = 4;
+  p.head_size = 128;
+  p.device = kGpu;
+  for (const AttentionBackend* backend : {&flash_attn_backend(), &flashinfer_backend()}) {
+    for (const AttentionType type :
+         {AttentionType::kDecoder, AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+      p.attn_type = type;
+      EXPECT_TRUE(check_impl_params(*backend, p).ok()) << attention_type_name(type);
+    }
+    p.attn_type = AttentionType::kEncoderDecoder;
+    const Status s = check_impl_params(*backend, p);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
+    EXPECT_NE(s.message().find(std::string(backend->name()) +
+                               " impl: attn_type = encoder_decoder is not supported (allowed: "
+                               "decoder, encoder, encoder_only)"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
 class GpuStepChecks : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -123,7 +123,7 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   pass.alibi_slopes = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
   pass.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
   pass.window = p.sliding_window;
-  pass.causal = md.causal;
+  pass.causal = p.causal_in_step(md.causal);
 
   // Encoder attention has no cache, nor does encoder-only attention given none: each request
   // attends to its own new tokens.

@@ -30,6 +30,17 @@ std::string block_sizes_text(const AttentionBackend& backend) {
   return text.empty() ? "any positive size" : text;
 }
 
+std::string attn_types_text(const AttentionBackend& backend) {
+  std::string text;
+  for (AttentionType t : {AttentionType::kDecoder, AttentionType::kEncoder,
+                          AttentionType::kEncoderOnly, AttentionType::kEncoderDecoder}) {
+    if (backend.supports_attn_type(t)) {
+      text += (text.empty() ? "" : ", ") + std::string(attention_type_name(t));
+    }
+  }
+  return text;
+}
+
 // What builder and impl both check: the device, the head counts, the head size and the dtype.
 Status check_layer(const AttentionBackend& backend, std::string_view part, const Device& device,
                    int num_heads, int num_kv_heads, int head_size, DType dtype) {
@@ -140,6 +151,11 @@ Status check_impl_params(const AttentionBackend& backend, const AttentionImplPar
   PAGEDATTN_RETURN_IF_ERROR(
       check_layer(backend, "impl", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
   if (Status s = p.validate(); !s.ok()) return invalid_argument(prefix(backend, "impl") + s.message());
+  if (!backend.supports_attn_type(p.attn_type)) {
+    return unimplemented(prefix(backend, "impl") +
+                         "attn_type = " + std::string(attention_type_name(p.attn_type)) +
+                         " is not supported (allowed: " + attn_types_text(backend) + ")");
+  }
   return ok_status();
 }
 

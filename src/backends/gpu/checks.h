@@ -18,8 +18,9 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
 // kernels read are on the builder's device with contiguous rows.
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta);
 
-// make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups, and
-// per-head vectors (ALiBi slopes, sinks) of num_heads entries or none.
+// make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups,
+// per-head vectors (ALiBi slopes, sinks) of num_heads entries or none, and an attention type the
+// backend serves.
 Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& params);
 
 // The paged cache: [num_blocks, 2, block_size, Hkv, D] of cache_dtype on the layer's device, with a
