@@ -92,7 +92,6 @@ struct BuilderParams {
   int max_model_len = 32768;
   bool use_alibi = false;
   SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
-  bool causal = true;
   int num_sms = 0;  // 0 = ask the device
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
   // rest of the batch. FLASHINFER then splits decode KV only at fixed multiples and never splits
