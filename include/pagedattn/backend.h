@@ -57,7 +57,7 @@ struct AttentionImplParams {
   float logits_soft_cap = 0.0f;           // <= 0 = none
   AttentionType attn_type = AttentionType::kDecoder;
   std::vector<float> sinks;               // [num_heads] logits or empty
-  KVCacheLayout kv_layout = KVCacheLayout::kNHD;
+  KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
@@ -77,7 +77,10 @@ struct AttentionImplParams {
   Status validate() const;
 };
 
-// What a builder needs to know once (the KV-cache spec and the limits its persistent buffers cover).
+// What a builder needs to know once (the KV-cache spec and the limits its persistent buffers
+// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype, kv_layout) must be the one of
+// every layer run with the builder's metadata: forward refuses a layer that differs, naming the
+// field.
 struct BuilderParams {
   int num_heads = 0;
   int num_kv_heads = 0;

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backends/factories.h"
 #include "reference/attention_ref.h"
 #include "support/cpu_run.h"
 #include "testing/batch_params.h"
@@ -61,6 +62,82 @@ TEST(CpuParameters, EncoderLayersAreBidirectionalInACausalStep) {
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_TRUE(against_decoder_oracle(b, *r, /*causal=*/true).pass);
   EXPECT_FALSE(against_decoder_oracle(b, *r, /*causal=*/false).pass);
+}
+
+// One step of `b` through CPU_ATTN with the builder made from `bp` and the impl from `ip`: the
+// first failing call's Status.
+Status run_step(HostBatch& b, const BuilderParams& bp, const AttentionImplParams& ip) {
+  auto builder = cpu_attn_backend().make_builder(bp);
+  if (!builder.ok()) return builder.status();
+  auto impl = cpu_attn_backend().make_impl(ip);
+  if (!impl.ok()) return impl.status();
+  auto md = (*builder)->build(0, b.metadata());
+  if (!md.ok()) return md.status();
+  testing::HostTensor out(b.spec.dtype, {b.spec.num_tokens(), b.spec.num_heads, b.spec.head_size});
+  PAGEDATTN_RETURN_IF_ERROR((*impl)->do_kv_cache_update(
+      b.key.view(), b.value.view(), b.kv_cache.view(), b.slot_mapping.view(), b.scales()));
+  return (*impl)->forward(b.query.view(), b.key.view(), b.value.view(), b.kv_cache.view(), **md,
+                          out.view(), TensorView(), b.scales());
+}
+
+void expect_refused(const Status& s, const std::string& words) {
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+}
+
+CaseSpec decode_and_chunk() {
+  CaseSpec s = prefills();
+  s.seq_lens = {40, 70};
+  s.query_lens = {1, 9};
+  return s;
+}
+
+// kv_layout is the layout the impl reads and writes: a cache strided otherwise is refused by the
+// cache update and by forward, never read as if it were the other layout.
+TEST(CpuParameters, KvLayoutMustMatchTheCacheStrides) {
+  HostBatch b = make(decode_and_chunk(), KVCacheLayout::kHND);
+  BuilderParams bp = testing::builder_params_for(b.spec, KVCacheLayout::kHND, Device::cpu());
+  EXPECT_TRUE(run_step(b, bp, b.params).ok());
+  AttentionImplParams nhd = b.params;
+  nhd.kv_layout = KVCacheLayout::kNHD;
+  bp.kv_layout = KVCacheLayout::kNHD;
+  expect_refused(run_step(b, bp, nhd),
+                 "kv_layout = NHD (the layout the impl was made for) but kv_cache");
+  auto impl = cpu_attn_backend().make_impl(nhd).value();
+  auto md = cpu_attn_backend().make_builder(bp).value()->build(0, b.metadata()).value();
+  testing::HostTensor out(b.spec.dtype, {10, 8, 64});
+  const Status forward = impl->forward(b.query.view(), b.key.view(), b.value.view(),
+                                       b.kv_cache.view(), *md, out.view(), TensorView(), {});
+  expect_refused(forward, "is strided HND");
+}
+
+// The fields builder and impl both carry (the KV-cache spec) must agree; each refusal names the
+// field and both values.
+TEST(CpuParameters, BuilderAndImplMustAgree) {
+  HostBatch b = make(decode_and_chunk(), KVCacheLayout::kHND);
+  const BuilderParams good =
+      testing::builder_params_for(b.spec, KVCacheLayout::kHND, Device::cpu());
+  BuilderParams bp = good;
+  bp.kv_layout = KVCacheLayout::kNHD;
+  expect_refused(run_step(b, bp, b.params),
+                 "metadata was built for kv_layout = NHD (BuilderParams); this layer has kv_layout "
+                 "= HND (AttentionImplParams)");
+  bp = good;
+  bp.dtype = DType::kF16;
+  expect_refused(run_step(b, bp, b.params),
+                 "dtype = f16 (BuilderParams); this layer has dtype = bf16");
+  bp = good;
+  bp.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  expect_refused(run_step(b, bp, b.params), "kv_cache_dtype = fp8_e4m3 (BuilderParams)");
+  bp = good;
+  bp.num_heads = 16;
+  expect_refused(run_step(b, bp, b.params), "num_heads = 16 (BuilderParams)");
+  bp = good;
+  bp.head_size = 128;
+  expect_refused(run_step(b, bp, b.params), "head_size = 128 (BuilderParams)");
+  bp = good;
+  bp.kv_cache_dtype = KVCacheDType::kBFloat16;  // what auto stores under a bf16 model
+  EXPECT_TRUE(run_step(b, bp, b.params).ok());
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
     md->max_query_len = meta.max_query_len;
     md->max_seq_len = meta.max_seq_len;
     md->causal = meta.causal;
+    md->layer = backends::layer_spec(params_);
     md->block_size = params_.block_size;
     md->block_table = meta.block_table_tensor;
     md->query_start_loc.resize(meta.num_reqs + 1);
@@ -74,6 +75,7 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
         "num_heads = " + std::to_string(params.num_heads) +
         " must be a positive multiple of num_kv_heads = " + std::to_string(params.num_kv_heads));
   }
+  PAGEDATTN_RETURN_IF_ERROR(check_served(params.head_size, params.dtype));
   return std::unique_ptr<AttentionMetadataBuilder>(std::make_unique<CpuMetadataBuilder>(params));
 }
 

@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/cache_layout.h"
+#include "backends/layer_spec.h"
+
 namespace pagedattn::gpu {
 namespace {
 
@@ -104,8 +107,8 @@ Status check_scale(const TensorView& scale, std::string_view what, const Attenti
 }  // namespace
 
 StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta) {
-  return {params.device.index, params.num_heads, params.num_kv_heads,   params.head_size,
-          params.block_size,   meta.num_reqs,    meta.num_actual_tokens};
+  return {params.device.index, backends::layer_spec(params), params.block_size, meta.num_reqs,
+          meta.num_actual_tokens};
 }
 
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& p) {
@@ -171,7 +174,7 @@ Status check_cache(const AttentionImplParams& p, DType cache_dtype, const Tensor
                             str(p.num_kv_heads) + ", " + str(p.head_size) +
                             "] with a contiguous head dim");
   }
-  return ok_status();
+  return backends::check_cache_layout(kv_cache, p.kv_layout);
 }
 
 Status check_cache_update(const AttentionImplParams& p, DType cache_dtype, const TensorView& key,
@@ -185,13 +188,7 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
                      const TensorView& query, const TensorView& kv_cache, const TensorView& output,
                      const TensorView& output_lse, const KVScales& scales, bool cache_optional) {
   const int64_t t = step.num_actual_tokens;
-  if (step.num_heads != p.num_heads || step.num_kv_heads != p.num_kv_heads ||
-      step.head_size != p.head_size) {
-    return invalid_argument("metadata was built for heads " + str(step.num_heads) + "/" +
-                            str(step.num_kv_heads) + ", head_size " + str(step.head_size) +
-                            "; this layer has " + str(p.num_heads) + "/" + str(p.num_kv_heads) +
-                            ", " + str(p.head_size));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(step.layer, p));
   if (step.device_index != p.device.index) {
     return invalid_argument("metadata was built for cuda:" + str(step.device_index) +
                             "; this layer runs on " + device_name(p.device));

@@ -1,0 +1,48 @@
+#include "backends/layer_spec.h"
+
+#include <string>
+
+namespace pagedattn::backends {
+namespace {
+
+Status differs(std::string_view field, const std::string& builder, const std::string& layer) {
+  return invalid_argument("metadata was built for " + std::string(field) + " = " + builder +
+                          " (BuilderParams); this layer has " + std::string(field) + " = " + layer +
+                          " (AttentionImplParams)");
+}
+
+}  // namespace
+
+LayerSpec layer_spec(const BuilderParams& params) {
+  return {params.num_heads, params.num_kv_heads,   params.head_size,
+          params.dtype,     params.kv_cache_dtype, params.kv_layout};
+}
+
+Status check_layer_spec(const LayerSpec& builder, const AttentionImplParams& layer) {
+  const auto str = [](int v) { return std::to_string(v); };
+  if (builder.num_heads != layer.num_heads) {
+    return differs("num_heads", str(builder.num_heads), str(layer.num_heads));
+  }
+  if (builder.num_kv_heads != layer.num_kv_heads) {
+    return differs("num_kv_heads", str(builder.num_kv_heads), str(layer.num_kv_heads));
+  }
+  if (builder.head_size != layer.head_size) {
+    return differs("head_size", str(builder.head_size), str(layer.head_size));
+  }
+  if (builder.dtype != layer.dtype) {
+    return differs("dtype", std::string(dtype_name(builder.dtype)),
+                   std::string(dtype_name(layer.dtype)));
+  }
+  if (kv_cache_storage_dtype(builder.kv_cache_dtype, builder.dtype) !=
+      kv_cache_storage_dtype(layer.kv_cache_dtype, layer.dtype)) {
+    return differs("kv_cache_dtype", std::string(kv_cache_dtype_name(builder.kv_cache_dtype)),
+                   std::string(kv_cache_dtype_name(layer.kv_cache_dtype)));
+  }
+  if (builder.kv_layout != layer.kv_layout) {
+    return differs("kv_layout", std::string(kv_cache_layout_name(builder.kv_layout)),
+                   std::string(kv_cache_layout_name(layer.kv_layout)));
+  }
+  return ok_status();
+}
+
+}  // namespace pagedattn::backends
