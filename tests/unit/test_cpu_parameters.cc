@@ -140,5 +140,30 @@ TEST(CpuParameters, BuilderAndImplMustAgree) {
   EXPECT_TRUE(run_step(b, bp, b.params).ok());
 }
 
+// The limits given to the builder bound every step it builds, as on the GPU backends (whose
+// persistent buffers they size); each refusal names the limit.
+TEST(CpuParameters, BuilderLimitsBoundTheStep) {
+  HostBatch b = make(decode_and_chunk());  // 2 requests, 10 tokens, max_seq_len 70
+  const BuilderParams fits =
+      testing::builder_params_for(b.spec, KVCacheLayout::kNHD, Device::cpu());
+  BuilderParams bp = fits;
+  bp.max_num_reqs = bp.max_num_tokens = bp.max_model_len = 1;
+  expect_refused(run_step(b, bp, b.params), "num_reqs = 2 exceeds the builder's max_num_reqs = 1");
+  bp = fits;
+  bp.max_num_tokens = 9;
+  expect_refused(run_step(b, bp, b.params),
+                 "num_actual_tokens = 10 exceeds the builder's max_num_tokens = 9");
+  bp = fits;
+  bp.max_model_len = 69;
+  expect_refused(run_step(b, bp, b.params),
+                 "max_seq_len = 70 exceeds the builder's max_model_len = 69");
+  bp.max_num_reqs = 2;
+  bp.max_num_tokens = 10;
+  bp.max_model_len = 70;
+  EXPECT_TRUE(run_step(b, bp, b.params).ok());
+  bp.max_model_len = 0;
+  expect_refused(run_step(b, bp, b.params), "max_model_len = 0 must be positive");
+}
+
 }  // namespace
 }  // namespace pagedattn::cpu_test

@@ -5,9 +5,10 @@
 #include <memory>
 #include <string>
 
+#include "backends/builder_limits.h"
+#include "backends/common_prefix.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_metadata.h"
-#include "backends/common_prefix.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -24,6 +25,7 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta));
     // The cache size is not known here; forward checks block ids against the cache it is given.
     PAGEDATTN_RETURN_IF_ERROR(
         meta.validate(params_.block_size, std::numeric_limits<int32_t>::max()));
@@ -76,6 +78,7 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
         " must be a positive multiple of num_kv_heads = " + std::to_string(params.num_kv_heads));
   }
   PAGEDATTN_RETURN_IF_ERROR(check_served(params.head_size, params.dtype));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_limits(params));
   return std::unique_ptr<AttentionMetadataBuilder>(std::make_unique<CpuMetadataBuilder>(params));
 }
 

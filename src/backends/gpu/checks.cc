@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/builder_limits.h"
 #include "backends/cache_layout.h"
 #include "backends/layer_spec.h"
 
@@ -118,29 +119,14 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
     return invalid_argument(prefix(backend, "builder") + "block_size = " + str(p.block_size) +
                             "; expected " + block_sizes_text(backend));
   }
-  if (p.max_num_reqs <= 0 || p.max_num_tokens <= 0 || p.max_model_len <= 0) {
-    return invalid_argument(
-        prefix(backend, "builder") +
-        "max_num_reqs, max_num_tokens and max_model_len must be positive, got " +
-        str(p.max_num_reqs) + ", " + str(p.max_num_tokens) + ", " + str(p.max_model_len));
+  if (Status s = backends::check_limits(p); !s.ok()) {
+    return invalid_argument(prefix(backend, "builder") + s.message());
   }
   return ok_status();
 }
 
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta) {
-  if (meta.num_reqs > params.max_num_reqs) {
-    return invalid_argument("num_reqs = " + str(meta.num_reqs) +
-                            " exceeds the builder's max_num_reqs = " + str(params.max_num_reqs));
-  }
-  if (meta.num_actual_tokens > params.max_num_tokens) {
-    return invalid_argument(
-        "num_actual_tokens = " + str(meta.num_actual_tokens) +
-        " exceeds the builder's max_num_tokens = " + str(params.max_num_tokens));
-  }
-  if (meta.max_seq_len > params.max_model_len) {
-    return invalid_argument("max_seq_len = " + str(meta.max_seq_len) +
-                            " exceeds the builder's max_model_len = " + str(params.max_model_len));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params, meta));
   // The builder does not know the cache size; block ids are checked where the table is on the host.
   const int64_t any_blocks = std::numeric_limits<int64_t>::max() / params.block_size;
   PAGEDATTN_RETURN_IF_ERROR(meta.validate(params.block_size, any_blocks));
