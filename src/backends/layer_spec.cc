@@ -11,11 +11,15 @@ Status differs(std::string_view field, const std::string& builder, const std::st
                           " (AttentionImplParams)");
 }
 
+std::string window_text(const SlidingWindow& w) {
+  return "(" + std::to_string(w.left) + ", " + std::to_string(w.right) + ")";
+}
+
 }  // namespace
 
 LayerSpec layer_spec(const BuilderParams& params) {
-  return {params.num_heads, params.num_kv_heads,   params.head_size,
-          params.dtype,     params.kv_cache_dtype, params.kv_layout};
+  return {params.num_heads,      params.num_kv_heads, params.head_size, params.dtype,
+          params.kv_cache_dtype, params.kv_layout,    params.use_alibi, params.sliding_window};
 }
 
 Status check_layer_spec(const LayerSpec& builder, const AttentionImplParams& layer) {
@@ -41,6 +45,17 @@ Status check_layer_spec(const LayerSpec& builder, const AttentionImplParams& lay
   if (builder.kv_layout != layer.kv_layout) {
     return differs("kv_layout", std::string(kv_cache_layout_name(builder.kv_layout)),
                    std::string(kv_cache_layout_name(layer.kv_layout)));
+  }
+  if (builder.use_alibi != !layer.alibi_slopes.empty()) {
+    return invalid_argument(
+        "metadata was built for use_alibi = " + std::string(builder.use_alibi ? "true" : "false") +
+        " (BuilderParams); this layer has " +
+        (layer.alibi_slopes.empty() ? "no alibi_slopes" : "alibi_slopes") +
+        " (AttentionImplParams)");
+  }
+  if (builder.sliding_window != layer.sliding_window) {
+    return differs("sliding_window", window_text(builder.sliding_window),
+                   window_text(layer.sliding_window));
   }
   return ok_status();
 }

@@ -111,8 +111,8 @@ TEST(CpuParameters, KvLayoutMustMatchTheCacheStrides) {
   expect_refused(forward, "is strided HND");
 }
 
-// The fields builder and impl both carry (the KV-cache spec) must agree; each refusal names the
-// field and both values.
+// The fields builder and impl both carry (the KV-cache spec, ALiBi, the window) must agree; each
+// refusal names the field and both values.
 TEST(CpuParameters, BuilderAndImplMustAgree) {
   HostBatch b = make(decode_and_chunk(), KVCacheLayout::kHND);
   const BuilderParams good =
@@ -135,6 +135,15 @@ TEST(CpuParameters, BuilderAndImplMustAgree) {
   bp = good;
   bp.head_size = 128;
   expect_refused(run_step(b, bp, b.params), "head_size = 128 (BuilderParams)");
+  bp = good;
+  bp.use_alibi = true;
+  expect_refused(run_step(b, bp, b.params),
+                 "use_alibi = true (BuilderParams); this layer has no alibi_slopes");
+  bp = good;
+  bp.sliding_window = SlidingWindow{16, 0};
+  expect_refused(run_step(b, bp, b.params),
+                 "sliding_window = (16, 0) (BuilderParams); this layer "
+                 "has sliding_window = (-1, -1)");
   bp = good;
   bp.kv_cache_dtype = KVCacheDType::kBFloat16;  // what auto stores under a bf16 model
   EXPECT_TRUE(run_step(b, bp, b.params).ok());
