@@ -98,7 +98,7 @@ struct BuilderParams {
   int num_sms = 0;  // 0 = ask the device
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
   // rest of the batch. FLASHINFER then splits decode KV only at fixed multiples and never splits
-  // prefills.
+  // prefills; FLASH_ATTN never splits KV; CPU_ATTN is batch invariant either way.
   bool deterministic = false;
 
   bool use_sliding_window() const { return sliding_window.enabled(); }

@@ -2,7 +2,10 @@
 // honoured one changes the result, each refused one is a Status naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/factories.h"
 #include "reference/attention_ref.h"
@@ -172,6 +175,39 @@ TEST(CpuParameters, BuilderLimitsBoundTheStep) {
   EXPECT_TRUE(run_step(b, bp, b.params).ok());
   bp.max_model_len = 0;
   expect_refused(run_step(b, bp, b.params), "max_model_len = 0 must be positive");
+}
+
+// BuilderParams::deterministic asks for batch invariance, which CPU_ATTN gives either way: each
+// query row is computed on its own, over its keys in order, whatever else the batch holds.
+TEST(CpuParameters, OutputsAreBatchInvariantEitherWay) {
+  std::vector<std::vector<uint8_t>> firsts;
+  for (const bool deterministic : {false, true}) {
+    for (const std::vector<int>& rest : {std::vector<int>{}, {300, 7, 1000}, {5}}) {
+      CaseSpec s = prefills();
+      s.seq_lens = {700};
+      s.query_lens = {40};
+      for (const int len : rest) {
+        s.seq_lens.push_back(len);
+        s.query_lens.push_back(std::min(len, 33));
+      }
+      HostBatch b = make(s);
+      BuilderParams bp = testing::builder_params_for(s, KVCacheLayout::kNHD, Device::cpu());
+      bp.deterministic = deterministic;
+      auto builder = cpu_attn_backend().make_builder(bp).value();
+      auto impl = cpu_attn_backend().make_impl(b.params).value();
+      ASSERT_TRUE(impl->do_kv_cache_update(b.key.view(), b.value.view(), b.kv_cache.view(),
+                                           b.slot_mapping.view(), b.scales())
+                      .ok());
+      auto md = builder->build(0, b.metadata()).value();
+      testing::HostTensor out(s.dtype, {s.num_tokens(), s.num_heads, s.head_size});
+      ASSERT_TRUE(impl->forward(b.query.view(), b.key.view(), b.value.view(), b.kv_cache.view(),
+                                *md, out.view(), TensorView(), b.scales())
+                      .ok());
+      const auto* bytes = static_cast<const uint8_t*>(out.view().data());
+      firsts.emplace_back(bytes, bytes + 40 * s.num_heads * s.head_size * dtype_size(s.dtype));
+    }
+  }
+  for (size_t i = 1; i < firsts.size(); ++i) EXPECT_EQ(firsts[i], firsts[0]) << "run " << i;
 }
 
 }  // namespace

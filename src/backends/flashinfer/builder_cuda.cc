@@ -134,8 +134,8 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
                            region<int32_t>(host, l.prefill_splits_offset, n)));
     prefill.max_splits_used = prefill_plan.max_splits_used;
     // The decodes (the first nd requests) run in the decode kernel: not this pass's work.
-    prefill.kernel = gpu::pass_kernel(qsl.subspan(nd), pass_seqs.subspan(nd), params_.num_heads,
-                                      params_.num_kv_heads, meta.causal);
+    prefill.kernel =
+        gpu::builder_pass_kernel(params_, qsl.subspan(nd), pass_seqs.subspan(nd), meta.causal);
 
     DecodePass& decode = md->decode;
     decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled;
