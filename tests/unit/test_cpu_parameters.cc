@@ -177,6 +177,21 @@ TEST(CpuParameters, BuilderLimitsBoundTheStep) {
   expect_refused(run_step(b, bp, b.params), "max_model_len = 0 must be positive");
 }
 
+// A GPU kernel generation forced on CPU_ATTN, which has one (cpu), is refused, not ignored.
+TEST(CpuParameters, KernelGenerationIsRefused) {
+  AttentionImplParams p = make(prefills()).params;
+  EXPECT_TRUE(cpu_attn_backend().make_impl(p).ok());
+  for (const int generation : {2, 3}) {
+    p.kernel_generation = generation;
+    const Status s = cpu_attn_backend().make_impl(p).status();
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
+    EXPECT_NE(s.message().find("kernel_generation = " + std::to_string(generation) +
+                               " is not served by CPU_ATTN (allowed: 0"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
 // BuilderParams::deterministic asks for batch invariance, which CPU_ATTN gives either way: each
 // query row is computed on its own, over its keys in order, whatever else the batch holds.
 TEST(CpuParameters, OutputsAreBatchInvariantEitherWay) {

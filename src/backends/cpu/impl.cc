@@ -49,6 +49,10 @@ Status validate_params(const AttentionImplParams& p) {
     return unimplemented("attn_type = " + std::string(attention_type_name(p.attn_type)) +
                          " is not supported by CPU_ATTN (allowed: decoder, encoder, encoder_only)");
   }
+  if (p.kernel_generation != 0) {
+    return unimplemented("kernel_generation = " + str(p.kernel_generation) +
+                         " is not served by CPU_ATTN (allowed: 0; its one generation is cpu)");
+  }
   return ok_status();
 }
 
