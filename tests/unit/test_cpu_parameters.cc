@@ -177,6 +177,15 @@ TEST(CpuParameters, BuilderLimitsBoundTheStep) {
   expect_refused(run_step(b, bp, b.params), "max_model_len = 0 must be positive");
 }
 
+// num_sms sizes a GPU builder's plans; CPU_ATTN has none to size, so a count is refused.
+TEST(CpuParameters, NumSmsIsRefused) {
+  BuilderParams bp = testing::builder_params_for(prefills(), KVCacheLayout::kNHD, Device::cpu());
+  EXPECT_TRUE(cpu_attn_backend().make_builder(bp).ok());
+  bp.num_sms = 132;
+  expect_refused(cpu_attn_backend().make_builder(bp).status(),
+                 "num_sms = 132: CPU_ATTN plans no GPU work (allowed: 0");
+}
+
 // A GPU kernel generation forced on CPU_ATTN, which has one (cpu), is refused, not ignored.
 TEST(CpuParameters, KernelGenerationIsRefused) {
   AttentionImplParams p = make(prefills()).params;

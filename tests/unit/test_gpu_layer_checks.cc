@@ -59,6 +59,9 @@ TEST(GpuLayerChecks, BuilderParamsNameTheBackendAndWhatIsAllowed) {
   p = builder_params();
   p.max_num_tokens = 0;
   expect_error(check_builder_params(fa, p), "max_num_tokens");
+  p = builder_params();
+  p.num_sms = -1;
+  expect_error(check_builder_params(fa, p), "FLASH_ATTN builder: num_sms = -1 (allowed: 0");
 }
 
 TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {

@@ -79,6 +79,11 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
   }
   PAGEDATTN_RETURN_IF_ERROR(check_served(params.head_size, params.dtype));
   PAGEDATTN_RETURN_IF_ERROR(backends::check_limits(params));
+  if (params.num_sms != 0) {
+    return invalid_argument("num_sms = " + std::to_string(params.num_sms) +
+                            ": CPU_ATTN plans no GPU work (allowed: 0; its threads are "
+                            "PAGEDATTN_CPU_THREADS)");
+  }
   return std::unique_ptr<AttentionMetadataBuilder>(std::make_unique<CpuMetadataBuilder>(params));
 }
 

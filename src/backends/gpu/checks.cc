@@ -122,6 +122,10 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
   if (Status s = backends::check_limits(p); !s.ok()) {
     return invalid_argument(prefix(backend, "builder") + s.message());
   }
+  if (p.num_sms < 0) {
+    return invalid_argument(prefix(backend, "builder") + "num_sms = " + str(p.num_sms) +
+                            " (allowed: 0 = the device's count, or a positive count to plan for)");
+  }
   return ok_status();
 }
 

@@ -11,7 +11,7 @@
 namespace pagedattn::gpu {
 
 // make_builder: a CUDA device, positive head counts with whole GQA groups, a head size, block size
-// and dtype the backend serves, and positive persistent-buffer limits.
+// and dtype the backend serves, positive persistent-buffer limits and a non-negative num_sms.
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& params);
 
 // build(): the step fits the builder's limits, meta.validate passes, and the device vectors the
