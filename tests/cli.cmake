@@ -1,6 +1,10 @@
 # CTest entries that run the built `pagedattn` tool: help everywhere, bad input exits 2, the
 # select examples of issue 2, and `check --backend cpu` on the project's own cases (cases/*.json).
 
+# tests/unit/test_parameters_doc.cc holds docs/parameters.md to the public headers, both read from
+# the source tree.
+target_compile_definitions(pagedattn_unit_tests PRIVATE PAGEDATTN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
 # The serve loop's unit tests (tests/unit/test_serve_*.cc) link its library, which is built with
 # the tools; without the tools they are left out.
 if(TARGET pagedattn_serve)
