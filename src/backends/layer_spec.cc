@@ -12,7 +12,9 @@ Status differs(std::string_view field, const std::string& builder, const std::st
 }
 
 std::string window_text(const SlidingWindow& w) {
-  return "(" + std::to_string(w.left) + ", " + std::to_string(w.right) + ")";
+  std::string text = "(";  // appended, not "(" + ...: g++ 12 warns falsely on that (-Wrestrict)
+  text += std::to_string(w.left) + ", " + std::to_string(w.right) + ")";
+  return text;
 }
 
 }  // namespace
