@@ -97,8 +97,9 @@ struct BuilderParams {
   SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
   int num_sms = 0;  // 0 = ask the device
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
-  // rest of the batch. FLASHINFER then splits decode KV only at fixed multiples and never splits
-  // prefills; FLASH_ATTN never splits KV; CPU_ATTN is batch invariant either way.
+  // rest of the batch. Every backend then runs no cascade; FLASHINFER splits decode KV only at
+  // fixed multiples and never splits prefills; FLASH_ATTN never splits KV; CPU_ATTN's plain
+  // attention is batch invariant either way.
   bool deterministic = false;
 
   bool use_sliding_window() const { return sliding_window.enabled(); }
@@ -126,8 +127,9 @@ class AttentionMetadataBuilder {
   StatusOr<std::unique_ptr<AttentionMetadata>> build_for_cudagraph_capture(
       const CommonAttentionMetadata& meta);
   // Whether the engine passes a shared prefix to build() as common_prefix_len: vLLM's rule
-  // (cascade_attention_pays_off), the same for every backend. build() never decides again: it runs
-  // the prefix it is given as cascade, or returns an InvalidArgument naming what it cannot serve.
+  // (cascade_attention_pays_off), the same for every backend, and never for a builder made
+  // deterministic. build() never decides again: it runs the prefix it is given as cascade, or
+  // returns an InvalidArgument naming what it cannot serve.
   virtual bool use_cascade_attention(int common_prefix_len, std::span<const int32_t> query_lens,
                                      int num_query_heads, int num_kv_heads, bool use_alibi,
                                      bool use_sliding_window, bool use_local_attention, int num_sms,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/factories.h"
+#include "pagedattn/ops.h"
 #include "reference/attention_ref.h"
 #include "support/cpu_run.h"
 #include "testing/batch_params.h"
@@ -198,6 +199,30 @@ TEST(CpuParameters, KernelGenerationIsRefused) {
                                " is not served by CPU_ATTN (allowed: 0"),
               std::string::npos)
         << s.message();
+  }
+}
+
+// A deterministic builder runs no cascade (whether a step has a shared prefix depends on the rest
+// of the batch): its rule never asks for one, and build() refuses one, naming deterministic.
+TEST(CpuParameters, DeterministicBuildersRunNoCascade) {
+  CaseSpec s = prefills();
+  s.seq_lens = {300, 280, 270, 400, 260, 290, 300, 310};
+  s.query_lens = {40, 1, 1, 9, 1, 2, 1, 3};
+  s.common_prefix_len = 256;
+  HostBatch b = make(s);
+  BuilderParams bp = testing::builder_params_for(s, KVCacheLayout::kNHD, Device::cpu());
+  const std::vector<int32_t> q(s.query_lens.begin(), s.query_lens.end());
+  ASSERT_TRUE(cascade_attention_pays_off(256, q, 8, 2, false, false, false, 2, 1));
+  for (const bool deterministic : {false, true}) {
+    bp.deterministic = deterministic;
+    auto builder = cpu_attn_backend().make_builder(bp).value();
+    EXPECT_EQ(builder->use_cascade_attention(256, q, 8, 2, false, false, false, 2, 1),
+              !deterministic);
+    const auto built = builder->build(256, b.metadata());
+    EXPECT_EQ(built.ok(), !deterministic);
+    if (deterministic) {
+      expect_refused(built.status(), "common_prefix_len = 256: CPU_ATTN was built deterministic");
+    }
   }
 }
 

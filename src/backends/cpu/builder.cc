@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/builder_base.h"
 #include "backends/builder_limits.h"
 #include "backends/common_prefix.h"
 #include "backends/cpu/cpu_backend.h"
@@ -17,9 +18,9 @@ int read_i32(const TensorView& t, int64_t i) {
   return t.data_as<const int32_t>()[i * t.stride(0)];
 }
 
-class CpuMetadataBuilder final : public AttentionMetadataBuilder {
+class CpuMetadataBuilder final : public backends::BuilderBase {
  public:
-  explicit CpuMetadataBuilder(const BuilderParams& params) : params_(params) {}
+  explicit CpuMetadataBuilder(const BuilderParams& params) : BuilderBase(params) {}
 
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::kNever; }
 
@@ -52,12 +53,11 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
     // The caller decided (use_cascade_attention); the prefix runs as cascade whenever it is given,
     // with every feature: the passes keep absolute positions (ALiBi distances, windows).
     PAGEDATTN_RETURN_IF_ERROR(meta.validate_common_prefix(common_prefix_len, params_.block_size));
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_deterministic("CPU_ATTN", common_prefix_len,
+                                                                    params_.deterministic));
     md->common_prefix_len = common_prefix_len;
     return std::unique_ptr<AttentionMetadata>(std::move(md));
   }
-
- private:
-  BuilderParams params_;
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/builder_base.h"
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
@@ -26,10 +27,10 @@ using gpu::PassMetadata;
 
 using runtime::DeviceBuffer;
 
-class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
+class FlashAttnMetadataBuilder final : public backends::BuilderBase {
  public:
   FlashAttnMetadataBuilder(const BuilderParams& params, int num_sms, gpu::CascadeBuilder cascade)
-      : params_(params), num_sms_(num_sms), cascade_(std::move(cascade)) {}
+      : BuilderBase(params), num_sms_(num_sms), cascade_(std::move(cascade)) {}
 
   Status init() {
     const int dev = params_.device.index;
@@ -102,7 +103,6 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
   }
 
  private:
-  BuilderParams params_;
   int num_sms_ = 0;
   gpu::CascadeBuilder cascade_;
   plan::SplitWorkspaceLayout layout_;
