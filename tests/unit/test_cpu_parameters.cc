@@ -1,5 +1,5 @@
-// CPU_ATTN honours or refuses every parameter it is given (issue 39; docs/parameters.md): each
-// honoured one changes the result, each refused one is a Status naming it.
+// CPU_ATTN honours or refuses every parameter it is given (docs/parameters.md): each honoured
+// one changes the result, each refused one is a Status naming it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
