@@ -1,6 +1,10 @@
 # CTest entries that run the built `pagedattn` tool: help everywhere, bad input exits 2, the
 # select examples of issue 2, and `check --backend cpu` on the project's own cases (cases/*.json).
 
+# tests/unit/test_parameters_doc.cc holds docs/parameters.md to the public headers, both read from
+# the source tree.
+target_compile_definitions(pagedattn_unit_tests PRIVATE PAGEDATTN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
 # The serve loop's unit tests (tests/unit/test_serve_*.cc) link its library, which is built with
 # the tools; without the tools they are left out.
 if(TARGET pagedattn_serve)
@@ -63,6 +67,12 @@ pagedattn_cli_test(bad_compute_capability 2 "select;--compute-capability;nine" "
 set(own ${PROJECT_SOURCE_DIR}/cases)
 pagedattn_cli_test(unknown_backend 2 "check;--backend;nope;${own}/decode_gqa4.json"
                    "unknown backend")
+# A GPU kernel generation where the backend has none: an error, as --generation's help says.
+foreach(generation v2 v3)
+  pagedattn_cli_test(check_cpu_generation_${generation} 2
+                     "check;--backend;cpu;--generation;${generation};${own}/decode_gqa4.json"
+                     "kernel_generation = [23] is not served by CPU_ATTN")
+endforeach()
 pagedattn_cli_test(missing_case 2 "check;/nonexistent/case.json" "cannot read.*does not exist")
 pagedattn_cli_test(dump_needs_one_case 2
   "check;--dump;dump;${own}/decode_gqa4.json;${own}/softcap_50.json"
@@ -206,7 +216,7 @@ pagedattn_cli_test(bench_standard_quick 0
   "bench;--suite;standard;--quick;--backend;cpu;--repeats;1;--warmup;0;--json;${bench_std_json}"
   "prefill_1x512_h32-8_d128_noncausal +CPU_ATTN.* 128 .*prefill_1x512_h16-4_d256_causal .*decode_8x2048_h32-8_d128 .* 16 .*decode_32x512_h32-32_d128 ")
 pagedattn_cli_test(bench_overhead_quick 0
-  "bench;--suite;overhead;--quick;--backend;cpu,cpu:v2;--repeats;1;--warmup;0;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_overhead_quick.json"
+  "bench;--suite;overhead;--quick;--backend;cpu,cpu:auto;--repeats;1;--warmup;0;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_overhead_quick.json"
   "launch_decode_4x256 .*host [0-9.]+ us/forward, device [0-9.]+ us.*build_decode_1024x16-16 .*build.. [0-9.]+ us host.*mixed_16x512.chunk256@768 on CPU_ATTN .cpu.: [0-9.]+ ms together / [0-9.]+ ms for its parts alone .chunk256@768 [0-9.]+ . decode_16x512 [0-9.]+. = [0-9.]+.*mixed_16x512")
 pagedattn_cli_test(bench_block_sizes 0
   "bench;--suite;standard;--quick;--backend;cpu;--repeats;1;--warmup;0;--filter;^decode_64x;--block-size;16,32"

@@ -57,7 +57,7 @@ struct AttentionImplParams {
   float logits_soft_cap = 0.0f;           // <= 0 = none
   AttentionType attn_type = AttentionType::kDecoder;
   std::vector<float> sinks;               // [num_heads] logits or empty
-  KVCacheLayout kv_layout = KVCacheLayout::kNHD;
+  KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
@@ -68,12 +68,19 @@ struct AttentionImplParams {
   static constexpr float kMaxScale = 1e6f;
 
   float resolved_scale() const;
+  // This layer's mask in a step whose metadata says `step_causal` (vLLM's rule): decoder layers
+  // follow the step; encoder, encoder-only and cross-attention layers are bidirectional whatever
+  // the step says.
+  bool causal_in_step(bool step_causal) const;
   // The checks every backend shares (heads, scale, soft cap, ALiBi, sinks, window, generation);
   // backends add their own (device, head sizes, dtypes) on top.
   Status validate() const;
 };
 
-// What a builder needs to know once (the KV-cache spec and the limits its persistent buffers cover).
+// What a builder needs to know once (the KV-cache spec and the limits its persistent buffers
+// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype, kv_layout) must be the one of
+// every layer run with the builder's metadata: forward refuses a layer that differs, naming the
+// field.
 struct BuilderParams {
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -88,11 +95,11 @@ struct BuilderParams {
   int max_model_len = 32768;
   bool use_alibi = false;
   SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
-  bool causal = true;
   int num_sms = 0;  // 0 = ask the device
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
-  // rest of the batch. FLASHINFER then splits decode KV only at fixed multiples and never splits
-  // prefills.
+  // rest of the batch. Every backend then runs no cascade; FLASHINFER splits decode KV only at
+  // fixed multiples and never splits prefills; FLASH_ATTN never splits KV; CPU_ATTN's plain
+  // attention is batch invariant either way.
   bool deterministic = false;
 
   bool use_sliding_window() const { return sliding_window.enabled(); }
@@ -120,8 +127,9 @@ class AttentionMetadataBuilder {
   StatusOr<std::unique_ptr<AttentionMetadata>> build_for_cudagraph_capture(
       const CommonAttentionMetadata& meta);
   // Whether the engine passes a shared prefix to build() as common_prefix_len: vLLM's rule
-  // (cascade_attention_pays_off), the same for every backend. build() never decides again: it runs
-  // the prefix it is given as cascade, or returns an InvalidArgument naming what it cannot serve.
+  // (cascade_attention_pays_off), the same for every backend, and never for a builder made
+  // deterministic. build() never decides again: it runs the prefix it is given as cascade, or
+  // returns an InvalidArgument naming what it cannot serve.
   virtual bool use_cascade_attention(int common_prefix_len, std::span<const int32_t> query_lens,
                                      int num_query_heads, int num_kv_heads, bool use_alibi,
                                      bool use_sliding_window, bool use_local_attention, int num_sms,

@@ -21,8 +21,12 @@ struct CommonAttentionMetadata {
   int max_seq_len = 0;            // may be an upper bound
   TensorView block_table_tensor;  // [num_reqs, max_blocks] int32, device
   TensorView slot_mapping;        // [num_tokens] int64, device; -1 = padding, do not write
-  bool causal = true;
-  TensorView is_prefilling;  // optional [num_reqs] u8, host: num_computed < num_prompt
+  bool causal = true;  // decoder layers' mask; encoder layers are bidirectional whatever it says
+  // Optional [num_reqs] u8, host: num_computed < num_prompt. As in vLLM, where its Mamba backends
+  // use it to tell a short extend still in its prompt from a decode: read by
+  // split_decodes_and_prefills(treat_short_extends_as_decodes = false). No attention backend has a
+  // use for it (a short extend's attention is a decode's); validate() checks it.
+  TensorView is_prefilling;
 
   int batch_size() const { return num_reqs; }
   // query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] for every request (host data).

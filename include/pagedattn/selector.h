@@ -28,6 +28,8 @@ struct BackendSelection {
 // CUDA: FLASH_ATTN, FLASHINFER; CPU: CPU_ATTN.
 std::vector<std::string_view> backend_priority(const Device& device);
 
+// An InvalidArgument, before any backend is asked, when num_heads is not a positive multiple of
+// num_kv_heads.
 StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
                                           std::optional<std::string_view> forced_backend = std::nullopt);
 

@@ -23,4 +23,11 @@ Status check_cascade_features(std::string_view backend, int cpl, bool use_alibi,
                           "; pass 0 (use_cascade_attention never asks for it with this feature)");
 }
 
+Status check_cascade_deterministic(std::string_view backend, int cpl, bool deterministic) {
+  if (cpl <= 0 || !deterministic) return ok_status();
+  return invalid_argument("common_prefix_len = " + str(cpl) + ": " + std::string(backend) +
+                          " was built deterministic (batch invariant), which runs no cascade "
+                          "attention; pass 0 (use_cascade_attention never asks for it then)");
+}
+
 }  // namespace pagedattn::backends

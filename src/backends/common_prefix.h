@@ -23,4 +23,9 @@ struct CascadeFeatures {
 Status check_cascade_features(std::string_view backend, int common_prefix_len, bool use_alibi,
                               bool use_sliding_window, CascadeFeatures served);
 
+// An InvalidArgument naming common_prefix_len and deterministic when both are set: a deterministic
+// builder runs no cascade (backends/builder_base.h says why; its use_cascade_attention never asks).
+Status check_cascade_deterministic(std::string_view backend, int common_prefix_len,
+                                   bool deterministic);
+
 }  // namespace pagedattn::backends

@@ -63,6 +63,10 @@ float AttentionImplParams::resolved_scale() const {
   return head_size > 0 ? 1.0f / std::sqrt(static_cast<float>(head_size)) : 0.0f;
 }
 
+bool AttentionImplParams::causal_in_step(bool step_causal) const {
+  return attn_type == AttentionType::kDecoder && step_causal;
+}
+
 Status AttentionImplParams::validate() const {
   const auto str = [](auto v) {
     if constexpr (std::is_floating_point_v<decltype(v)>) {

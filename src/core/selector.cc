@@ -2,6 +2,7 @@
 #include "pagedattn/selector.h"
 
 #include <algorithm>
+#include <string>
 
 namespace pagedattn {
 namespace {
@@ -55,6 +56,13 @@ std::vector<std::string_view> backend_priority(const Device& device) {
 
 StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
                                           std::optional<std::string_view> forced_backend) {
+  // A model no backend can run, whatever the machine: whole GQA groups of positive head counts.
+  if (config.num_heads <= 0 || config.num_kv_heads <= 0 ||
+      config.num_heads % config.num_kv_heads != 0) {
+    return invalid_argument(
+        "num_heads = " + std::to_string(config.num_heads) +
+        " must be a positive multiple of num_kv_heads = " + std::to_string(config.num_kv_heads));
+  }
   // On CUDA without a compute capability, validate_configuration uses the device's own.
   if (forced_backend) {
     const AttentionBackend* backend = find_backend(*forced_backend);

@@ -110,7 +110,8 @@ StatusOr<ReferenceOutputs> reference_attention(const ReferenceInputs& in,
   const mask::SoftCap<double> cap =
       capped ? mask::make_soft_cap(scale, double{params.logits_soft_cap}, 1.0)
              : mask::SoftCap<double>{0.0, 0.0};
-  const mask::MaskRule rule{in.causal, params.sliding_window.left, params.sliding_window.right};
+  const mask::MaskRule rule{params.causal_in_step(in.causal), params.sliding_window.left,
+                            params.sliding_window.right};
   const double neg_inf = -std::numeric_limits<double>::infinity();
 
   ReferenceOutputs result;

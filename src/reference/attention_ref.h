@@ -17,7 +17,7 @@ struct ReferenceInputs {
   TensorView seq_lens;         // [B] int32 host
   TensorView query_start_loc;  // [B + 1] int32 host
   KVScales scales;             // host, FP8 caches only
-  bool causal = true;
+  bool causal = true;          // the step's; the layer's attn_type may override it (causal_in_step)
 };
 
 struct ReferenceOutputs {

@@ -19,7 +19,6 @@ BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, con
   for (int len : spec.seq_lens) bp.max_model_len = std::max(bp.max_model_len, len);
   bp.use_alibi = spec.alibi;
   if (spec.sliding_window) bp.sliding_window = *spec.sliding_window;
-  bp.causal = spec.causal;
   return bp;
 }
 

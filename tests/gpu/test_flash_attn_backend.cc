@@ -1,8 +1,11 @@
 // FLASH_ATTN end to end on the GPU (cache write, build, forward) against the float64 oracle: the
-// GPU backends' grid (backend_grid.h), batches that make the builder split KV, and what it refuses.
+// GPU backends' grid (backend_grid.h), batches that make the builder split KV, deterministic mode,
+// encoder layers in a causal step, and what it refuses.
 #include <string>
+#include <vector>
 
 #include "backend_grid.h"
+#include "backends/flash_attn/metadata.h"
 #include "cuda_test_support.h"
 #include "test_flash_attn_support.h"
 
@@ -65,6 +68,102 @@ TEST(FlashAttnSplitKV, GroupOfSevenDecodeLargeBlocks) {
   expect_matches_oracle(s);
 }
 
+// One step of `spec` through FLASH_ATTN with a deterministic builder planning for `num_sms` SMs:
+// the first request's output rows (its query_lens[0] tokens), as bits.
+std::vector<uint16_t> deterministic_first_rows(const CaseSpec& spec, int num_sms) {
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, KVCacheLayout::kNHD);
+  EXPECT_TRUE(batch.ok()) << batch.status().to_string();
+  if (!batch.ok()) return {};
+  const KVCacheAllocation expected_cache = host_cache_after_write(*batch);
+  testing::StepOptions options;
+  options.builder_params = builder_params_for(*batch);
+  options.builder_params->deterministic = true;
+  options.builder_params->num_sms = num_sms;
+  auto run =
+      testing::StepRunner::for_batch(*batch, *find_backend("FLASH_ATTN"), Device::cuda(0), options);
+  EXPECT_TRUE(run.ok()) << run.status().to_string();
+  if (!run.ok()) return {};
+  const Status st = (*run)->run_step();
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  const reference::Comparison c = compare_with_oracle(**run, expected_cache);
+  EXPECT_TRUE(c.pass) << spec.name << ": " << c.detail;
+  const TensorView& out = (*run)->output().view();
+  const auto* bits = static_cast<const uint16_t*>(out.data());
+  return {bits, bits + spec.query_lens[0] * out.size(1) * out.size(2)};
+}
+
+// Deterministic mode (vLLM's batch invariance): no split-KV and one kernel whatever the batch's
+// mix, so the first request's output bits are the same whatever follows it and however many SMs
+// the builder plans for: a long decode, then a chunk of 30 tokens.
+TEST(FlashAttnDeterminism, OutputDoesNotDependOnTheBatch) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  for (const int first_query : {1, 30}) {
+    CaseSpec a;
+    a.name = "det_a";
+    a.seed = 5;
+    a.sinks = true;
+    a.seq_lens = {9000, 300, 20000, 2000};
+    a.query_lens = {first_query, 1, 1, 30};
+    CaseSpec b = a;
+    b.name = "det_b";
+    b.seq_lens = {9000, 70, 100};
+    b.query_lens = {first_query, 5, 1};
+    CaseSpec alone = a;
+    alone.name = "det_alone";
+    alone.seq_lens = {9000};
+    alone.query_lens = {first_query};
+    std::vector<std::vector<uint16_t>> firsts;
+    for (const CaseSpec& spec : {a, b, alone}) {
+      for (const int sms : {132, 5}) firsts.push_back(deterministic_first_rows(spec, sms));
+    }
+    for (size_t i = 1; i < firsts.size(); ++i) {
+      EXPECT_EQ(firsts[i], firsts[0]) << "first query " << first_query << ", run " << i;
+    }
+  }
+}
+
+// The plan behind it: a decode long enough to split (14 splits on 132 SMs) runs unsplit, and on
+// v2, when deterministic.
+TEST(FlashAttnDeterminism, BuilderNeverSplits) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.seq_lens = {4096};
+  s.query_lens = {1};
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok());
+  auto dev = testing::upload_batch(*batch, 0);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  for (const bool deterministic : {false, true}) {
+    BuilderParams bp = builder_params_for(*batch);
+    bp.num_sms = 132;
+    bp.deterministic = deterministic;
+    auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
+    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+    auto md = (*builder)->build(0, (*dev)->metadata());
+    ASSERT_TRUE(md.ok()) << md.status().to_string();
+    const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md);
+    if (deterministic) {
+      EXPECT_EQ(fa.main.max_splits_used, 1);
+      EXPECT_EQ(fa.main.max_num_splits, 1);
+      EXPECT_EQ(fa.main.kernel, gpu::PassKernel::kV2);
+    } else {
+      EXPECT_GT(fa.main.max_splits_used, 1);
+    }
+  }
+}
+
+// FLASH_ATTN reads attn_type: encoder layers run bidirectionally in a causal step.
+TEST(FlashAttnBackend, EncoderLayersAreBidirectionalInACausalStep) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "encoder_in_causal_step";
+  s.seed = 39;
+  s.seq_lens = s.query_lens = {1, 7, 128, 300, 45};
+  for (const AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+    expect_encoder_layer_bidirectional("FLASH_ATTN", s, type);
+  }
+}
+
 TEST(FlashAttnBackend, RejectsWhatItCannotServe) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   const AttentionBackend* backend = find_backend("FLASH_ATTN");
@@ -81,6 +180,12 @@ TEST(FlashAttnBackend, RejectsWhatItCannotServe) {
   p.dtype = DType::kBF16;
   p.sinks = {1.0f, 2.0f};
   EXPECT_FALSE(backend->make_impl(p).ok());
+  p.sinks.clear();
+  p.attn_type = AttentionType::kEncoderDecoder;
+  StatusOr<std::unique_ptr<AttentionImpl>> cross = backend->make_impl(p);
+  ASSERT_FALSE(cross.ok());
+  EXPECT_NE(cross.status().message().find("attn_type = encoder_decoder"), std::string::npos)
+      << cross.status().message();
   BuilderParams bp;
   bp.device = Device::cuda(0);
   bp.num_heads = 32;

@@ -83,6 +83,31 @@ TEST(FlashAttnCascade, BuildRefusesCascadeWithAlibiOrAWindow) {
   }
 }
 
+// A deterministic builder runs no cascade: its rule never asks for one, and build() refuses a
+// prefix, naming deterministic.
+TEST(FlashAttnCascade, DeterministicBuilderRunsNoCascade) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  StatusOr<testing::HostBatch> batch =
+      testing::make_host_batch(shared_prefix("cascade_det"), KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok());
+  auto dev = testing::upload_batch(*batch, 0);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  BuilderParams bp = builder_params_for(*batch);
+  bp.deterministic = true;
+  auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
+  ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+  const std::vector<int32_t> mixed = {129, 18, 37, 1, 1, 1, 1, 7};
+  EXPECT_TRUE(cascade_attention_pays_off(256, mixed, 32, 8, false, false, false, 132, 1));
+  EXPECT_FALSE((*builder)->use_cascade_attention(256, mixed, 32, 8, false, false, false, 132, 1));
+  auto refused = (*builder)->build(256, (*dev)->metadata());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("common_prefix_len = 256: FLASH_ATTN was built "
+                                            "deterministic"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE((*builder)->build(0, (*dev)->metadata()).ok());
+}
+
 TEST(FlashAttnCascade, RejectsAPrefixThatHoldsQueryTokens) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   StatusOr<BuildSetup> b = setup(shared_prefix("cascade_bad"));

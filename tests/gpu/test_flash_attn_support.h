@@ -110,6 +110,49 @@ inline reference::Comparison compare_with_oracle(const testing::StepRunner& run,
                                          reference::tolerance_for(batch.spec.dtype));
 }
 
+// `output` [T, Hq, D] of a step of `spec` (after any reorder) in `layout` against the oracle of a
+// decoder layer with the mask `causal`, over a fresh batch of the same case (the same tokens) with
+// the new tokens written on the host. No LSE: the output alone tells the masks apart.
+inline reference::Comparison compare_with_mask(testing::CaseSpec spec, KVCacheLayout layout,
+                                               const TensorView& output, bool causal) {
+  spec.causal = causal;
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(spec, layout);
+  EXPECT_TRUE(batch.ok()) << batch.status().to_string();
+  if (!batch.ok()) return {};
+  const KVCacheAllocation cache = host_cache_after_write(*batch);
+  const reference::ReferenceOutputs ref = oracle(*batch, cache.view());
+  return reference::compare_to_reference(output, TensorView(), ref.out, ref.lse,
+                                         reference::tolerance_for(spec.dtype));
+}
+
+// An encoder or encoder-only layer (`type`) through `backend_name` on cuda:0 in a step whose
+// metadata says causal: vLLM runs those layers with causal=False, so the result is the
+// bidirectional one. `spec` holds first prefills only (every key a new token).
+inline void expect_encoder_layer_bidirectional(const std::string& backend_name,
+                                               const testing::CaseSpec& spec, AttentionType type) {
+  const AttentionBackend* backend = find_backend(backend_name);
+  ASSERT_NE(backend, nullptr) << backend_name;
+  ASSERT_TRUE(spec.causal) << spec.name;
+  testing::StepOptions options;
+  options.attn_type = type;
+  BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, Device::cuda(0));
+  bp.max_model_len = 1 << 17;
+  options.builder_params = bp;
+  StatusOr<std::unique_ptr<testing::StepRunner>> run =
+      testing::StepRunner::prepare(spec, *backend, Device::cuda(0), KVCacheLayout::kNHD, options);
+  ASSERT_TRUE(run.ok()) << spec.name << ": " << run.status().to_string();
+  const Status st = (*run)->run_step();
+  ASSERT_TRUE(st.ok()) << spec.name << ": " << st.to_string();
+  const std::string what = backend_name + " " + std::string(attention_type_name(type));
+  const TensorView& out = (*run)->output().view();
+  const testing::CaseSpec& ran = (*run)->spec();
+  const reference::Comparison bidirectional =
+      compare_with_mask(ran, KVCacheLayout::kNHD, out, /*causal=*/false);
+  EXPECT_TRUE(bidirectional.pass) << what << ": max abs " << bidirectional.max_abs_error << "\n"
+                                  << bidirectional.detail;
+  EXPECT_FALSE(compare_with_mask(ran, KVCacheLayout::kNHD, out, /*causal=*/true).pass) << what;
+}
+
 // The whole check for one case: runs, compares, and reports the errors in the failure message.
 inline void expect_matches_oracle(const testing::CaseSpec& spec,
                                   KVCacheLayout layout = KVCacheLayout::kNHD) {

@@ -83,6 +83,35 @@ TEST(FlashInferDeterminism, OutputDoesNotDependOnTheBatch) {
   for (size_t i = 1; i < firsts.size(); ++i) EXPECT_EQ(firsts[i], firsts[0]) << "run " << i;
 }
 
+// Encoder layers with a cache run bidirectionally in a causal step; the one-token requests go to
+// the decode kernel, where both masks agree.
+TEST(FlashInferBackend, EncoderLayersAreBidirectionalInACausalStep) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "encoder_in_causal_step";
+  s.seed = 39;
+  s.seq_lens = s.query_lens = {1, 7, 128, 300, 1, 45};
+  for (const AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+    expect_encoder_layer_bidirectional("FLASHINFER", s, type);
+  }
+}
+
+// Cross-attention is refused by make_impl (the selector refuses it too).
+TEST(FlashInferBackend, RefusesCrossAttention) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  AttentionImplParams p;
+  p.num_heads = 32;
+  p.num_kv_heads = 8;
+  p.head_size = 128;
+  p.device = Device::cuda(0);
+  p.attn_type = AttentionType::kEncoderDecoder;
+  StatusOr<std::unique_ptr<AttentionImpl>> impl = find_backend("FLASHINFER")->make_impl(p);
+  ASSERT_FALSE(impl.ok());
+  EXPECT_EQ(impl.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(impl.status().message().find("attn_type = encoder_decoder"), std::string::npos)
+      << impl.status().message();
+}
+
 // vLLM's page arrays (flashinfer.py): cumulative page counts and seq % page (page when full).
 TEST(FlashInferPlan, PageArraysAreVllms) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

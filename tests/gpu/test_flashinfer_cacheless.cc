@@ -2,6 +2,7 @@
 // float64 oracle (forward gets an undefined cache, the cache update writes nothing), CPU_ATTN's
 // parity on the host, and the steps that need a cache refused as Status values.
 #include <string>
+#include <vector>
 
 #include "cuda_test_support.h"
 #include "flashinfer_manual_step.h"
@@ -82,11 +83,27 @@ TEST(FlashInferCacheless, EncoderOnlyWithoutCache) {
   s.alibi = true;
   s.sinks = true;
   expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
-  s = encoder_batch("causal_without_cache", 14);
+}
+
+// A causal step does not make an encoder layer causal (vLLM runs it with causal=False).
+TEST(FlashInferCacheless, EncoderLayerIsBidirectionalInACausalStep) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s = encoder_batch("causal_step_without_cache", 14);
   s.causal = true;
   s.query_lens = {9, 1, 250};  // the first is no decode: every request is a prefill
   s.seq_lens = s.query_lens;
-  expect_cacheless_matches_oracle(s, AttentionType::kEncoderOnly);
+  for (const AttentionType type : {AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+    ManualStep step(s, type, "FLASHINFER", Device::cuda(0));
+    ASSERT_TRUE(step.ready());
+    const Status st = step.run(StepCache::kNone, /*with_new_tokens=*/true);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    std::vector<uint8_t> bytes = step.output_bytes();
+    const int64_t shape[] = {s.num_tokens(), s.num_heads, s.head_size};
+    const TensorView out(bytes.data(), s.dtype, Device::cpu(), shape);
+    const reference::Comparison c = compare_with_mask(s, KVCacheLayout::kNHD, out, false);
+    EXPECT_TRUE(c.pass) << attention_type_name(type) << ": " << c.detail;
+    EXPECT_FALSE(compare_with_mask(s, KVCacheLayout::kNHD, out, true).pass);
+  }
 }
 
 // CPU_ATTN runs encoder-only attention without a cache the same way (on the host: no GPU needed).

@@ -365,5 +365,20 @@ TEST(LaunchGenerations, PassKernelByCost) {
   EXPECT_FALSE(p.pack_gqa);
 }
 
+// BuilderParams::deterministic: a pass's kernel never follows the batch's mix (each request's v2
+// tile comes from its own rows); otherwise the cost rule above chooses.
+TEST(LaunchGenerations, DeterministicBuildersFixThePassKernel) {
+  const std::vector<int32_t> one_qsl{0, 1, 2049}, one_seqs{64, 4096};
+  const std::vector<int32_t> chunk_qsl{0, 2048}, chunk_seqs{4096};
+  BuilderParams bp;
+  bp.num_heads = 32;
+  bp.num_kv_heads = 8;
+  EXPECT_EQ(gpu::builder_pass_kernel(bp, one_qsl, one_seqs, true), gpu::PassKernel::kV3);
+  EXPECT_EQ(gpu::builder_pass_kernel(bp, chunk_qsl, chunk_seqs, true), gpu::PassKernel::kV3);
+  bp.deterministic = true;
+  EXPECT_EQ(gpu::builder_pass_kernel(bp, one_qsl, one_seqs, true), gpu::PassKernel::kV2);
+  EXPECT_EQ(gpu::builder_pass_kernel(bp, chunk_qsl, chunk_seqs, true), gpu::PassKernel::kV2);
+}
+
 }  // namespace
 }  // namespace pagedattn

@@ -52,6 +52,30 @@ TEST(Selector, CpuDeviceChoosesCpuAttn) {
   EXPECT_EQ(select_backend(c)->block_size, 16);
 }
 
+// A model no backend can run is refused by the selector itself, not selected and refused by
+// make_impl later.
+TEST(Selector, HeadCountsMustFormWholeGroups) {
+  for (const Device& device : {Device::cpu(), Device::cuda(0)}) {
+    AttentionSelectorConfig c = model(device);
+    c.compute_capability = ComputeCapability{9, 0};
+    for (const auto& [heads, kv_heads] : {std::pair{32, 7}, {32, 0}, {0, 8}, {-8, 8}}) {
+      c.num_heads = heads;
+      c.num_kv_heads = kv_heads;
+      for (const std::optional<std::string_view> forced :
+           {std::optional<std::string_view>{}, std::optional<std::string_view>{"cpu"}}) {
+        StatusOr<BackendSelection> s = select_backend(c, forced);
+        ASSERT_FALSE(s.ok()) << heads << "/" << kv_heads;
+        EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+        EXPECT_NE(s.status().message().find(
+                      "num_heads = " + std::to_string(heads) +
+                      " must be a positive multiple of num_kv_heads = " + std::to_string(kv_heads)),
+                  std::string::npos)
+            << s.status().message();
+      }
+    }
+  }
+}
+
 TEST(Selector, LayoutFollowsTheSetting) {
   set_kv_cache_layout(KVCacheLayout::kHND);
   auto s = select_backend(model(Device::cpu()));

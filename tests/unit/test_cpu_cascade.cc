@@ -55,7 +55,6 @@ BuilderParams builder_params(int block_size) {
   p.num_kv_heads = 2;
   p.head_size = 64;
   p.block_size = block_size;
-  p.num_sms = 2;
   return p;
 }
 

@@ -43,11 +43,7 @@ HostBatch make(const CaseSpec& s, KVCacheLayout layout = KVCacheLayout::kNHD) {
 }
 
 std::unique_ptr<AttentionMetadata> build(const HostBatch& b, const CommonAttentionMetadata& meta) {
-  BuilderParams bp;
-  bp.num_heads = b.spec.num_heads;
-  bp.num_kv_heads = b.spec.num_kv_heads;
-  bp.head_size = b.spec.head_size;
-  bp.block_size = b.spec.block_size;
+  const BuilderParams bp = testing::builder_params_for(b.spec, b.layout, Device::cpu());
   return cpu::make_builder(bp).value()->build(0, meta).value();
 }
 

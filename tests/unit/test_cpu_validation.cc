@@ -139,6 +139,7 @@ class CpuForwardErrors : public ::testing::Test {
     bp.num_kv_heads = 2;
     bp.head_size = 64;
     bp.block_size = 16;
+    bp.kv_cache_dtype = KVCacheDType::kFP8E4M3;
     md_ = make_builder(bp).value()->build(0, b_->metadata()).value();
     out_ = HostTensor(DType::kBF16, {5, 8, 64});
     lse_ = HostTensor(DType::kF32, {8, 5});
@@ -181,8 +182,14 @@ TEST_F(CpuForwardErrors, EachArgumentIsChecked) {
   p32.head_size = 32;
   auto impl32 = make_impl(p32);
   ASSERT_TRUE(impl32.ok());
+  BuilderParams bp32;
+  bp32.num_heads = 8;
+  bp32.num_kv_heads = 2;
+  bp32.head_size = 32;
+  bp32.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  auto md32 = make_builder(bp32).value()->build(0, b_->metadata()).value();
   HostTensor cache32(DType::kFP8E4M3, {cache.size(0), 2, 16, 2, 32});
-  expect_error((*impl32)->forward(strided, TensorView(), TensorView(), cache32.view(), *md_,
+  expect_error((*impl32)->forward(strided, TensorView(), TensorView(), cache32.view(), *md32,
                                   out32.view(), TensorView(), scales),
                "unit stride");
   HostTensor out_short(DType::kBF16, {3, 8, 64});

@@ -59,6 +59,9 @@ TEST(GpuLayerChecks, BuilderParamsNameTheBackendAndWhatIsAllowed) {
   p = builder_params();
   p.max_num_tokens = 0;
   expect_error(check_builder_params(fa, p), "max_num_tokens");
+  p = builder_params();
+  p.num_sms = -1;
+  expect_error(check_builder_params(fa, p), "FLASH_ATTN builder: num_sms = -1 (allowed: 0");
 }
 
 TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
@@ -73,6 +76,31 @@ TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
   p.sinks.clear();
   p.alibi_slopes.assign(13, 0.5f);
   expect_error(check_impl_params(flash_attn_backend(), p), "alibi_slopes has 13 entries");
+}
+
+// Cross-attention needs the encoder's lengths, which the step's metadata does not carry: both GPU
+// impls refuse it, as the selector does, instead of running it as self-attention.
+TEST(GpuLayerChecks, ImplParamsRefuseCrossAttention) {
+  AttentionImplParams p;
+  p.num_heads = 12;
+  p.num_kv_heads = 4;
+  p.head_size = 128;
+  p.device = kGpu;
+  for (const AttentionBackend* backend : {&flash_attn_backend(), &flashinfer_backend()}) {
+    for (const AttentionType type :
+         {AttentionType::kDecoder, AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
+      p.attn_type = type;
+      EXPECT_TRUE(check_impl_params(*backend, p).ok()) << attention_type_name(type);
+    }
+    p.attn_type = AttentionType::kEncoderDecoder;
+    const Status s = check_impl_params(*backend, p);
+    EXPECT_EQ(s.code(), StatusCode::kUnimplemented) << s.to_string();
+    EXPECT_NE(s.message().find(std::string(backend->name()) +
+                               " impl: attn_type = encoder_decoder is not supported (allowed: "
+                               "decoder, encoder, encoder_only)"),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 class GpuStepChecks : public ::testing::Test {
@@ -96,9 +124,12 @@ class GpuStepChecks : public ::testing::Test {
     params_.num_heads = 12;
     params_.num_kv_heads = 4;
     params_.head_size = 128;
+    params_.kv_layout = KVCacheLayout::kHND;
     params_.device = kGpu;
     cache_dtype_ = kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype);
-    step_ = step_info(builder_params(), meta_);
+    BuilderParams bp = builder_params();
+    bp.kv_layout = KVCacheLayout::kHND;
+    step_ = step_info(bp, meta_);
     query_ = on(batch_.query.view(), kGpu);
     cache_ = on(batch_.kv_cache.view(), kGpu);
     out_ = testing::HostTensor(DType::kBF16, {9, 12, 128});
@@ -139,9 +170,10 @@ TEST_F(GpuStepChecks, ForwardChecksTheLayerAgainstTheMetadata) {
   EXPECT_TRUE(forward(query_, out, lse).ok());
   EXPECT_TRUE(forward(query_, out, TensorView()).ok());  // LSE not requested
   StepInfo other = step_;
-  other.num_kv_heads = 2;
+  other.layer.num_kv_heads = 2;
   expect_error(check_forward(params_, cache_dtype_, other, query_, cache_, out, lse, {}),
-               "metadata was built for heads 12/2");
+               "metadata was built for num_kv_heads = 2 (BuilderParams); this layer has "
+               "num_kv_heads = 4 (AttentionImplParams)");
   other = step_;
   other.device_index = 1;
   expect_error(check_forward(params_, cache_dtype_, other, query_, cache_, out, lse, {}),
@@ -163,6 +195,40 @@ TEST_F(GpuStepChecks, ForwardChecksTheLayerAgainstTheMetadata) {
   testing::HostTensor three(DType::kF32, {3});
   const KVScales wrong{on(three.view(), kGpu), on(three.view(), kGpu)};
   expect_error(forward(query_, out, lse, wrong), "k_scale has 3 elements");
+}
+
+// The fields builder and impl both carry must agree (FLASHINFER sizes its decode work from the
+// builder's dtypes), and the cache must be strided in the layout both were made for.
+TEST_F(GpuStepChecks, ForwardChecksTheBuildersSpecAndTheCacheLayout) {
+  const TensorView out = on(out_.view(), kGpu), lse = on(lse_.view(), kGpu);
+  const auto forward_with = [&](const backends::LayerSpec& layer) {
+    StepInfo other = step_;
+    other.layer = layer;
+    return check_forward(params_, cache_dtype_, other, query_, cache_, out, lse, {});
+  };
+  backends::LayerSpec layer = step_.layer;
+  layer.dtype = DType::kF16;
+  expect_error(forward_with(layer), "metadata was built for dtype = f16 (BuilderParams)");
+  layer = step_.layer;
+  layer.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  expect_error(forward_with(layer),
+               "kv_cache_dtype = fp8_e4m3 (BuilderParams); this layer has "
+               "kv_cache_dtype = auto");
+  layer.kv_cache_dtype = KVCacheDType::kBFloat16;  // what auto stores under a bf16 model
+  EXPECT_TRUE(forward_with(layer).ok());
+  layer = step_.layer;
+  layer.kv_layout = KVCacheLayout::kNHD;
+  expect_error(forward_with(layer),
+               "kv_layout = NHD (BuilderParams); this layer has kv_layout = HND");
+
+  AttentionImplParams nhd = params_;
+  nhd.kv_layout = KVCacheLayout::kNHD;
+  const Status s = check_cache(nhd, cache_dtype_, cache_);
+  expect_error(s, "kv_layout = NHD (the layout the impl was made for) but kv_cache");
+  EXPECT_NE(s.message().find("is strided HND"), std::string::npos) << s.message();
+  expect_error(check_cache_update(nhd, cache_dtype_, on(batch_.key.view(), kGpu),
+                                  on(batch_.value.view(), kGpu), cache_),
+               "kv_layout = NHD");
 }
 
 TEST(CommonPrefixContract, CascadeFeaturesInTheSameWordsForEveryBackend) {

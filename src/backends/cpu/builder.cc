@@ -5,9 +5,11 @@
 #include <memory>
 #include <string>
 
+#include "backends/builder_base.h"
+#include "backends/builder_limits.h"
+#include "backends/common_prefix.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_metadata.h"
-#include "backends/common_prefix.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -16,14 +18,15 @@ int read_i32(const TensorView& t, int64_t i) {
   return t.data_as<const int32_t>()[i * t.stride(0)];
 }
 
-class CpuMetadataBuilder final : public AttentionMetadataBuilder {
+class CpuMetadataBuilder final : public backends::BuilderBase {
  public:
-  explicit CpuMetadataBuilder(const BuilderParams& params) : params_(params) {}
+  explicit CpuMetadataBuilder(const BuilderParams& params) : BuilderBase(params) {}
 
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::kNever; }
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta));
     // The cache size is not known here; forward checks block ids against the cache it is given.
     PAGEDATTN_RETURN_IF_ERROR(
         meta.validate(params_.block_size, std::numeric_limits<int32_t>::max()));
@@ -37,6 +40,7 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
     md->max_query_len = meta.max_query_len;
     md->max_seq_len = meta.max_seq_len;
     md->causal = meta.causal;
+    md->layer = backends::layer_spec(params_);
     md->block_size = params_.block_size;
     md->block_table = meta.block_table_tensor;
     md->query_start_loc.resize(meta.num_reqs + 1);
@@ -49,12 +53,11 @@ class CpuMetadataBuilder final : public AttentionMetadataBuilder {
     // The caller decided (use_cascade_attention); the prefix runs as cascade whenever it is given,
     // with every feature: the passes keep absolute positions (ALiBi distances, windows).
     PAGEDATTN_RETURN_IF_ERROR(meta.validate_common_prefix(common_prefix_len, params_.block_size));
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_deterministic("CPU_ATTN", common_prefix_len,
+                                                                    params_.deterministic));
     md->common_prefix_len = common_prefix_len;
     return std::unique_ptr<AttentionMetadata>(std::move(md));
   }
-
- private:
-  BuilderParams params_;
 };
 
 }  // namespace
@@ -73,6 +76,13 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
     return invalid_argument(
         "num_heads = " + std::to_string(params.num_heads) +
         " must be a positive multiple of num_kv_heads = " + std::to_string(params.num_kv_heads));
+  }
+  PAGEDATTN_RETURN_IF_ERROR(check_served(params.head_size, params.dtype));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_limits(params));
+  if (params.num_sms != 0) {
+    return invalid_argument("num_sms = " + std::to_string(params.num_sms) +
+                            ": CPU_ATTN plans no GPU work (allowed: 0; its threads are "
+                            "PAGEDATTN_CPU_THREADS)");
   }
   return std::unique_ptr<AttentionMetadataBuilder>(std::make_unique<CpuMetadataBuilder>(params));
 }

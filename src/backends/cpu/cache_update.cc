@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/cache_layout.h"
 #include "backends/cpu/cpu_impl.h"
 #include "common/numeric.h"
 
@@ -55,6 +56,7 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
   const int64_t block_size = kv_cache.size(2);
   PAGEDATTN_RETURN_IF_ERROR(
       expect_shape(kv_cache, "kv_cache", {num_blocks, 2, block_size, p.num_kv_heads, p.head_size}));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
   if (fp8) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
 
   const int64_t* slots = slot_mapping.data_as<const int64_t>();

@@ -7,6 +7,9 @@
 
 namespace pagedattn::cpu {
 
+// The head sizes and dtypes CPU_ATTN serves, checked by make_builder and make_impl alike.
+Status check_served(int head_size, DType dtype);
+
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params);
 StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params);
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/layer_spec.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/tensor.h"
 
@@ -14,6 +15,7 @@ struct CpuAttentionMetadata final : AttentionMetadata {
   int num_actual_tokens = 0;
   int max_query_len = 0;
   int max_seq_len = 0;
+  backends::LayerSpec layer;             // the builder's; forward checks the layer against it
   int block_size = 0;                    // the builder's; forward checks the cache against it
   std::vector<int32_t> query_start_loc;  // [num_reqs + 1]
   std::vector<int32_t> seq_lens;         // [num_reqs]

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "backends/cache_layout.h"
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/cpu_impl.h"
 #include "common/numeric.h"
@@ -52,6 +53,7 @@ Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
     return invalid_argument("kv_cache must have unit stride along head_size, got " +
                             str(kv_cache.stride(4)));
   }
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
   const TensorView& table = md.block_table;
   if (table.size(1) > 1 && table.stride(1) != 1) {
     return invalid_argument("block_table must have unit stride along blocks, got " +
@@ -85,6 +87,7 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
                    const TensorView& value, const TensorView& kv_cache,
                    const CpuAttentionMetadata& md, const TensorView& output,
                    const TensorView& output_lse, const KVScales& scales) {
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(md.layer, p));
   const int64_t num_real_tokens = md.query_start_loc[md.num_reqs];
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(query, "query", p.dtype, num_real_tokens, p.num_heads, p.head_size));
@@ -123,7 +126,7 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   pass.alibi_slopes = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
   pass.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
   pass.window = p.sliding_window;
-  pass.causal = md.causal;
+  pass.causal = p.causal_in_step(md.causal);
 
   // Encoder attention has no cache, nor does encoder-only attention given none: each request
   // attends to its own new tokens.

@@ -43,24 +43,33 @@ Status validate_params(const AttentionImplParams& p) {
     return invalid_argument("device = " + device_name(p.device) + ": CPU_ATTN runs on cpu only");
   }
   PAGEDATTN_RETURN_IF_ERROR(p.validate());
-  if (p.head_size < 32 || p.head_size > 512 || p.head_size % 8 != 0) {
-    return invalid_argument(
-        "head_size = " + str(p.head_size) +
-        " is not supported by CPU_ATTN (allowed: multiples of 8 from 32 to 512)");
-  }
-  if (p.dtype != DType::kF32 && p.dtype != DType::kF16 && p.dtype != DType::kBF16) {
-    return invalid_argument("dtype = " + std::string(dtype_name(p.dtype)) +
-                            " is not supported by CPU_ATTN (allowed: f32, f16, bf16)");
-  }
+  PAGEDATTN_RETURN_IF_ERROR(check_served(p.head_size, p.dtype));
   if (p.attn_type != AttentionType::kDecoder && p.attn_type != AttentionType::kEncoder &&
       p.attn_type != AttentionType::kEncoderOnly) {
     return unimplemented("attn_type = " + std::string(attention_type_name(p.attn_type)) +
                          " is not supported by CPU_ATTN (allowed: decoder, encoder, encoder_only)");
   }
+  if (p.kernel_generation != 0) {
+    return unimplemented("kernel_generation = " + str(p.kernel_generation) +
+                         " is not served by CPU_ATTN (allowed: 0; its one generation is cpu)");
+  }
   return ok_status();
 }
 
 }  // namespace
+
+Status check_served(int head_size, DType dtype) {
+  if (head_size < 32 || head_size > 512 || head_size % 8 != 0) {
+    return invalid_argument(
+        "head_size = " + str(head_size) +
+        " is not supported by CPU_ATTN (allowed: multiples of 8 from 32 to 512)");
+  }
+  if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
+    return invalid_argument("dtype = " + std::string(dtype_name(dtype)) +
+                            " is not supported by CPU_ATTN (allowed: f32, f16, bf16)");
+  }
+  return ok_status();
+}
 
 DType cache_storage_dtype(const AttentionImplParams& params) {
   return kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/builder_base.h"
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
@@ -26,10 +27,10 @@ using gpu::PassMetadata;
 
 using runtime::DeviceBuffer;
 
-class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
+class FlashAttnMetadataBuilder final : public backends::BuilderBase {
  public:
   FlashAttnMetadataBuilder(const BuilderParams& params, int num_sms, gpu::CascadeBuilder cascade)
-      : params_(params), num_sms_(num_sms), cascade_(std::move(cascade)) {}
+      : BuilderBase(params), num_sms_(num_sms), cascade_(std::move(cascade)) {}
 
   Status init() {
     const int dev = params_.device.index;
@@ -65,9 +66,12 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
     config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
     config.block_size = params_.block_size;
     config.window_left = params_.sliding_window.left;
+    // Deterministic: no split-KV, so a request's reduction order never depends on the batch.
     config.max_splits =
-        plan::graph_safe_max_splits(num_tokens, layout_.token_splits, params_.num_heads,
-                                    params_.num_kv_heads, config.head_size, num_sms_);
+        params_.deterministic
+            ? 1
+            : plan::graph_safe_max_splits(num_tokens, layout_.token_splits, params_.num_heads,
+                                          params_.num_kv_heads, config.head_size, num_sms_);
 
     PassMetadata& main = md->main;
     main.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();
@@ -88,8 +92,7 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
                                  cascade_.split_passes(md->cascade, config, num_sms_, main));
       main_seqs = cascade_.suffix_seq_lens();
     }
-    main.kernel =
-        gpu::pass_kernel(qsl, main_seqs, params_.num_heads, params_.num_kv_heads, meta.causal);
+    main.kernel = gpu::builder_pass_kernel(params_, qsl, main_seqs, meta.causal);
     PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,
                                plan::plan_split_kv(qsl, main_seqs, config));
     main.max_splits_used = schedule.max_splits_used;
@@ -100,7 +103,6 @@ class FlashAttnMetadataBuilder final : public AttentionMetadataBuilder {
   }
 
  private:
-  BuilderParams params_;
   int num_sms_ = 0;
   gpu::CascadeBuilder cascade_;
   plan::SplitWorkspaceLayout layout_;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/builder_base.h"
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
 #include "backends/flashinfer/metadata.h"
@@ -33,11 +34,13 @@ std::span<T> region(char* base, int64_t offset, int64_t count) {
   return {reinterpret_cast<T*>(base + offset), static_cast<size_t>(count)};
 }
 
-class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
+class FlashInferMetadataBuilder final : public backends::BuilderBase {
  public:
   FlashInferMetadataBuilder(const BuilderParams& params, int num_sms, int decode_ctas,
                             gpu::CascadeBuilder cascade)
-      : params_(params), num_sms_(num_sms), decode_ctas_(decode_ctas),
+      : BuilderBase(params),
+        num_sms_(num_sms),
+        decode_ctas_(decode_ctas),
         cascade_(std::move(cascade)) {}
 
   Status init() {
@@ -134,8 +137,8 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
                            region<int32_t>(host, l.prefill_splits_offset, n)));
     prefill.max_splits_used = prefill_plan.max_splits_used;
     // The decodes (the first nd requests) run in the decode kernel: not this pass's work.
-    prefill.kernel = gpu::pass_kernel(qsl.subspan(nd), pass_seqs.subspan(nd), params_.num_heads,
-                                      params_.num_kv_heads, meta.causal);
+    prefill.kernel =
+        gpu::builder_pass_kernel(params_, qsl.subspan(nd), pass_seqs.subspan(nd), meta.causal);
 
     DecodePass& decode = md->decode;
     decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled;
@@ -168,7 +171,6 @@ class FlashInferMetadataBuilder final : public AttentionMetadataBuilder {
     return c;
   }
 
-  BuilderParams params_;
   int num_sms_ = 0;
   int decode_ctas_ = 0;  // 0: no decode kernel for this layer (decodes run as prefills)
   gpu::CascadeBuilder cascade_;

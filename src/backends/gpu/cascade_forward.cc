@@ -18,8 +18,8 @@ PassOutput cascade_output(const CascadeMetadata& cascade, const StepInfo& step, 
   const bool prefix = pass == CascadePass::kPrefix;
   PassOutput o;
   o.out = prefix ? cascade.prefix_out : cascade.suffix_out;
-  o.token_stride = int64_t{step.num_heads} * step.head_size;
-  o.head_stride = step.head_size;
+  o.token_stride = int64_t{step.layer.num_heads} * step.layer.head_size;
+  o.head_stride = step.layer.head_size;
   o.lse = prefix ? cascade.prefix_lse : cascade.suffix_lse;
   o.lse_head_stride = cascade.lse_stride;
   o.with_sinks = prefix;

@@ -7,7 +7,7 @@ namespace pagedattn::gpu {
 
 Status merge_cascade(const CascadeMetadata& c, const StepInfo& step, const Device& device,
                      const TensorView& output, const TensorView& output_lse, StreamHandle stream) {
-  const int64_t t = c.num_tokens, h = step.num_heads, d = step.head_size;
+  const int64_t t = c.num_tokens, h = step.layer.num_heads, d = step.layer.head_size;
   const int64_t rows_shape[] = {t, h, d}, rows_strides[] = {h * d, d, 1};
   const int64_t lse_shape[] = {h, t}, lse_strides[] = {c.lse_stride, 1};
   const TensorView prefix_rows(c.prefix_out, c.dtype, device, rows_shape, rows_strides);

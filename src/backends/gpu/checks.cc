@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/builder_limits.h"
+#include "backends/cache_layout.h"
+#include "backends/layer_spec.h"
+
 namespace pagedattn::gpu {
 namespace {
 
@@ -28,6 +32,17 @@ std::string block_sizes_text(const AttentionBackend& backend) {
     text += (text.empty() ? "multiples of " : " or ") + str(m.base);
   }
   return text.empty() ? "any positive size" : text;
+}
+
+std::string attn_types_text(const AttentionBackend& backend) {
+  std::string text;
+  for (AttentionType t : {AttentionType::kDecoder, AttentionType::kEncoder,
+                          AttentionType::kEncoderOnly, AttentionType::kEncoderDecoder}) {
+    if (backend.supports_attn_type(t)) {
+      text += (text.empty() ? "" : ", ") + std::string(attention_type_name(t));
+    }
+  }
+  return text;
 }
 
 // What builder and impl both check: the device, the head counts, the head size and the dtype.
@@ -93,8 +108,8 @@ Status check_scale(const TensorView& scale, std::string_view what, const Attenti
 }  // namespace
 
 StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta) {
-  return {params.device.index, params.num_heads, params.num_kv_heads,   params.head_size,
-          params.block_size,   meta.num_reqs,    meta.num_actual_tokens};
+  return {params.device.index, backends::layer_spec(params), params.block_size, meta.num_reqs,
+          meta.num_actual_tokens};
 }
 
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& p) {
@@ -104,29 +119,18 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
     return invalid_argument(prefix(backend, "builder") + "block_size = " + str(p.block_size) +
                             "; expected " + block_sizes_text(backend));
   }
-  if (p.max_num_reqs <= 0 || p.max_num_tokens <= 0 || p.max_model_len <= 0) {
-    return invalid_argument(
-        prefix(backend, "builder") +
-        "max_num_reqs, max_num_tokens and max_model_len must be positive, got " +
-        str(p.max_num_reqs) + ", " + str(p.max_num_tokens) + ", " + str(p.max_model_len));
+  if (Status s = backends::check_limits(p); !s.ok()) {
+    return invalid_argument(prefix(backend, "builder") + s.message());
+  }
+  if (p.num_sms < 0) {
+    return invalid_argument(prefix(backend, "builder") + "num_sms = " + str(p.num_sms) +
+                            " (allowed: 0 = the device's count, or a positive count to plan for)");
   }
   return ok_status();
 }
 
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta) {
-  if (meta.num_reqs > params.max_num_reqs) {
-    return invalid_argument("num_reqs = " + str(meta.num_reqs) +
-                            " exceeds the builder's max_num_reqs = " + str(params.max_num_reqs));
-  }
-  if (meta.num_actual_tokens > params.max_num_tokens) {
-    return invalid_argument(
-        "num_actual_tokens = " + str(meta.num_actual_tokens) +
-        " exceeds the builder's max_num_tokens = " + str(params.max_num_tokens));
-  }
-  if (meta.max_seq_len > params.max_model_len) {
-    return invalid_argument("max_seq_len = " + str(meta.max_seq_len) +
-                            " exceeds the builder's max_model_len = " + str(params.max_model_len));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params, meta));
   // The builder does not know the cache size; block ids are checked where the table is on the host.
   const int64_t any_blocks = std::numeric_limits<int64_t>::max() / params.block_size;
   PAGEDATTN_RETURN_IF_ERROR(meta.validate(params.block_size, any_blocks));
@@ -140,6 +144,11 @@ Status check_impl_params(const AttentionBackend& backend, const AttentionImplPar
   PAGEDATTN_RETURN_IF_ERROR(
       check_layer(backend, "impl", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
   if (Status s = p.validate(); !s.ok()) return invalid_argument(prefix(backend, "impl") + s.message());
+  if (!backend.supports_attn_type(p.attn_type)) {
+    return unimplemented(prefix(backend, "impl") +
+                         "attn_type = " + std::string(attention_type_name(p.attn_type)) +
+                         " is not supported (allowed: " + attn_types_text(backend) + ")");
+  }
   return ok_status();
 }
 
@@ -155,7 +164,7 @@ Status check_cache(const AttentionImplParams& p, DType cache_dtype, const Tensor
                             str(p.num_kv_heads) + ", " + str(p.head_size) +
                             "] with a contiguous head dim");
   }
-  return ok_status();
+  return backends::check_cache_layout(kv_cache, p.kv_layout);
 }
 
 Status check_cache_update(const AttentionImplParams& p, DType cache_dtype, const TensorView& key,
@@ -169,13 +178,7 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
                      const TensorView& query, const TensorView& kv_cache, const TensorView& output,
                      const TensorView& output_lse, const KVScales& scales, bool cache_optional) {
   const int64_t t = step.num_actual_tokens;
-  if (step.num_heads != p.num_heads || step.num_kv_heads != p.num_kv_heads ||
-      step.head_size != p.head_size) {
-    return invalid_argument("metadata was built for heads " + str(step.num_heads) + "/" +
-                            str(step.num_kv_heads) + ", head_size " + str(step.head_size) +
-                            "; this layer has " + str(p.num_heads) + "/" + str(p.num_kv_heads) +
-                            ", " + str(p.head_size));
-  }
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(step.layer, p));
   if (step.device_index != p.device.index) {
     return invalid_argument("metadata was built for cuda:" + str(step.device_index) +
                             "; this layer runs on " + device_name(p.device));

@@ -11,19 +11,20 @@
 namespace pagedattn::gpu {
 
 // make_builder: a CUDA device, positive head counts with whole GQA groups, a head size, block size
-// and dtype the backend serves, and positive persistent-buffer limits.
+// and dtype the backend serves, positive persistent-buffer limits and a non-negative num_sms.
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& params);
 
 // build(): the step fits the builder's limits, meta.validate passes, and the device vectors the
 // kernels read are on the builder's device with contiguous rows.
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta);
 
-// make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups, and
-// per-head vectors (ALiBi slopes, sinks) of num_heads entries or none.
+// make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups,
+// per-head vectors (ALiBi slopes, sinks) of num_heads entries or none, and an attention type the
+// backend serves.
 Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& params);
 
 // The paged cache: [num_blocks, 2, block_size, Hkv, D] of cache_dtype on the layer's device, with a
-// contiguous head dim (any block/token/head strides: NHD or HND).
+// contiguous head dim, strided in the layer's kv_layout.
 Status check_cache(const AttentionImplParams& params, DType cache_dtype,
                    const TensorView& kv_cache);
 
@@ -32,9 +33,9 @@ Status check_cache_update(const AttentionImplParams& params, DType cache_dtype,
                           const TensorView& key, const TensorView& value,
                           const TensorView& kv_cache);
 
-// forward: metadata built for this layer's heads and device, query/output rows, the optional LSE,
-// the cache (with the builder's block size; an undefined one passes when cache_optional) and the
-// FP8 scales.
+// forward: metadata built for this layer's spec (heads, dtypes, layout) and device, query/output
+// rows, the optional LSE, the cache (with the builder's block size; an undefined one passes when
+// cache_optional) and the FP8 scales.
 Status check_forward(const AttentionImplParams& params, DType cache_dtype, const StepInfo& step,
                      const TensorView& query, const TensorView& kv_cache, const TensorView& output,
                      const TensorView& output_lse, const KVScales& scales,

@@ -31,6 +31,13 @@ PassKernel pass_kernel(std::span<const int32_t> query_start_loc, std::span<const
   return packed < v2 ? PassKernel::kV3Packed : PassKernel::kV2;
 }
 
+PassKernel builder_pass_kernel(const BuilderParams& params,
+                               std::span<const int32_t> query_start_loc,
+                               std::span<const int32_t> seq_lens, bool causal) {
+  if (params.deterministic) return PassKernel::kV2;
+  return pass_kernel(query_start_loc, seq_lens, params.num_heads, params.num_kv_heads, causal);
+}
+
 int preferred_generation(ComputeCapability cc, int head_size) {
   if (cc < ComputeCapability{8, 0} || !serves_head_size(head_size)) return 0;
   if (cc.major == 9 && kernels::paged_attention_generation_built(kernels::KernelGeneration::kV3)) {

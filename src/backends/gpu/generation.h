@@ -31,6 +31,13 @@ enum class PassKernel { kV3, kV3Packed, kV2 };
 PassKernel pass_kernel(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                        int num_heads, int num_kv_heads, bool causal);
 
+// A builder's choice for a pass: pass_kernel, except under BuilderParams::deterministic, where
+// every pass runs v2 (each request's tile shape comes from its own rows), so that no request's
+// kernel follows the rest of the batch.
+PassKernel builder_pass_kernel(const BuilderParams& params,
+                               std::span<const int32_t> query_start_loc,
+                               std::span<const int32_t> seq_lens, bool causal);
+
 class LaunchGenerations {
  public:
   // The layer's generation on its device (CUDA builds: reads the compute capability), or the

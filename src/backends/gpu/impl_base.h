@@ -93,9 +93,10 @@ class GpuImpl : public AttentionImpl {
 
   // One pass's part of a paged attention launch, run with `max_num_splits` splits at most (a
   // captured launch: a graph-safe bound; an eager one: the step's own largest count), checked
-  // against the split workspace (p.num_tokens set).
-  static Status set_pass(kernels::PagedAttentionParams& p, const PassMetadata& pass,
-                         int max_num_splits, int64_t token_capacity) {
+  // against the split workspace (p.num_tokens set). The mask is the pass's as this layer's type
+  // sees it (encoder layers are bidirectional in a causal step).
+  Status set_pass(kernels::PagedAttentionParams& p, const PassMetadata& pass, int max_num_splits,
+                  int64_t token_capacity) const {
     p.cu_seqlens_q = pass.cu_seqlens_q;
     p.seqused_k = pass.seqused_k;
     p.block_table = pass.block_table;
@@ -103,7 +104,7 @@ class GpuImpl : public AttentionImpl {
     p.num_reqs = pass.num_reqs;
     p.max_query_len = pass.max_query_len;
     p.max_seq_len = pass.max_seq_len;
-    p.causal = pass.causal;
+    p.causal = params_.causal_in_step(pass.causal);
     p.max_num_splits = max_num_splits;
     p.num_splits_per_req = max_num_splits > 1 ? pass.num_splits_per_req : nullptr;
     if (int64_t{max_num_splits} * p.num_tokens > token_capacity) {

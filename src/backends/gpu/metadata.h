@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backends/gpu/generation.h"
+#include "backends/layer_spec.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/metadata.h"
 
@@ -13,9 +14,7 @@ namespace pagedattn::gpu {
 
 struct StepInfo {
   int device_index = 0;
-  int num_heads = 0;
-  int num_kv_heads = 0;
-  int head_size = 0;
+  backends::LayerSpec layer;  // what the builder was made for; forward checks the layer against it
   int block_size = 0;
   int num_reqs = 0;
   int num_actual_tokens = 0;  // may include CUDA-graph padding

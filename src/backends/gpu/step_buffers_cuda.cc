@@ -63,6 +63,8 @@ StatusOr<CascadeMetadata> CascadeBuilder::plan(int cpl, const CommonAttentionMet
   PAGEDATTN_RETURN_IF_ERROR(meta.validate_common_prefix(cpl, params_.block_size));
   PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_features(
       backend_, cpl, params_.use_alibi, params_.use_sliding_window(), served_));
+  PAGEDATTN_RETURN_IF_ERROR(
+      backends::check_cascade_deterministic(backend_, cpl, params_.deterministic));
   CascadeMetadata c;
   if (cpl == 0) return c;
   PAGEDATTN_RETURN_IF_ERROR(ensure_scratch());
