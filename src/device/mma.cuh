@@ -1,6 +1,6 @@
 // Tensor-core and shared-memory PTX wrappers for the Ampere-style ("v2") kernels, sm_80+:
 // mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), ldmatrix and cp.async. Fragment layouts follow
-// the PTX ISA "Matrix Fragments for mma.m16n8k16"; docs/kernels.md says how the kernels use them.
+// the PTX ISA "Matrix Fragments for mma.m16n8k16"; docs/kernels/v2_prefill.md says how the kernels use them.
 #pragma once
 
 #include <cuda_bf16.h>

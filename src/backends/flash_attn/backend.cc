@@ -28,7 +28,7 @@ class FlashAttnBackend final : public gpu::GpuBackend {
   std::string kernel_generation_for(const AttentionSelectorConfig& config) const override {
     if (!config.compute_capability) return "";
     switch (gpu::preferred_generation(*config.compute_capability, config.head_size)) {
-      case 3: return "v3 where it serves the launch, v2 for the rest (docs/kernels.md)";
+      case 3: return "v3 where it serves the launch, v2 for the rest (docs/kernels/README.md)";
       case 2: return "v2";
       default: return "";
     }

@@ -32,7 +32,7 @@ class FlashInferBackend final : public gpu::GpuBackend {
     const int prefill = gpu::preferred_generation(*config.compute_capability, config.head_size);
     if (prefill == 0) return "";
     return prefill == 3 ? "the decode kernel for decodes; prefills v3 where it serves the launch, "
-                          "else v2 (docs/kernels.md)"
+                          "else v2 (docs/kernels/README.md)"
                         : "the decode kernel for decodes, v2 for prefills";
   }
   // vLLM's upper bound stays.

@@ -1,6 +1,6 @@
 // The per-warp compute of the v2 paged attention kernel: S = Q K^T with mma.sync, the score
 // transforms and visibility mask of mask.h, the online softmax and O += P V with P kept in
-// registers. Fragment layouts: PTX "Matrix Fragments for mma.m16n8k16"; docs/kernels.md.
+// registers. Fragment layouts: PTX "Matrix Fragments for mma.m16n8k16"; docs/kernels/v2_prefill.md.
 #pragma once
 
 #include <cmath>
