@@ -10,9 +10,8 @@
 // backend does: key/value are not passed to the kernel, so only the paged kernels start (given
 // key/value the launcher adds the ragged kernels, and each kernel's CTAs for the other's requests
 // return at once, which costs real time in a CUDA graph; docs/kernels/v2_prefill.md, ragged
-// source). The ragged source (FlashInfer's prefill
-// over contiguous K/V) serves encoder and encoder-only layers run with no cache: no cache write,
-// every request read from key/value.
+// source). The ragged source (FlashInfer's prefill over contiguous K/V) serves encoder and
+// encoder-only layers run with no cache: no cache write, every request read from key/value.
 #include <cuda_runtime.h>
 
 #include <cstdint>
