@@ -58,7 +58,6 @@ int main() {
   builder_params.head_size = kHeadSize;
   builder_params.block_size = kBlockSize;
   builder_params.dtype = pa::DType::kF32;
-  builder_params.kv_layout = selection->kv_cache_layout;
   auto builder = backend.make_builder(builder_params);
   if (!builder.ok()) return fail(builder.status());
   pa::AttentionImplParams impl_params;

@@ -78,9 +78,9 @@ struct AttentionImplParams {
 };
 
 // What a builder needs to know once (the KV-cache spec and the limits its persistent buffers
-// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype, kv_layout) must be the one of
-// every layer run with the builder's metadata: forward refuses a layer that differs, naming the
-// field.
+// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype) must be the one of every layer
+// run with the builder's metadata: forward refuses a layer that differs, naming the field. The
+// cache's layout is the layer's (AttentionImplParams::kv_layout): no plan depends on it.
 struct BuilderParams {
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -88,7 +88,6 @@ struct BuilderParams {
   int block_size = 16;
   DType dtype = DType::kBF16;
   KVCacheDType kv_cache_dtype = KVCacheDType::kAuto;
-  KVCacheLayout kv_layout = KVCacheLayout::kNHD;
   Device device = Device::cpu();
   int max_num_reqs = 256;
   int max_num_tokens = 8192;

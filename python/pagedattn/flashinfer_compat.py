@@ -120,7 +120,7 @@ class _PagedWrapper:
             limits = (max(256, num_reqs), max(8192, num_tokens), max(32768, max_seq_len))
             builder = self._backend.make_builder(
                 num_heads=hq, num_kv_heads=hkv, head_size=d, block_size=page_size, dtype=dtype, kv_cache_dtype=kv,
-                kv_layout=self._layout, device=self._device, max_num_reqs=limits[0], max_num_tokens=limits[1],
+                device=self._device, max_num_reqs=limits[0], max_num_tokens=limits[1],
                 max_model_len=limits[2], sliding_window=window)
             entry = self._builders[key] = (builder, limits)
         return entry[0], kv

@@ -112,11 +112,19 @@ def _kernel_generation(fa_version, backend, device):
     return int(fa_version)
 
 
+def _layout_of(cache):
+    """The layout a cache [num_blocks, block_size, Hkv, D] is strided in: 'HND' where a head's tokens lie
+    together, else 'NHD' (vLLM's FLASH_ATTN takes either, by the cache's stride order)."""
+    strides = cache.stride() if callable(getattr(cache, "stride", None)) else cache.strides
+    return "HND" if strides[1] < strides[2] else "NHD"
+
+
 def _impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux, fa_version):
     """The impl for a layer of this configuration on `device` (made once, then reused)."""
     num_heads, head_size, block_size, num_kv_heads = q.shape[1], q.shape[2], k.shape[1], k.shape[2]
+    layout = _layout_of(k)
     key = (device, q.dtype, k.dtype, num_heads, num_kv_heads, head_size, block_size, softmax_scale, causal, window,
-           softcap, id(alibi_slopes), id(s_aux), kv_cache_dtype, fa_version)
+           softcap, id(alibi_slopes), id(s_aux), kv_cache_dtype, fa_version, layout)
     impl = _impls.get(key)
     if impl is not None:
         return impl[0]
@@ -130,7 +138,8 @@ def _impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, 
         impl = selection.backend.make_impl(
             num_heads=num_heads, head_size=head_size, num_kv_heads=num_kv_heads, scale=softmax_scale, dtype=dtype,
             alibi_slopes=_host_floats(alibi_slopes), sliding_window=window, kv_cache_dtype=kv_cache_dtype,
-            logits_soft_cap=softcap or None, sinks=_host_floats(s_aux), device=device, kernel_generation=generation)
+            logits_soft_cap=softcap or None, sinks=_host_floats(s_aux), kv_layout=layout, device=device,
+            kernel_generation=generation)
     except ValueError as e:
         if generation and "kernel_generation" in str(e):  # this device cannot run the forced generation
             raise ValueError("fa_version = %d: %s" % (fa_version, e)) from e
@@ -333,7 +342,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
         _check_num_splits(num_splits, scheduler_metadata.backend, scheduler_metadata.common_prefix_len)
     # The step fixes the device, heads, head size and block size; a layer adds the rest.
     layer = (q.dtype, k.dtype, kv_cache_dtype, softmax_scale, causal, window, softcap, id(alibi_slopes), id(s_aux),
-             fa_version)
+             fa_version, _layout_of(k))
     entry = scheduler_metadata.layers.get(layer)
     if entry is None:
         cache_dtype = _cache_dtype(q.dtype, k.dtype, kv_cache_dtype)
@@ -354,8 +363,9 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv
     """vLLM's reshape_and_cache_flash: writes key/value [num_tokens, Hkv, D] into the paged cache at
     slot_mapping [num_tokens] int64 (-1 skipped), FP8 caches as saturate(x / scale)."""
     cache_dtype = _cache_dtype(key.dtype, key_cache.dtype, kv_cache_dtype)
+    layout = _layout_of(key_cache)
     impl_key = ("cache", device_key(key), key.dtype, key_cache.dtype, key.shape[1], key.shape[2],
-                key_cache.shape[1], cache_dtype)
+                key_cache.shape[1], cache_dtype, layout)
     entry = _impls.get(impl_key)
     if entry is None:
         num_kv_heads, head_size, block_size = key.shape[1], key.shape[2], key_cache.shape[1]
@@ -363,7 +373,7 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv
         selection = _selection(head_size, num_kv_heads, num_kv_heads, dtype, cache_dtype, block_size, device)
         entry = _impls[impl_key] = (selection.backend.make_impl(
             num_heads=num_kv_heads, head_size=head_size, num_kv_heads=num_kv_heads, dtype=dtype,
-            kv_cache_dtype=cache_dtype, device=device),)
+            kv_cache_dtype=cache_dtype, kv_layout=layout, device=device),)
     fp8 = cache_dtype.startswith("fp8")
     entry[0].do_kv_cache_update_split(key, value, key_cache, value_cache, slot_mapping, k_scale if fp8 else None,
                                       v_scale if fp8 else None, stream)

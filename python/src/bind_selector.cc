@@ -115,7 +115,7 @@ void bind_selector(py::module_& m) {
       .def("forward_includes_kv_cache_update", &AttentionBackend::forward_includes_kv_cache_update)
       .def("make_builder",
            [](const AttentionBackend& b, int num_heads, int num_kv_heads, int head_size, int block_size,
-              py::handle dtype, py::handle kv_cache_dtype, py::handle kv_layout, py::handle device,
+              py::handle dtype, py::handle kv_cache_dtype, py::handle device,
               int max_num_reqs, int max_num_tokens, int max_model_len, bool use_alibi,
               py::handle sliding_window, int num_sms, bool deterministic) {
              BuilderParams p;
@@ -125,7 +125,6 @@ void bind_selector(py::module_& m) {
              p.block_size = block_size;
              p.dtype = dtype_arg(dtype, "dtype");
              p.kv_cache_dtype = kv_cache_dtype_arg(kv_cache_dtype, "kv_cache_dtype");
-             p.kv_layout = layout_arg(kv_layout, "kv_layout");
              p.device = device_arg(device, "device");
              p.max_num_reqs = max_num_reqs;
              p.max_num_tokens = max_num_tokens;
@@ -137,7 +136,7 @@ void bind_selector(py::module_& m) {
              return make_builder(b, p);
            },
            "num_heads"_a, "num_kv_heads"_a, "head_size"_a, "block_size"_a = 16, "dtype"_a = "bf16",
-           "kv_cache_dtype"_a = "auto", "kv_layout"_a = "NHD", "device"_a = py::none(), "max_num_reqs"_a = 256,
+           "kv_cache_dtype"_a = "auto", "device"_a = py::none(), "max_num_reqs"_a = 256,
            "max_num_tokens"_a = 8192, "max_model_len"_a = 32768, "use_alibi"_a = false,
            "sliding_window"_a = py::none(), "num_sms"_a = 0, "deterministic"_a = false,
            "The metadata builder of one KV-cache group (vLLM's AttentionMetadataBuilder). The mask is "

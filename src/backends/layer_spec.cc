@@ -21,7 +21,7 @@ std::string window_text(const SlidingWindow& w) {
 
 LayerSpec layer_spec(const BuilderParams& params) {
   return {params.num_heads,      params.num_kv_heads, params.head_size, params.dtype,
-          params.kv_cache_dtype, params.kv_layout,    params.use_alibi, params.sliding_window};
+          params.kv_cache_dtype, params.use_alibi,    params.sliding_window};
 }
 
 Status check_layer_spec(const LayerSpec& builder, const AttentionImplParams& layer) {
@@ -43,10 +43,6 @@ Status check_layer_spec(const LayerSpec& builder, const AttentionImplParams& lay
       kv_cache_storage_dtype(layer.kv_cache_dtype, layer.dtype)) {
     return differs("kv_cache_dtype", std::string(kv_cache_dtype_name(builder.kv_cache_dtype)),
                    std::string(kv_cache_dtype_name(layer.kv_cache_dtype)));
-  }
-  if (builder.kv_layout != layer.kv_layout) {
-    return differs("kv_layout", std::string(kv_cache_layout_name(builder.kv_layout)),
-                   std::string(kv_cache_layout_name(layer.kv_layout)));
   }
   if (builder.use_alibi != !layer.alibi_slopes.empty()) {
     return invalid_argument(

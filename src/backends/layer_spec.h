@@ -1,6 +1,6 @@
 // What a metadata builder was made for that every layer run with its metadata must share (vLLM
 // gives layers that differ in any of it builders of their own): the KV-cache spec's heads, head
-// size, dtypes and layout, and whether the layer uses ALiBi and which window, all given to both
+// size and dtypes, and whether the layer uses ALiBi and which window, all given to both
 // BuilderParams and AttentionImplParams. Each backend's forward checks the layer against the
 // builder's, so a field given to both is never silently taken from one of them.
 #pragma once
@@ -15,7 +15,6 @@ struct LayerSpec {
   int head_size = 0;
   DType dtype = DType::kBF16;
   KVCacheDType kv_cache_dtype = KVCacheDType::kAuto;
-  KVCacheLayout kv_layout = KVCacheLayout::kNHD;
   bool use_alibi = false;  // the layer's alibi_slopes are given
   SlidingWindow sliding_window;
 };

@@ -4,7 +4,7 @@
 
 namespace pagedattn::testing {
 
-BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, const Device& device) {
+BuilderParams builder_params_for(const CaseSpec& spec, const Device& device) {
   BuilderParams bp;
   bp.num_heads = spec.num_heads;
   bp.num_kv_heads = spec.num_kv_heads;
@@ -12,7 +12,6 @@ BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, con
   bp.block_size = spec.block_size;
   bp.dtype = spec.dtype;
   bp.kv_cache_dtype = spec.kv_cache_dtype;
-  bp.kv_layout = layout;
   bp.device = device;
   bp.max_num_reqs = std::max(bp.max_num_reqs, spec.num_reqs());
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(bp.max_num_tokens, spec.num_tokens()));

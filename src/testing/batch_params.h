@@ -10,7 +10,7 @@ namespace pagedattn::testing {
 
 // The case's model and cache in `layout` on `device`, with persistent buffers sized for at least
 // this step (and the library's defaults when those are larger).
-BuilderParams builder_params_for(const CaseSpec& spec, KVCacheLayout layout, const Device& device);
+BuilderParams builder_params_for(const CaseSpec& spec, const Device& device);
 
 
 // The oracle's inputs over the batch, reading `kv_cache` (a host view of the cache after the update).

@@ -108,7 +108,7 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::prepare(const CaseSpec& case_s
   run->backend_ = &backend;
   run->device_ = device;
   const BuilderParams bp =
-      options.builder_params.value_or(builder_params_for(case_spec, layout, device));
+      options.builder_params.value_or(builder_params_for(case_spec, device));
   PAGEDATTN_ASSIGN_OR_RETURN(run->builder_, backend.make_builder(bp));
   CaseSpec spec = case_spec;
   if (std::optional<int> threshold = run->builder_->reorder_batch_threshold()) {
@@ -130,7 +130,7 @@ StatusOr<std::unique_ptr<StepRunner>> StepRunner::for_batch(HostBatch& batch,
   run->device_ = device;
   run->batch_ = &batch;
   const BuilderParams bp =
-      options.builder_params.value_or(builder_params_for(batch.spec, batch.layout, device));
+      options.builder_params.value_or(builder_params_for(batch.spec, device));
   PAGEDATTN_ASSIGN_OR_RETURN(run->builder_, backend.make_builder(bp));
   PAGEDATTN_RETURN_IF_ERROR(run->init(bp, options));
   return run;

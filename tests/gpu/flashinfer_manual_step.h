@@ -58,7 +58,7 @@ class ManualStep {
     } else if (auto on_gpu = testing::place_on_cuda(*batch_, device.index); on_gpu.ok()) {
       placement_ = std::move(on_gpu).value();
     }
-    BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, device);
+    BuilderParams bp = testing::builder_params_for(spec, device);
     bp.max_model_len = 1 << 17;
     auto builder = backend->make_builder(bp);
     AttentionImplParams ip = batch_->params;

@@ -63,7 +63,7 @@ inline KVCacheAllocation host_cache_after_write(const testing::HostBatch& batch)
 }
 
 inline BuilderParams builder_params_for(const testing::HostBatch& batch) {
-  BuilderParams bp = testing::builder_params_for(batch.spec, batch.layout, Device::cuda(0));
+  BuilderParams bp = testing::builder_params_for(batch.spec, Device::cuda(0));
   // Tight persistent buffers (the split workspace and bounds scale with them) and a roomy model.
   bp.max_num_reqs = std::max(8, batch.spec.num_reqs());
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(64, batch.spec.num_tokens()));
@@ -135,7 +135,7 @@ inline void expect_encoder_layer_bidirectional(const std::string& backend_name,
   ASSERT_TRUE(spec.causal) << spec.name;
   testing::StepOptions options;
   options.attn_type = type;
-  BuilderParams bp = testing::builder_params_for(spec, KVCacheLayout::kNHD, Device::cuda(0));
+  BuilderParams bp = testing::builder_params_for(spec, Device::cuda(0));
   bp.max_model_len = 1 << 17;
   options.builder_params = bp;
   StatusOr<std::unique_ptr<testing::StepRunner>> run =

@@ -122,7 +122,7 @@ TEST(FlashInferPlan, PageArraysAreVllms) {
   // The builder's metadata is internal to the runner; rebuild one to read the arrays.
   const AttentionBackend* backend = find_backend("FLASHINFER");
   auto builder = backend->make_builder(testing::builder_params_for(
-      r.runner->spec(), KVCacheLayout::kNHD, Device::cuda(0)));
+      r.runner->spec(), Device::cuda(0)));
   ASSERT_TRUE(builder.ok()) << builder.status().to_string();
   auto dev = testing::upload_batch(r.runner->batch(), 0);
   ASSERT_TRUE(dev.ok());

@@ -50,7 +50,7 @@ TEST(FlashInferGraph, CaptureAt256ReplaysMixedAndOtherLengths) {
   }
   const AttentionBackend* backend = find_backend("FLASHINFER");
   auto impl = backend->make_impl(impl_params_for(batches[0]));
-  BuilderParams bp = testing::builder_params_for(specs[0], KVCacheLayout::kNHD, Device::cuda(0));
+  BuilderParams bp = testing::builder_params_for(specs[0], Device::cuda(0));
   bp.max_num_reqs = kReqs;
   bp.max_num_tokens = kTokens;
   bp.max_model_len = kMaxSeqLen;

@@ -27,7 +27,7 @@ inline FlashInferRun run_flashinfer(const testing::CaseSpec& spec, KVCacheLayout
   if (backend == nullptr) return result;
   testing::StepOptions options;
   options.cascade = testing::CascadeMode::kAlways;
-  BuilderParams bp = testing::builder_params_for(spec, layout, Device::cuda(0));
+  BuilderParams bp = testing::builder_params_for(spec, Device::cuda(0));
   bp.max_model_len = 1 << 17;
   if (tune) tune(bp);
   options.builder_params = bp;

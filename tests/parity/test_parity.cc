@@ -121,7 +121,7 @@ StatusOr<CaseSpec> common_order(CaseSpec spec, const std::vector<Placement>& pla
     }
     PAGEDATTN_ASSIGN_OR_RETURN(
         std::unique_ptr<AttentionMetadataBuilder> builder,
-        p.backend->make_builder(testing::builder_params_for(spec, *spec.kv_layout, p.device)));
+        p.backend->make_builder(testing::builder_params_for(spec, p.device)));
     if (std::optional<int> threshold = builder->reorder_batch_threshold()) {
       spec = testing::reorder_decode_first(spec, *threshold);
     }

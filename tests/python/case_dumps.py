@@ -152,7 +152,7 @@ def impl_and_builder(dump):
     seq_lens = c["seq_lens"]
     builder = backend.make_builder(
         num_heads=c["num_heads"], num_kv_heads=c["num_kv_heads"], head_size=c["head_size"],
-        block_size=c["block_size"], dtype=c["dtype"], kv_cache_dtype=kv, kv_layout=dump.meta["kv_layout"],
+        block_size=c["block_size"], dtype=c["dtype"], kv_cache_dtype=kv,
         device="cpu", max_num_reqs=max(256, len(seq_lens)), max_num_tokens=max(8192, sum(c["query_lens"])),
         max_model_len=max([32768] + seq_lens), use_alibi=bool(c.get("alibi")), sliding_window=window)
     return selection, impl, builder

@@ -43,7 +43,7 @@ HostBatch make(const CaseSpec& s, KVCacheLayout layout = KVCacheLayout::kNHD) {
 }
 
 std::unique_ptr<AttentionMetadata> build(const HostBatch& b, const CommonAttentionMetadata& meta) {
-  const BuilderParams bp = testing::builder_params_for(b.spec, b.layout, Device::cpu());
+  const BuilderParams bp = testing::builder_params_for(b.spec, Device::cpu());
   return cpu::make_builder(bp).value()->build(0, meta).value();
 }
 

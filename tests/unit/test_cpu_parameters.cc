@@ -100,11 +100,10 @@ CaseSpec decode_and_chunk() {
 // cache update and by forward, never read as if it were the other layout.
 TEST(CpuParameters, KvLayoutMustMatchTheCacheStrides) {
   HostBatch b = make(decode_and_chunk(), KVCacheLayout::kHND);
-  BuilderParams bp = testing::builder_params_for(b.spec, KVCacheLayout::kHND, Device::cpu());
+  BuilderParams bp = testing::builder_params_for(b.spec, Device::cpu());
   EXPECT_TRUE(run_step(b, bp, b.params).ok());
   AttentionImplParams nhd = b.params;
   nhd.kv_layout = KVCacheLayout::kNHD;
-  bp.kv_layout = KVCacheLayout::kNHD;
   expect_refused(run_step(b, bp, nhd),
                  "kv_layout = NHD (the layout the impl was made for) but kv_cache");
   auto impl = cpu_attn_backend().make_impl(nhd).value();
@@ -120,13 +119,8 @@ TEST(CpuParameters, KvLayoutMustMatchTheCacheStrides) {
 TEST(CpuParameters, BuilderAndImplMustAgree) {
   HostBatch b = make(decode_and_chunk(), KVCacheLayout::kHND);
   const BuilderParams good =
-      testing::builder_params_for(b.spec, KVCacheLayout::kHND, Device::cpu());
+      testing::builder_params_for(b.spec, Device::cpu());
   BuilderParams bp = good;
-  bp.kv_layout = KVCacheLayout::kNHD;
-  expect_refused(run_step(b, bp, b.params),
-                 "metadata was built for kv_layout = NHD (BuilderParams); this layer has kv_layout "
-                 "= HND (AttentionImplParams)");
-  bp = good;
   bp.dtype = DType::kF16;
   expect_refused(run_step(b, bp, b.params),
                  "dtype = f16 (BuilderParams); this layer has dtype = bf16");
@@ -158,7 +152,7 @@ TEST(CpuParameters, BuilderAndImplMustAgree) {
 TEST(CpuParameters, BuilderLimitsBoundTheStep) {
   HostBatch b = make(decode_and_chunk());  // 2 requests, 10 tokens, max_seq_len 70
   const BuilderParams fits =
-      testing::builder_params_for(b.spec, KVCacheLayout::kNHD, Device::cpu());
+      testing::builder_params_for(b.spec, Device::cpu());
   BuilderParams bp = fits;
   bp.max_num_reqs = bp.max_num_tokens = bp.max_model_len = 1;
   expect_refused(run_step(b, bp, b.params), "num_reqs = 2 exceeds the builder's max_num_reqs = 1");
@@ -180,7 +174,7 @@ TEST(CpuParameters, BuilderLimitsBoundTheStep) {
 
 // num_sms sizes a GPU builder's plans; CPU_ATTN has none to size, so a count is refused.
 TEST(CpuParameters, NumSmsIsRefused) {
-  BuilderParams bp = testing::builder_params_for(prefills(), KVCacheLayout::kNHD, Device::cpu());
+  BuilderParams bp = testing::builder_params_for(prefills(), Device::cpu());
   EXPECT_TRUE(cpu_attn_backend().make_builder(bp).ok());
   bp.num_sms = 132;
   expect_refused(cpu_attn_backend().make_builder(bp).status(),
@@ -210,7 +204,7 @@ TEST(CpuParameters, DeterministicBuildersRunNoCascade) {
   s.query_lens = {40, 1, 1, 9, 1, 2, 1, 3};
   s.common_prefix_len = 256;
   HostBatch b = make(s);
-  BuilderParams bp = testing::builder_params_for(s, KVCacheLayout::kNHD, Device::cpu());
+  BuilderParams bp = testing::builder_params_for(s, Device::cpu());
   const std::vector<int32_t> q(s.query_lens.begin(), s.query_lens.end());
   ASSERT_TRUE(cascade_attention_pays_off(256, q, 8, 2, false, false, false, 2, 1));
   for (const bool deterministic : {false, true}) {
@@ -240,7 +234,7 @@ TEST(CpuParameters, OutputsAreBatchInvariantEitherWay) {
         s.query_lens.push_back(std::min(len, 33));
       }
       HostBatch b = make(s);
-      BuilderParams bp = testing::builder_params_for(s, KVCacheLayout::kNHD, Device::cpu());
+      BuilderParams bp = testing::builder_params_for(s, Device::cpu());
       bp.deterministic = deterministic;
       auto builder = cpu_attn_backend().make_builder(bp).value();
       auto impl = cpu_attn_backend().make_impl(b.params).value();

@@ -128,7 +128,6 @@ class GpuStepChecks : public ::testing::Test {
     params_.device = kGpu;
     cache_dtype_ = kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype);
     BuilderParams bp = builder_params();
-    bp.kv_layout = KVCacheLayout::kHND;
     step_ = step_info(bp, meta_);
     query_ = on(batch_.query.view(), kGpu);
     cache_ = on(batch_.kv_cache.view(), kGpu);
@@ -216,10 +215,6 @@ TEST_F(GpuStepChecks, ForwardChecksTheBuildersSpecAndTheCacheLayout) {
                "kv_cache_dtype = auto");
   layer.kv_cache_dtype = KVCacheDType::kBFloat16;  // what auto stores under a bf16 model
   EXPECT_TRUE(forward_with(layer).ok());
-  layer = step_.layer;
-  layer.kv_layout = KVCacheLayout::kNHD;
-  expect_error(forward_with(layer),
-               "kv_layout = NHD (BuilderParams); this layer has kv_layout = HND");
 
   AttentionImplParams nhd = params_;
   nhd.kv_layout = KVCacheLayout::kNHD;

@@ -87,7 +87,6 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const ExecutorConfig& confi
     bp.block_size = m.block_size;
     bp.dtype = m.dtype;
     bp.kv_cache_dtype = m.kv_cache_dtype;
-    bp.kv_layout = layout;
     bp.device = e->device_;
     bp.max_num_reqs = config.max_num_seqs;
     bp.max_num_tokens = config.max_num_batched_tokens;
