@@ -103,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (e.num_blocks > b.num_blocks) return 0;  // told a larger cache than there is: not our promise
 
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> builder =
-      backend->make_builder(testing::builder_params_for(*spec, layout, Device::cpu()));
+      backend->make_builder(testing::builder_params_for(*spec, Device::cpu()));
   if (!builder.ok()) return 0;
   StatusOr<std::unique_ptr<AttentionMetadata>> md =
       (*builder)->build(prefix.ok() ? e.common_prefix_len : 0, meta);
