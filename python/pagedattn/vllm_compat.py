@@ -21,8 +21,9 @@ _FP8_NAMES = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
 # plan::kMaxSplits (32); FLASHINFER's decode cuts have no fixed bound.
 _MOST_SPLITS = {"CPU_ATTN": 1, "FLASH_ATTN": 32}
 # Backends whose results do not depend on the rest of the batch with deterministic=True (CPU_ATTN
-# never splits; FLASHINFER's builder splits at fixed multiples then). FLASH_ATTN's splits follow the batch.
-_BATCH_INVARIANT = ("CPU_ATTN", "FLASHINFER")
+# never splits; FLASH_ATTN's builder then never splits and runs every pass on one kernel generation;
+# FLASHINFER's splits at fixed multiples).
+_BATCH_INVARIANT = ("CPU_ATTN", "FLASH_ATTN", "FLASHINFER")
 
 
 def _dtype_name(dtype):

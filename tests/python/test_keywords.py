@@ -193,8 +193,9 @@ class NumSplitsAndDeterministic(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"deterministic=True but the scheduler_metadata was built with "
                                                 r"deterministic=False"):
             step.flash_attn(deterministic=True, scheduler_metadata=step.schedule())
-        with self.assertRaisesRegex(ValueError, r"deterministic=True cannot be honoured on FLASH_ATTN"):
-            vc._check_deterministic(True, "FLASH_ATTN", 0)
+        vc._check_deterministic(True, "FLASH_ATTN", 0)  # its builder then never splits
+        with self.assertRaisesRegex(ValueError, r"deterministic=True cannot be honoured on OTHER"):
+            vc._check_deterministic(True, "OTHER", 0)
         with self.assertRaisesRegex(ValueError, r"deterministic=True with common_prefix_len = 16"):
             step.schedule(deterministic=True, common_prefix_len=16)
 
