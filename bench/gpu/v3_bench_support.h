@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/numeric.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v3/launch.h"
 #include "test_v3_support.h"
 
@@ -95,11 +95,11 @@ struct PrefillBench {
   }
   // 4 D Hq FLOPs per visible (query, key) pair (mask.h's rule).
   double flops(bool causal, const BenchFeatures& f = {}) const {
-    const kernels::attention::MaskRule rule{causal, f.window_left, f.window_right};
+    const mask::MaskRule rule{causal, f.window_left, f.window_right};
     double pairs = 0;
     for (int i = 0; i < q_len; ++i) {
       const auto keys =
-          kernels::attention::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
+          mask::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
       pairs += static_cast<double>(std::max<int64_t>(0, keys.hi - keys.lo + 1));
     }
     return 4.0 * num_reqs * pairs * heads * d;

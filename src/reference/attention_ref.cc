@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/numeric.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 
 namespace pagedattn::reference {
 namespace {
@@ -104,8 +104,7 @@ StatusOr<ReferenceOutputs> reference_attention(const ReferenceInputs& in,
   const int group = num_heads / params.num_kv_heads;
   const int block_size = static_cast<int>(cache.size(2));
   const double scale = params.resolved_scale();
-  // The visibility and score transforms are the kernels' own (kernels/attention/mask.h), in double.
-  namespace mask = kernels::attention;
+  // The visibility and score transforms are the kernels' own (common/mask.h), in double.
   const bool capped = params.logits_soft_cap > 0.0f;
   const mask::SoftCap<double> cap =
       capped ? mask::make_soft_cap(scale, double{params.logits_soft_cap}, 1.0)

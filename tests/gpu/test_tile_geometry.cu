@@ -1,5 +1,5 @@
 // The split-KV planner counts the CTAs the v2 kernel's own scheduler launches, and the score
-// transforms of kernels/attention/mask.h give on the device what they give on the host (the soft
+// transforms of common/mask.h give on the device what they give on the host (the soft
 // cap at caps from 1 to 1e30 included).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v2/tile_scheduler.cuh"
 #include "plan/split_kv.h"
 
@@ -68,9 +68,9 @@ __global__ void transform_on_device(const Probe* probes, int n, float* capped, f
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const Probe p = probes[i];
-  capped[i] = kernels::attention::soft_capped(
-      kernels::attention::make_soft_cap(p.scale, p.cap, 1.0f), p.raw);
-  bias[i] = kernels::attention::alibi_bias(0.75f, p.pos, p.key);
+  capped[i] = mask::soft_capped(
+      mask::make_soft_cap(p.scale, p.cap, 1.0f), p.raw);
+  bias[i] = mask::alibi_bias(0.75f, p.pos, p.key);
 }
 
 TEST(TileGeometry, ScoreTransformsOnTheDeviceMatchTheHost) {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 
 namespace pagedattn::cli {
 namespace {
@@ -220,7 +220,7 @@ CaseShape case_shape(const testing::CaseSpec& spec) {
 CaseWork case_work(const testing::CaseSpec& spec) {
   CaseWork w;
   w.tokens = spec.num_tokens();
-  const kernels::attention::MaskRule rule{spec.causal,
+  const mask::MaskRule rule{spec.causal,
                                           spec.sliding_window ? spec.sliding_window->left : -1,
                                           spec.sliding_window ? spec.sliding_window->right : -1};
   const double kv_elem =
@@ -230,7 +230,7 @@ CaseWork case_work(const testing::CaseSpec& spec) {
     const int seq = spec.seq_lens[r], q = spec.query_lens[r];
     int64_t first = seq, last = -1;
     for (int i = 0; i < q; ++i) {
-      const auto [lo, hi] = kernels::attention::visible_keys<int64_t>(rule, seq, seq - q + i);
+      const auto [lo, hi] = mask::visible_keys<int64_t>(rule, seq, seq - q + i);
       if (hi < lo) continue;
       pairs += static_cast<double>(hi - lo + 1);
       first = std::min(first, lo);

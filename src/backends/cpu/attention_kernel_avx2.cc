@@ -10,7 +10,7 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/attention_kernel_internal.h"
 #include "common/numeric.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #if defined(__clang__)

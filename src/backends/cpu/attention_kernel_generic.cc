@@ -9,7 +9,7 @@
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/attention_kernel_internal.h"
 #include "common/numeric.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 
 namespace pagedattn::cpu::generic {
 #include "backends/cpu/attention_kernel_body.inc"

@@ -38,8 +38,8 @@ __device__ __forceinline__ void begin_unit(const DecodeArgs& a, UnitContext<Cfg>
                                            WarpState<Cfg>& st) {
   const DecodeAttentionParams& p = a.p;
   scale_q_fragments<Cfg, T>(a, c.qa);
-  c.sp.softcap = attention::soft_cap_applies(p.softcap);
-  if (c.sp.softcap) c.sp.cap = attention::make_soft_cap(c.sp.qk_scale, p.softcap, kLog2e);
+  c.sp.softcap = mask::soft_cap_applies(p.softcap);
+  if (c.sp.softcap) c.sp.cap = mask::make_soft_cap(c.sp.qk_scale, p.softcap, kLog2e);
   c.sp.alibi = p.alibi_slopes != nullptr;
   c.sp.exp_scale = (c.sp.softcap || c.sp.alibi) ? 1.0f : c.sp.qk_scale * kLog2e;
 #pragma unroll

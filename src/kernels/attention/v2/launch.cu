@@ -10,7 +10,7 @@
 #include <string>
 
 #include "kernels/attention/head_sizes.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v2/traits.cuh"
 
@@ -56,7 +56,7 @@ namespace detail {
 
 Status launch_paged_attention_v2(const PagedAttentionParams& params, int kernel_head_size,
                                  void* stream) {
-  using attention::soft_cap_applies;
+  using mask::soft_cap_applies;
   using attention::v2::prefill_tile;
   const int64_t max_rows =
       static_cast<int64_t>(params.max_query_len) * (params.num_heads / params.num_kv_heads);

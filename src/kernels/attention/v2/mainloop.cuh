@@ -7,7 +7,7 @@
 
 #include "device/convert.cuh"
 #include "device/mma.cuh"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v2/accumulator.cuh"
 #include "kernels/attention/v2/tile_scheduler.cuh"
 
@@ -62,13 +62,13 @@ __device__ __forceinline__ void compute_scores(float (&s)[Cfg::kMT][Cfg::kWarpKe
   // scores stay raw and the softmax folds the scale into its exp2 FFMA (sp.softmax_scale).
   constexpr int kNT = Cfg::kWarpKeys / 8;
   if (sp.softcap > 0.0f) {
-    const SoftCap<float> cap = make_soft_cap(sp.qk_scale, sp.softcap, kLog2e);
+    const mask::SoftCap<float> cap = mask::make_soft_cap(sp.qk_scale, sp.softcap, kLog2e);
 #pragma unroll
     for (int mt = 0; mt < Cfg::kMT; ++mt)
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) s[mt][nt][i] = soft_capped(cap, s[mt][nt][i]);
+        for (int i = 0; i < 4; ++i) s[mt][nt][i] = mask::soft_capped(cap, s[mt][nt][i]);
   } else if (sp.alibi) {
     const float plain = sp.qk_scale * kLog2e;
 #pragma unroll
@@ -94,11 +94,11 @@ __device__ __forceinline__ void compute_scores(float (&s)[Cfg::kMT][Cfg::kWarpKe
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
               const int key = key_lane + nt * 8 + j;
-              s[mt][nt][2 * h + j] -= alibi_bias(slope2, pos, key);
+              s[mt][nt][2 * h + j] -= mask::alibi_bias(slope2, pos, key);
             }
         }
         if (need_mask) {
-          const KeyRange<int> visible = visible_keys(a.p, w.kv_len, pos);
+          const mask::KeyRange<int> visible = mask::visible_keys(a.p, w.kv_len, pos);
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll

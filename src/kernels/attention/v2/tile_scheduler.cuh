@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v2/traits.cuh"
 
 namespace pagedattn::kernels::attention::v2 {
@@ -91,8 +91,8 @@ template <typename Cfg>
 __device__ __forceinline__ SplitTiles split_tiles(const KernelArgs& a, const CtaWork& w,
                                                   int num_splits) {
   const int last_row = min(w.rows, w.row0 + Cfg::kBlockM) - 1;
-  const KeyRange<int> first = visible_keys(a.p, w.kv_len, w.ctx + w.row0 / a.group);
-  const KeyRange<int> last = visible_keys(a.p, w.kv_len, w.ctx + last_row / a.group);
+  const mask::KeyRange<int> first = mask::visible_keys(a.p, w.kv_len, w.ctx + w.row0 / a.group);
+  const mask::KeyRange<int> last = mask::visible_keys(a.p, w.kv_len, w.ctx + last_row / a.group);
   const int n_tiles = (w.kv_len + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int vis_begin = first.lo / Cfg::kBlockN;
   const int vis_end = last.hi < first.lo ? vis_begin : min(n_tiles, last.hi / Cfg::kBlockN + 1);

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "device/tma.cuh"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
@@ -94,7 +94,7 @@ Status unsupported(const std::string& what) {
 // transforms (per-row heads would need per-row ALiBi slopes; the plain kernel's registers stay as
 // they are) and groups larger than the query tile.
 Status check_packable(const PagedAttentionParams& p) {
-  if (p.cache_dtype == DType::kFP8E4M3 || attention::soft_cap_applies(p.softcap) ||
+  if (p.cache_dtype == DType::kFP8E4M3 || mask::soft_cap_applies(p.softcap) ||
       p.alibi_slopes != nullptr) {
     return unsupported(
         "GQA packing with an fp8_e4m3 cache, a soft cap or ALiBi (packed: bf16 "
@@ -128,7 +128,7 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
                        "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
   }
   const bool features = p.alibi_slopes != nullptr || p.sinks != nullptr ||
-                        attention::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
+                        mask::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
                         p.window_right >= 0;
   if (p.cache_dtype == DType::kFP8E4M3 && (features || p.max_num_splits > 1)) {
     return unsupported(
@@ -315,16 +315,16 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
   a.staged_o = staged_o;
   // Score units (ScoreRule): raw scores, or tanh(x * scale / cap) with a soft cap; the softmax
   // scales them (its maxima of unscaled scores are the scaled ones' for a positive factor).
-  a.score.capped = attention::soft_cap_applies(p.softcap);
+  a.score.capped = mask::soft_cap_applies(p.softcap);
   const float unit = a.score.capped ? p.softcap : p.scale;  // natural-log units per score unit
-  if (a.score.capped) a.score.cap_pre = attention::make_soft_cap(p.scale, p.softcap, 1.0f).pre;
+  if (a.score.capped) a.score.cap_pre = mask::make_soft_cap(p.scale, p.softcap, 1.0f).pre;
   a.score.alibi_slopes = p.alibi_slopes;
   a.score.slope_factor = 1.0f / unit;
   a.score.transform = a.score.capped || p.alibi_slopes != nullptr;
   a.scale = unit;
   a.scale_log2 = unit * 1.4426950408889634f;
   a.sinks = split ? nullptr : p.sinks;
-  a.mask = attention::MaskRule{p.causal, p.window_left, p.window_right};
+  a.mask = mask::MaskRule{p.causal, p.window_left, p.window_right};
   a.out = static_cast<uint16_t*>(p.out);
   a.out_token_stride = p.out_token_stride;
   a.out_head_stride = p.out_head_stride;

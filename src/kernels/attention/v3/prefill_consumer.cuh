@@ -15,7 +15,7 @@
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v3/prefill_epilogue.cuh"
 #include "kernels/attention/v3/prefill_score.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
@@ -126,8 +126,8 @@ struct Consumer {
       }
     }
     return {unpacked_rows(w, first_row + 16 * (tid / 32) + (tid % 32) / 4),
-            visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
-            visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
+            mask::visible_keys(a.mask, w.k_len, first_row + S::kRowsPerConsumer - 1 + ctx).lo,
+            mask::visible_keys(a.mask, w.k_len, first_row + ctx).hi, slope};
   }
   // The thread's rows at their use: unpacked, formed again from row g, so that only it stays live
   // through the tile (a TileRows::at kept whole spilled at D 256, ptxas -v).
@@ -142,8 +142,8 @@ struct Consumer {
     const int last = min(first + S::kRowsPerConsumer, a.packed_positions * a.group) - 1;
     const int ctx = w.k_len - w.q_len;
     return {packed_rows(a, w, first + 16 * (tid / 32) + (tid % 32) / 4),
-            visible_keys(a.mask, w.k_len, w.q0 + last / a.group + ctx).lo,
-            visible_keys(a.mask, w.k_len, w.q0 + first / a.group + ctx).hi, 0.0f};
+            mask::visible_keys(a.mask, w.k_len, w.q0 + last / a.group + ctx).lo,
+            mask::visible_keys(a.mask, w.k_len, w.q0 + first / a.group + ctx).hi, 0.0f};
   }
   __device__ __forceinline__ int stage(int u) const { return u % S::kStages; }
   __device__ __forceinline__ uint32_t parity(int u) const {

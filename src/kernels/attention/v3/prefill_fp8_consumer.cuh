@@ -100,7 +100,7 @@ __device__ __forceinline__ void consume_tile_fp8(
   const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;
   const int row = w.q0 + local_row;
   const uint32_t q_base = device::smem_addr(s.q) + turns.consumer * S::kRowsPerConsumer * 128;
-  const KeyRange<int> first_row_keys = visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
+  const mask::KeyRange<int> first_row_keys = mask::visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
   const int scale_index = fa.per_head_scales ? w.kv_head : 0;
   const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
   float o[S::kOChunks][S::kOChunkRegs];

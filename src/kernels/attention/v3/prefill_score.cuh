@@ -10,7 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v3/prefill_rows.cuh"
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/attention/v3/prefill_tiles.cuh"
@@ -74,7 +74,7 @@ __device__ __forceinline__ void mask_tile(float (&s)[kRegs], const PrefillArgs& 
   const int t = threadIdx.x % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const KeyRange<int> seen = visible_keys(a.mask, w.k_len, rows.pos[h] + w.k_len - w.q_len);
+    const mask::KeyRange<int> seen = mask::visible_keys(a.mask, w.k_len, rows.pos[h] + w.k_len - w.q_len);
 #pragma unroll
     for (int j = 0; j < kRegs / 4; ++j) {
 #pragma unroll

@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/paged_kv_map.h"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -170,7 +170,7 @@ struct PrefillArgs {
   float scale_log2;    // base-2 units per score unit (scale * log2(e))
   ScoreRule score;     // soft cap and ALiBi (prefill_score.cuh), applied by the kTransform kernel
   const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
-  MaskRule mask;       // causal or not, sliding window
+  mask::MaskRule mask;       // causal or not, sliding window
   uint16_t* out;       // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/v3/prefill_shape.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -68,8 +68,8 @@ __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, P
   // positions): the tile sees keys from its first row's lowest to its last row's highest. Every
   // row sees its own position, so the range is never empty; KV tiles outside it are never loaded.
   const int last_row = min(w.q0 + positions, w.q_len) - 1, ctx = w.k_len - w.q_len;
-  const int lo = visible_keys(a.mask, w.k_len, w.q0 + ctx).lo;
-  const int hi = visible_keys(a.mask, w.k_len, last_row + ctx).hi;
+  const int lo = mask::visible_keys(a.mask, w.k_len, w.q0 + ctx).lo;
+  const int hi = mask::visible_keys(a.mask, w.k_len, last_row + ctx).hi;
   w.kv_tile0 = lo / kN;
   w.num_kv_tiles = (hi + kN) / kN - w.kv_tile0;
   if (a.max_splits > 1) {

@@ -1,4 +1,4 @@
-// The one definition of visibility and score transforms (kernels/attention/mask.h), and the soft
+// The one definition of visibility and score transforms (common/mask.h), and the soft
 // cap's accuracy for every cap: the definition itself in float against std::tanh in double, and
 // CPU_ATTN (both of its builds) against the float64 oracle at caps from 1 to 1e30.
 #include <gtest/gtest.h>
@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "backends/cpu/attention_kernel_internal.h"
-#include "kernels/attention/mask.h"
+#include "common/mask.h"
 #include "kernels/attention/paged_attention.h"
 #include "support/cpu_run.h"
 #include "testing/host_batch.h"
 
-namespace pagedattn::kernels::attention {
+namespace pagedattn::mask {
 namespace {
 
 KeyRange<int64_t> keys(MaskRule rule, int64_t kv_len, int64_t pos) {
@@ -79,14 +79,14 @@ TEST(KernelMask, SoftCapIsAccurateForEveryCap) {
 
 // v3 is built with 90a among the CUDA architectures, so the generation that never is: 4.
 TEST(KernelGenerations, ALaunchOfAGenerationNotBuiltIsRejected) {
-  PagedAttentionParams p;
-  p.generation = static_cast<KernelGeneration>(4);
+  kernels::PagedAttentionParams p;
+  p.generation = static_cast<kernels::KernelGeneration>(4);
   p.head_size = 128;
-  const Status s = launch_paged_attention(p, nullptr);
+  const Status s = kernels::launch_paged_attention(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
   EXPECT_NE(s.message().find("kernel generation v4 is not built"), std::string::npos)
       << s.message();
-  EXPECT_FALSE(paged_attention_generation_built(p.generation));
+  EXPECT_FALSE(kernels::paged_attention_generation_built(p.generation));
 }
 
 // CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale that makes the cap bite
@@ -123,4 +123,4 @@ INSTANTIATE_TEST_SUITE_P(Builds, CpuSoftCap, ::testing::Values(false, true),
                          });
 
 }  // namespace
-}  // namespace pagedattn::kernels::attention
+}  // namespace pagedattn::mask

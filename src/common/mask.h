@@ -13,9 +13,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/host_device.h"
+#include "common/host_device.h"
 
-namespace pagedattn::kernels::attention {
+namespace pagedattn::mask {
 
 struct MaskRule {
   bool causal = true;
@@ -94,4 +94,4 @@ PAGEDATTN_HOST_DEVICE inline F alibi_bias(F slope, Int pos, Int key) {
 #endif
 }
 
-}  // namespace pagedattn::kernels::attention
+}  // namespace pagedattn::mask
