@@ -19,6 +19,7 @@
 
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
+#include "pagedattn/device_info.h"
 #include "plan/split_kv.h"
 #include "decode_bench_timing.cuh"
 
@@ -87,8 +88,7 @@ void run_shape(const BenchShape& s) {
   const double kv_bytes = 2.0 * s.num_reqs * s.seq_len * s.hkv * s.d * elem;
 
   // Decode family: the library's launcher, then configuration and plan variants on the same data.
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int sms = cuda_device(0)->num_sms;
   kernels::DecodeAttentionParams p;
   p.q = q;
   p.q_token_stride = int64_t{s.hq} * s.d;

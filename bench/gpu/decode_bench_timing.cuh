@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/decode/decode_attention.h"
+#include "pagedattn/device_info.h"
 #include "kernels/decode/decode_kernel.cuh"
 #include "plan/decode_plan.h"
 #include "testing/read_probe.cuh"
@@ -91,8 +92,7 @@ std::string time_config(const TimeDecode& time_decode, const std::string& name,
   const int per_sm = opt.ctas_per_sm > 0
                          ? opt.ctas_per_sm
                          : decode_ns::decode_config_ctas_per_sm<Cfg, __nv_bfloat16>();
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int sms = cuda_device(0)->num_sms;
   const int ctas = opt.num_ctas > 0 ? opt.num_ctas : sms * per_sm;
   auto launch = [&](const kernels::DecodeAttentionParams& pp) {
     const decode_ns::DecodeArgs a = decode_ns::make_decode_args(pp);

@@ -18,7 +18,10 @@ struct CudaDeviceInfo {
 };
 
 bool built_with_cuda();
-std::vector<CudaDeviceInfo> cuda_devices();
+// Asked once per process (devices do not come and go); every device fact comes from here.
+const std::vector<CudaDeviceInfo>& cuda_devices();
+// The device with this CUDA index, or nullptr when there is none.
+const CudaDeviceInfo* cuda_device(int index);
 // The best device present: CUDA device 0 if any, else the CPU.
 Device default_device();
 

@@ -3,14 +3,6 @@
 #include <string>
 
 namespace pagedattn::backends {
-namespace {
-
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
-}  // namespace
-
 Status check_cascade_features(std::string_view backend, int cpl, bool use_alibi,
                               bool use_sliding_window, CascadeFeatures served) {
   if (cpl <= 0) return ok_status();
@@ -18,14 +10,15 @@ Status check_cascade_features(std::string_view backend, int cpl, bool use_alibi,
   if (use_alibi && !served.alibi) feature = "ALiBi (use_alibi)";
   if (use_sliding_window && !served.sliding_window) feature = "a sliding window";
   if (feature == nullptr) return ok_status();
-  return invalid_argument("common_prefix_len = " + str(cpl) + ": " + std::string(backend) +
-                          " cannot run cascade attention with " + feature +
+  return invalid_argument("common_prefix_len = " + std::to_string(cpl) + ": " +
+                          std::string(backend) + " cannot run cascade attention with " + feature +
                           "; pass 0 (use_cascade_attention never asks for it with this feature)");
 }
 
 Status check_cascade_deterministic(std::string_view backend, int cpl, bool deterministic) {
   if (cpl <= 0 || !deterministic) return ok_status();
-  return invalid_argument("common_prefix_len = " + str(cpl) + ": " + std::string(backend) +
+  return invalid_argument("common_prefix_len = " + std::to_string(cpl) + ": " +
+                          std::string(backend) +
                           " was built deterministic (batch invariant), which runs no cascade "
                           "attention; pass 0 (use_cascade_attention never asks for it then)");
 }

@@ -10,10 +10,18 @@ bool built_with_cuda() {
 }
 
 #if !PAGEDATTN_WITH_CUDA
-std::vector<CudaDeviceInfo> cuda_devices() {
-  return {};
+const std::vector<CudaDeviceInfo>& cuda_devices() {
+  static const std::vector<CudaDeviceInfo> none;
+  return none;
 }
 #endif
+
+const CudaDeviceInfo* cuda_device(int index) {
+  for (const CudaDeviceInfo& info : cuda_devices()) {
+    if (info.index == index) return &info;
+  }
+  return nullptr;
+}
 
 Device default_device() {
   return cuda_devices().empty() ? Device::cpu() : Device::cuda(0);

@@ -32,8 +32,7 @@ std::vector<CudaDeviceInfo> query_devices() {
 
 }  // namespace
 
-std::vector<CudaDeviceInfo> cuda_devices() {
-  // Devices do not come and go within a process; asking once keeps the selector cheap.
+const std::vector<CudaDeviceInfo>& cuda_devices() {
   static const std::vector<CudaDeviceInfo> devices = query_devices();
   return devices;
 }

@@ -11,10 +11,6 @@
 namespace pagedattn {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 int64_t read_int(const TensorView& t, int64_t i) {
   if (t.dtype() == DType::kI64) return t.data_as<const int64_t>()[i * t.stride(0)];
   return t.data_as<const int32_t>()[i * t.stride(0)];
@@ -29,7 +25,7 @@ bool host_readable(const TensorView& t) {
 Status check_has_data(const TensorView& t, std::string_view what) {
   if (t.data() == nullptr && t.numel() > 0) {
     return invalid_argument(std::string(what) + " has no data (null pointer) but " +
-                            str(t.numel()) + " elements: " + t.describe());
+                            std::to_string(t.numel()) + " elements: " + t.describe());
   }
   return ok_status();
 }
@@ -38,8 +34,8 @@ Status check_vector(const TensorView& t, std::string_view what, int64_t length, 
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(t, what, 1));
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
   if (length >= 0 && t.size(0) != length) {
-    return invalid_argument(std::string(what) + " must have " + str(length) + " entries, got " +
-                            t.describe());
+    return invalid_argument(std::string(what) + " must have " + std::to_string(length) +
+                            " entries, got " + t.describe());
   }
   return check_has_data(t, what);
 }
@@ -57,9 +53,10 @@ Status check_copy(const TensorView& t, std::string_view what, const TensorView& 
   if (!host_readable(t)) return ok_status();
   for (int64_t i = 0; i < host.size(0); ++i) {
     if (read_int(t, i) != read_int(host, i)) {
-      return invalid_argument(std::string(what) + "[" + str(i) + "] = " + str(read_int(t, i)) +
-                              " differs from " + std::string(host_what) + "[" + str(i) +
-                              "] = " + str(read_int(host, i)));
+      return invalid_argument(std::string(what) + "[" + std::to_string(i) +
+                              "] = " + std::to_string(read_int(t, i)) + " differs from " +
+                              std::string(host_what) + "[" + std::to_string(i) +
+                              "] = " + std::to_string(read_int(host, i)));
     }
   }
   return ok_status();
@@ -69,17 +66,20 @@ Status check_copy(const TensorView& t, std::string_view what, const TensorView& 
 
 Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) const {
   if (block_size <= 0)
-    return invalid_argument("block_size must be positive, got " + str(block_size));
+    return invalid_argument("block_size must be positive, got " + std::to_string(block_size));
   if (num_blocks <= 0)
-    return invalid_argument("num_blocks must be positive, got " + str(num_blocks));
-  if (num_reqs < 0) return invalid_argument("num_reqs must be >= 0, got " + str(num_reqs));
+    return invalid_argument("num_blocks must be positive, got " + std::to_string(num_blocks));
+  if (num_reqs < 0)
+    return invalid_argument("num_reqs must be >= 0, got " + std::to_string(num_reqs));
   if (num_actual_tokens < 0) {
-    return invalid_argument("num_actual_tokens must be >= 0, got " + str(num_actual_tokens));
+    return invalid_argument("num_actual_tokens must be >= 0, got " +
+                            std::to_string(num_actual_tokens));
   }
   if (max_query_len < 0) {
-    return invalid_argument("max_query_len must be >= 0, got " + str(max_query_len));
+    return invalid_argument("max_query_len must be >= 0, got " + std::to_string(max_query_len));
   }
-  if (max_seq_len < 0) return invalid_argument("max_seq_len must be >= 0, got " + str(max_seq_len));
+  if (max_seq_len < 0)
+    return invalid_argument("max_seq_len must be >= 0, got " + std::to_string(max_seq_len));
 
   // Shapes and dtypes.
   const int64_t num_reqs_plus_1 = int64_t{num_reqs} + 1;
@@ -95,8 +95,8 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(block_table_tensor, "block_table_tensor", {DType::kI32}));
   PAGEDATTN_RETURN_IF_ERROR(check_has_data(block_table_tensor, "block_table_tensor"));
   if (block_table_tensor.size(0) < num_reqs) {
-    return invalid_argument("block_table_tensor has " + str(block_table_tensor.size(0)) +
-                            " rows; num_reqs is " + str(num_reqs));
+    return invalid_argument("block_table_tensor has " + std::to_string(block_table_tensor.size(0)) +
+                            " rows; num_reqs is " + std::to_string(num_reqs));
   }
   PAGEDATTN_RETURN_IF_ERROR(check_vector(slot_mapping, "slot_mapping", -1, DType::kI64));
   if (is_prefilling.defined()) {
@@ -108,7 +108,8 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   // CUDA-graph padding).
   const TensorView& qsl = query_start_loc_cpu;
   if (read_int(qsl, 0) != 0) {
-    return invalid_argument("query_start_loc_cpu[0] must be 0, got " + str(read_int(qsl, 0)));
+    return invalid_argument("query_start_loc_cpu[0] must be 0, got " +
+                            std::to_string(read_int(qsl, 0)));
   }
   // It and seq_lens_cpu are int32 host vectors (checked above): the per-request loops, which
   // every build() of every backend runs, read them through their pointers.
@@ -117,19 +118,21 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   const int64_t starts_stride = qsl.stride(0), seqs_stride = seq_lens_cpu.stride(0);
   for (int r = 0; r < num_reqs; ++r) {
     if (starts[(r + 1) * starts_stride] < starts[r * starts_stride]) {
-      return invalid_argument("query_start_loc_cpu must be non-decreasing: entry " + str(r + 1) +
-                              " = " + str(read_int(qsl, r + 1)) + " is below entry " + str(r) +
-                              " = " + str(read_int(qsl, r)));
+      return invalid_argument("query_start_loc_cpu must be non-decreasing: entry " +
+                              std::to_string(r + 1) + " = " + std::to_string(read_int(qsl, r + 1)) +
+                              " is below entry " + std::to_string(r) + " = " +
+                              std::to_string(read_int(qsl, r)));
     }
   }
   const int64_t num_real_tokens = read_int(qsl, num_reqs);
   if (num_real_tokens > num_actual_tokens) {
-    return invalid_argument("query_start_loc_cpu[num_reqs] = " + str(num_real_tokens) +
-                            " exceeds num_actual_tokens = " + str(num_actual_tokens));
+    return invalid_argument("query_start_loc_cpu[num_reqs] = " + std::to_string(num_real_tokens) +
+                            " exceeds num_actual_tokens = " + std::to_string(num_actual_tokens));
   }
   if (slot_mapping.size(0) < num_real_tokens) {
-    return invalid_argument("slot_mapping has " + str(slot_mapping.size(0)) +
-                            " entries; the batch has " + str(num_real_tokens) + " tokens");
+    return invalid_argument("slot_mapping has " + std::to_string(slot_mapping.size(0)) +
+                            " entries; the batch has " + std::to_string(num_real_tokens) +
+                            " tokens");
   }
   PAGEDATTN_RETURN_IF_ERROR(
       check_copy(query_start_loc, "query_start_loc", qsl, "query_start_loc_cpu"));
@@ -147,30 +150,35 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
         int64_t{starts[(r + 1) * starts_stride]} - int64_t{starts[r * starts_stride]};
     const int64_t seq_len = seqs[r * seqs_stride];
     if (seq_len < 0) {
-      return invalid_argument("seq_lens_cpu[" + str(r) + "] = " + str(seq_len) + " is negative");
+      return invalid_argument("seq_lens_cpu[" + std::to_string(r) +
+                              "] = " + std::to_string(seq_len) + " is negative");
     }
     if (query_len > seq_len) {
-      return invalid_argument("request " + str(r) + ": query_len " + str(query_len) +
-                              " (from query_start_loc_cpu) exceeds seq_lens_cpu[" + str(r) +
-                              "] = " + str(seq_len));
+      return invalid_argument("request " + std::to_string(r) + ": query_len " +
+                              std::to_string(query_len) +
+                              " (from query_start_loc_cpu) exceeds seq_lens_cpu[" +
+                              std::to_string(r) + "] = " + std::to_string(seq_len));
     }
     if (seq_len > table_keys) {  // needs more than table_width blocks
       const int64_t blocks_needed = (seq_len + block_size - 1) / block_size;
-      return invalid_argument("block_table_tensor is too narrow: request " + str(r) +
-                              " has seq_len " + str(seq_len) + " and needs " + str(blocks_needed) +
-                              " blocks of " + str(block_size) + ", the table has " +
-                              str(table_width) + " columns");
+      return invalid_argument("block_table_tensor is too narrow: request " + std::to_string(r) +
+                              " has seq_len " + std::to_string(seq_len) + " and needs " +
+                              std::to_string(blocks_needed) + " blocks of " +
+                              std::to_string(block_size) + ", the table has " +
+                              std::to_string(table_width) + " columns");
     }
     longest_query = std::max(longest_query, query_len);
     longest_seq = std::max(longest_seq, seq_len);
   }
   if (max_query_len < longest_query) {
-    return invalid_argument("max_query_len = " + str(max_query_len) +
-                            " is smaller than the longest query (" + str(longest_query) + ")");
+    return invalid_argument("max_query_len = " + std::to_string(max_query_len) +
+                            " is smaller than the longest query (" + std::to_string(longest_query) +
+                            ")");
   }
   if (max_seq_len < longest_seq) {
-    return invalid_argument("max_seq_len = " + str(max_seq_len) +
-                            " is smaller than the longest sequence (" + str(longest_seq) + ")");
+    return invalid_argument("max_seq_len = " + std::to_string(max_seq_len) +
+                            " is smaller than the longest sequence (" +
+                            std::to_string(longest_seq) + ")");
   }
 
   // Block ids in use must address the cache, and no request may hold one block twice (its tokens
@@ -188,18 +196,20 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
       for (int64_t c = 0; c < blocks_needed; ++c) {
         const int64_t id = block_id(r, c);
         if (id < 0 || id >= num_blocks) {
-          return invalid_argument("block_table_tensor[" + str(r) + "][" + str(c) +
-                                  "] = " + str(id) + " is outside the cache's blocks [0, " +
-                                  str(num_blocks) + ")");
+          return invalid_argument("block_table_tensor[" + std::to_string(r) + "][" +
+                                  std::to_string(c) + "] = " + std::to_string(id) +
+                                  " is outside the cache's blocks [0, " +
+                                  std::to_string(num_blocks) + ")");
         }
         ids.emplace_back(id, c);
       }
       std::sort(ids.begin(), ids.end());
       for (size_t i = 1; i < ids.size(); ++i) {
         if (ids[i].first == ids[i - 1].first) {
-          return invalid_argument("block_table_tensor[" + str(r) + "][" + str(ids[i].second) +
-                                  "] = " + str(ids[i].first) + " repeats column " +
-                                  str(ids[i - 1].second) + ": a request may use each block once");
+          return invalid_argument(
+              "block_table_tensor[" + std::to_string(r) + "][" + std::to_string(ids[i].second) +
+              "] = " + std::to_string(ids[i].first) + " repeats column " +
+              std::to_string(ids[i - 1].second) + ": a request may use each block once");
         }
       }
     }
@@ -211,22 +221,24 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   if (host_readable(slot_mapping)) {
     const std::optional<int64_t> num_slots = checked_mul(num_blocks, block_size);
     if (!num_slots) {
-      return invalid_argument("num_blocks = " + str(num_blocks) +
-                              " x block_size = " + str(block_size) + " slots overflows int64");
+      return invalid_argument("num_blocks = " + std::to_string(num_blocks) + " x block_size = " +
+                              std::to_string(block_size) + " slots overflows int64");
     }
     for (int64_t t = 0; t < slot_mapping.size(0); ++t) {
       const int64_t slot = read_int(slot_mapping, t);
       const bool real = t < num_real_tokens;
       const bool padding = !real && t < num_actual_tokens;
       if (padding && slot != -1) {
-        return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
-                                " is a padding token (past the " + str(num_real_tokens) +
+        return invalid_argument("slot_mapping[" + std::to_string(t) +
+                                "] = " + std::to_string(slot) + " is a padding token (past the " +
+                                std::to_string(num_real_tokens) +
                                 " tokens of query_start_loc_cpu): its slot must be -1");
       }
       if ((real || slot != -1) && (slot < 0 || slot >= *num_slots)) {
-        return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
-                                " is outside the cache (allowed: [0, " + str(*num_slots) + ")" +
-                                (real ? " for a real token" : " or -1") + ")");
+        return invalid_argument(
+            "slot_mapping[" + std::to_string(t) + "] = " + std::to_string(slot) +
+            " is outside the cache (allowed: [0, " + std::to_string(*num_slots) + ")" +
+            (real ? " for a real token" : " or -1") + ")");
       }
     }
     if (table_on_host) {
@@ -239,9 +251,11 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
           const int64_t pos = context_len + i;
           const int64_t expected = block_id(r, pos / block_size) * block_size + pos % block_size;
           if (slot != expected) {
-            return invalid_argument("slot_mapping[" + str(start + i) + "] = " + str(slot) +
-                                    " does not match request " + str(r) + " position " + str(pos) +
-                                    " (block_table_tensor gives slot " + str(expected) + ")");
+            return invalid_argument("slot_mapping[" + std::to_string(start + i) +
+                                    "] = " + std::to_string(slot) + " does not match request " +
+                                    std::to_string(r) + " position " + std::to_string(pos) +
+                                    " (block_table_tensor gives slot " + std::to_string(expected) +
+                                    ")");
           }
         }
       }
@@ -253,15 +267,16 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
 Status CommonAttentionMetadata::validate_common_prefix(int common_prefix_len,
                                                        int block_size) const {
   if (common_prefix_len == 0) return ok_status();
-  const std::string what = "common_prefix_len = " + str(common_prefix_len);
+  const std::string what = "common_prefix_len = " + std::to_string(common_prefix_len);
   if (block_size <= 0)
-    return invalid_argument("block_size must be positive, got " + str(block_size));
+    return invalid_argument("block_size must be positive, got " + std::to_string(block_size));
   if (common_prefix_len < 0 || common_prefix_len % block_size != 0) {
-    return invalid_argument(what +
-                            ": must be a non-negative multiple of block_size = " + str(block_size));
+    return invalid_argument(
+        what + ": must be a non-negative multiple of block_size = " + std::to_string(block_size));
   }
   if (num_reqs <= 0)
-    return invalid_argument(what + " with no requests (num_reqs = " + str(num_reqs) + ")");
+    return invalid_argument(what + " with no requests (num_reqs = " + std::to_string(num_reqs) +
+                            ")");
   PAGEDATTN_RETURN_IF_ERROR(
       check_vector(query_start_loc_cpu, "query_start_loc_cpu", int64_t{num_reqs} + 1, DType::kI32));
   PAGEDATTN_RETURN_IF_ERROR(check_host(query_start_loc_cpu, "query_start_loc_cpu"));
@@ -272,8 +287,9 @@ Status CommonAttentionMetadata::validate_common_prefix(int common_prefix_len,
         read_int(query_start_loc_cpu, r + 1) - read_int(query_start_loc_cpu, r);
     const int64_t context_len = read_int(seq_lens_cpu, r) - query_len;
     if (common_prefix_len > context_len) {
-      return invalid_argument(what + " exceeds request " + str(r) + "'s context length " +
-                              str(context_len) + " (the shared prefix must be cached context)");
+      return invalid_argument(what + " exceeds request " + std::to_string(r) +
+                              "'s context length " + std::to_string(context_len) +
+                              " (the shared prefix must be cached context)");
     }
   }
   // The prefix pass reads request 0's blocks for everyone: every request must hold the same ones.
@@ -283,18 +299,20 @@ Status CommonAttentionMetadata::validate_common_prefix(int common_prefix_len,
   const int64_t prefix_blocks = common_prefix_len / block_size;
   if (block_table_tensor.size(0) < num_reqs || block_table_tensor.size(1) < prefix_blocks) {
     return invalid_argument("block_table_tensor " + block_table_tensor.describe() +
-                            " cannot hold " + str(prefix_blocks) + " prefix blocks for " +
-                            str(num_reqs) + " requests");
+                            " cannot hold " + std::to_string(prefix_blocks) +
+                            " prefix blocks for " + std::to_string(num_reqs) + " requests");
   }
   const auto* table = block_table_tensor.data_as<const int32_t>();
   const int64_t row = block_table_tensor.stride(0), col = block_table_tensor.stride(1);
   for (int r = 1; r < num_reqs; ++r) {
     for (int64_t c = 0; c < prefix_blocks; ++c) {
       if (table[r * row + c * col] != table[c * col]) {
-        return invalid_argument(what + " (" + str(prefix_blocks) + " blocks): block_table_tensor[" +
-                                str(r) + "][" + str(c) + "] = " + str(table[r * row + c * col]) +
-                                " differs from request 0's block " + str(table[c * col]) +
-                                " (a shared prefix must be the same blocks in every request)");
+        return invalid_argument(
+            what + " (" + std::to_string(prefix_blocks) + " blocks): block_table_tensor[" +
+            std::to_string(r) + "][" + std::to_string(c) +
+            "] = " + std::to_string(table[r * row + c * col]) + " differs from request 0's block " +
+            std::to_string(table[c * col]) +
+            " (a shared prefix must be the same blocks in every request)");
       }
     }
   }

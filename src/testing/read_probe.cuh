@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/current_device.h"
+
 namespace pagedattn::testing {
 
 __global__ void ldg_read_kernel(const uint4* __restrict__ data, size_t n, uint32_t* sink) {
@@ -76,18 +78,14 @@ inline constexpr BulkReadShape kBulkReadShapes[] = {
     {1, 8, 16384}, {1, 12, 16384}, {2, 6, 16384}, {4, 4, 8192}, {1, 6, 32768}};
 
 inline int read_probe_sms() {
-  int device = 0, sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return std::max(sms, 1);
+  const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
+  return device.ok() ? std::max((*device)->num_sms, 1) : 1;
 }
 
 // Whether the current device runs the bulk probe (compute capability 9 or later).
 inline bool bulk_read_supported() {
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  return major >= 9;
+  const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
+  return device.ok() && (*device)->capability.major >= 9;
 }
 
 // `bytes` (a multiple of 16) from `data` (16-byte aligned). sink: any writable uint32_t.

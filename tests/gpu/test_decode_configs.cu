@@ -79,10 +79,8 @@ void expect_passes(std::initializer_list<int> blocks = {32}) {
 }
 
 int device_major() {
-  int device = 0, major = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  return major;
+  const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
+  return device.ok() ? (*device)->capability.major : 0;
 }
 
 constexpr auto kE4M3 = kernels::CacheKind::kFp8E4M3;

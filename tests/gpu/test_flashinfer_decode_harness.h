@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/decode/decode_attention.h"
+#include "pagedattn/device_info.h"
 #include "paged_attention_harness.h"
 #include "plan/decode_plan.h"
 
@@ -41,8 +42,7 @@ struct DecodeRunResult {
 
 inline int device_decode_ctas(const testing::CaseSpec& spec, DType cache_dtype,
                               int ctas_per_sm) {
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  const int sms = cuda_device(0)->num_sms;
   if (ctas_per_sm <= 0) {
     ctas_per_sm = kernels::decode_attention_ctas_per_sm(spec.head_size, spec.dtype, cache_dtype);
   }

@@ -12,15 +12,13 @@
 #include "cuda_test_support.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/attention/v3/launch.h"
+#include "runtime/current_device.h"
 
 namespace pagedattn::test {
 
 inline bool hopper_device_present() {
-  int device = 0, major = 0, minor = 0;
-  return cuda_device_present() && cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
-         major == 9 && minor == 0;
+  const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
+  return device.ok() && (*device)->capability == ComputeCapability{9, 0};
 }
 
 // The v3 head sizes this build has.

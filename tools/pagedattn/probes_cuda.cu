@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "pagedattn/device_info.h"
 #include "probes.h"
 #include "runtime/check.h"
 #include "testing/read_probe.cuh"
@@ -60,9 +61,8 @@ float best_ms(int passes, Launch launch) {
 }
 
 int sm_count(int device) {
-  int sms = 0;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  return std::max(sms, 1);
+  const CudaDeviceInfo* info = cuda_device(device);
+  return info != nullptr ? std::max(info->num_sms, 1) : 1;
 }
 
 }  // namespace

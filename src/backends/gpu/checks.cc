@@ -11,10 +11,6 @@
 namespace pagedattn::gpu {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 std::string prefix(const AttentionBackend& backend, std::string_view part) {
   return std::string(backend.name()) + " " + std::string(part) + ": ";
 }
@@ -29,7 +25,7 @@ std::string dtypes_text(const AttentionBackend& backend) {
 std::string block_sizes_text(const AttentionBackend& backend) {
   std::string text;
   for (const MultipleOf& m : backend.supported_kernel_block_sizes()) {
-    text += (text.empty() ? "multiples of " : " or ") + str(m.base);
+    text += (text.empty() ? "multiples of " : " or ") + std::to_string(m.base);
   }
   return text.empty() ? "any positive size" : text;
 }
@@ -54,13 +50,14 @@ Status check_layer(const AttentionBackend& backend, std::string_view part, const
                             "; expected a CUDA device");
   }
   if (num_heads <= 0 || num_kv_heads <= 0 || num_heads % num_kv_heads != 0) {
-    return invalid_argument(where + "num_heads = " + str(num_heads) +
-                            ", num_kv_heads = " + str(num_kv_heads) +
+    return invalid_argument(where + "num_heads = " + std::to_string(num_heads) +
+                            ", num_kv_heads = " + std::to_string(num_kv_heads) +
                             "; expected positive counts with num_heads % num_kv_heads == 0");
   }
   if (!backend.supports_head_size(head_size)) {
-    return invalid_argument(where + "head_size = " + str(head_size) + " is not served (allowed: " +
-                            backend.supported_head_sizes_text() + ")");
+    return invalid_argument(where + "head_size = " + std::to_string(head_size) +
+                            " is not served (allowed: " + backend.supported_head_sizes_text() +
+                            ")");
   }
   if (!backend.supports_dtype(dtype)) {
     return invalid_argument(where + "dtype " + std::string(dtype_name(dtype)) + "; expected " +
@@ -71,8 +68,8 @@ Status check_layer(const AttentionBackend& backend, std::string_view part, const
 
 Status check_device_vector(const TensorView& t, std::string_view what, int device) {
   if (!t.device().is_cuda() || t.device().index != device) {
-    return invalid_argument(std::string(what) + " must be on cuda:" + str(device) + ", got " +
-                            t.describe());
+    return invalid_argument(std::string(what) + " must be on cuda:" + std::to_string(device) +
+                            ", got " + t.describe());
   }
   if (t.rank() >= 1 && t.size(0) > 1 && t.stride(t.rank() - 1) != 1) {
     return invalid_argument(std::string(what) + " must be contiguous in its last dim, got " +
@@ -87,9 +84,9 @@ Status check_rows(const TensorView& t, std::string_view what, int64_t min_tokens
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
   PAGEDATTN_RETURN_IF_ERROR(expect_device(t, what, device));
   if (t.size(0) < min_tokens || t.size(1) != heads || t.size(2) != head_size || t.stride(2) != 1) {
-    return invalid_argument(std::string(what) + " is " + t.describe() +
-                            "; expected [>= " + str(min_tokens) + ", " + str(heads) + ", " +
-                            str(head_size) + "] with a contiguous head dim");
+    return invalid_argument(std::string(what) + " is " + t.describe() + "; expected [>= " +
+                            std::to_string(min_tokens) + ", " + std::to_string(heads) + ", " +
+                            std::to_string(head_size) + "] with a contiguous head dim");
   }
   return ok_status();
 }
@@ -99,8 +96,9 @@ Status check_scale(const TensorView& scale, std::string_view what, const Attenti
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(scale, what, {DType::kF32}));
   PAGEDATTN_RETURN_IF_ERROR(expect_device(scale, what, p.device));
   if (scale.numel() != 1 && scale.numel() != p.num_kv_heads) {
-    return invalid_argument(std::string(what) + " has " + str(scale.numel()) +
-                            " elements; expected 1 or num_kv_heads = " + str(p.num_kv_heads));
+    return invalid_argument(
+        std::string(what) + " has " + std::to_string(scale.numel()) +
+        " elements; expected 1 or num_kv_heads = " + std::to_string(p.num_kv_heads));
   }
   return ok_status();
 }
@@ -116,14 +114,15 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
   PAGEDATTN_RETURN_IF_ERROR(
       check_layer(backend, "builder", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
   if (!backend.supports_block_size(p.block_size) || p.block_size <= 0) {
-    return invalid_argument(prefix(backend, "builder") + "block_size = " + str(p.block_size) +
-                            "; expected " + block_sizes_text(backend));
+    return invalid_argument(prefix(backend, "builder") +
+                            "block_size = " + std::to_string(p.block_size) + "; expected " +
+                            block_sizes_text(backend));
   }
   if (Status s = backends::check_limits(p); !s.ok()) {
     return invalid_argument(prefix(backend, "builder") + s.message());
   }
   if (p.num_sms < 0) {
-    return invalid_argument(prefix(backend, "builder") + "num_sms = " + str(p.num_sms) +
+    return invalid_argument(prefix(backend, "builder") + "num_sms = " + std::to_string(p.num_sms) +
                             " (allowed: 0 = the device's count, or a positive count to plan for)");
   }
   return ok_status();
@@ -143,7 +142,8 @@ Status check_step(const BuilderParams& params, const CommonAttentionMetadata& me
 Status check_impl_params(const AttentionBackend& backend, const AttentionImplParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(
       check_layer(backend, "impl", p.device, p.num_heads, p.num_kv_heads, p.head_size, p.dtype));
-  if (Status s = p.validate(); !s.ok()) return invalid_argument(prefix(backend, "impl") + s.message());
+  if (Status s = p.validate(); !s.ok())
+    return invalid_argument(prefix(backend, "impl") + s.message());
   if (!backend.supports_attn_type(p.attn_type)) {
     return unimplemented(prefix(backend, "impl") +
                          "attn_type = " + std::string(attention_type_name(p.attn_type)) +
@@ -161,7 +161,7 @@ Status check_cache(const AttentionImplParams& p, DType cache_dtype, const Tensor
     return invalid_argument("kv_cache is " + kv_cache.describe() +
                             "; expected [num_blocks, 2, "
                             "block_size, " +
-                            str(p.num_kv_heads) + ", " + str(p.head_size) +
+                            std::to_string(p.num_kv_heads) + ", " + std::to_string(p.head_size) +
                             "] with a contiguous head dim");
   }
   return backends::check_cache_layout(kv_cache, p.kv_layout);
@@ -180,7 +180,7 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
   const int64_t t = step.num_actual_tokens;
   PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(step.layer, p));
   if (step.device_index != p.device.index) {
-    return invalid_argument("metadata was built for cuda:" + str(step.device_index) +
+    return invalid_argument("metadata was built for cuda:" + std::to_string(step.device_index) +
                             "; this layer runs on " + device_name(p.device));
   }
   PAGEDATTN_RETURN_IF_ERROR(
@@ -194,14 +194,16 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
     if (output_lse.size(0) != p.num_heads || output_lse.size(1) < t ||
         (output_lse.size(1) > 1 && output_lse.stride(1) != 1)) {
       return invalid_argument("output_lse is " + output_lse.describe() + "; expected [" +
-                              str(p.num_heads) + ", >= " + str(t) + "] f32, contiguous rows");
+                              std::to_string(p.num_heads) + ", >= " + std::to_string(t) +
+                              "] f32, contiguous rows");
     }
   }
   if (kv_cache.defined() || !cache_optional) {
     PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
     if (kv_cache.size(2) != step.block_size) {
-      return invalid_argument("kv_cache block size " + str(kv_cache.size(2)) +
-                              " differs from the builder's block_size " + str(step.block_size));
+      return invalid_argument("kv_cache block size " + std::to_string(kv_cache.size(2)) +
+                              " differs from the builder's block_size " +
+                              std::to_string(step.block_size));
     }
   }
   PAGEDATTN_RETURN_IF_ERROR(check_scale(scales.k_scale, "k_scale", p));

@@ -1,24 +1,21 @@
 // LaunchGenerations::for_layer: the layer's device capability decides (CUDA builds only).
-#include <cuda_runtime.h>
-
 #include <string>
 
 #include "backends/gpu/generation.h"
-#include "runtime/check.h"
+#include "pagedattn/device_info.h"
 
 namespace pagedattn::gpu {
 
 StatusOr<kernels::KernelGeneration> LaunchGenerations::for_layer(
     std::string_view backend, const AttentionImplParams& params) {
   const auto str = [](int v) { return std::to_string(v); };
-  int major = 0, minor = 0;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, params.device.index),
-      "reading the compute capability");
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, params.device.index),
-      "reading the compute capability");
   const std::string name(backend);
+  const CudaDeviceInfo* device = cuda_device(params.device.index);
+  if (device == nullptr) {
+    return invalid_argument(name + " impl: device cuda:" + str(params.device.index) +
+                            " does not exist on this machine");
+  }
+  const int major = device->capability.major, minor = device->capability.minor;
   const int preferred = preferred_generation({major, minor}, params.head_size);
   if (preferred == 0) {
     return invalid_argument(name + " impl: no kernel generation serves head_size " +

@@ -5,17 +5,19 @@
 #include <algorithm>
 #include <string>
 
+#include "pagedattn/device_info.h"
 #include "runtime/check.h"
 
 namespace pagedattn::gpu {
 
 StatusOr<int> builder_sm_count(const BuilderParams& params) {
   if (params.num_sms > 0) return params.num_sms;
-  int num_sms = 0;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, params.device.index),
-      "reading the SM count of cuda:" + std::to_string(params.device.index));
-  return num_sms;
+  const CudaDeviceInfo* device = cuda_device(params.device.index);
+  if (device == nullptr) {
+    return invalid_argument("device cuda:" + std::to_string(params.device.index) +
+                            " does not exist on this machine");
+  }
+  return device->num_sms;
 }
 
 using runtime::DeviceBuffer;

@@ -21,10 +21,6 @@
 namespace pagedattn::kernels {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 // The ragged source (k_new/v_new): both or neither, of q_dtype beside a 16-bit cache or none,
 // 16-byte rows, and 32-bit strides.
 Status validate_ragged_source(const PagedAttentionParams& p) {
@@ -46,13 +42,14 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
     return invalid_argument(
         "paged attention: k_new and v_new must be 16-byte aligned with non-negative strides "
         "that are multiples of 8 (token " +
-        str(p.new_token_stride) + ", head " + str(p.new_head_stride) + ")");
+        std::to_string(p.new_token_stride) + ", head " + std::to_string(p.new_head_stride) + ")");
   }
   // The kernels take the strides, and a token's offset inside its row, as 32-bit values.
   const int64_t max_in_row = (p.num_kv_heads - 1) * p.new_head_stride + p.head_size;
   if (p.new_token_stride > INT32_MAX || max_in_row > INT32_MAX) {
-    return invalid_argument("paged attention: k_new's token stride " + str(p.new_token_stride) +
-                            " and largest offset inside a token (" + str(max_in_row) +
+    return invalid_argument("paged attention: k_new's token stride " +
+                            std::to_string(p.new_token_stride) +
+                            " and largest offset inside a token (" + std::to_string(max_in_row) +
                             ") must stay below 2^31 elements");
   }
   return ok_status();
@@ -61,7 +58,7 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
 Status validate(const PagedAttentionParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p));
   if (p.max_num_splits < 1) {
-    return invalid_argument("paged attention: max_num_splits " + str(p.max_num_splits) +
+    return invalid_argument("paged attention: max_num_splits " + std::to_string(p.max_num_splits) +
                             " must be >= 1");
   }
   if (p.max_num_splits > 1 &&
@@ -103,7 +100,7 @@ GenerationLauncher generation_launcher(KernelGeneration generation) {
 Status ragged_source_served(const PagedAttentionParams& p) {
   if (p.k_new == nullptr || p.generation == KernelGeneration::kV2) return ok_status();
   return unimplemented("paged attention: kernel generation v" +
-                       str(static_cast<int>(p.generation)) +
+                       std::to_string(static_cast<int>(p.generation)) +
                        " has no ragged KV source (k_new/v_new); v2 serves it");
 }
 
@@ -111,7 +108,7 @@ std::string built_generations() {
   std::string names;
   for (KernelGeneration g : {KernelGeneration::kV2, KernelGeneration::kV3}) {
     if (generation_launcher(g) == nullptr) continue;
-    names += (names.empty() ? "v" : ", v") + str(static_cast<int>(g));
+    names += (names.empty() ? "v" : ", v") + std::to_string(static_cast<int>(g));
   }
   return names.empty() ? "none" : names;
 }
@@ -125,7 +122,7 @@ bool paged_attention_generation_built(KernelGeneration generation) {
 Status paged_attention_serves(const PagedAttentionParams& params) {
   if (!paged_attention_generation_built(params.generation)) {
     return unimplemented("paged attention: kernel generation v" +
-                         str(static_cast<int>(params.generation)) +
+                         std::to_string(static_cast<int>(params.generation)) +
                          " is not built (built: " + built_generations() + ")");
   }
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
@@ -170,7 +167,7 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
-    return unimplemented("paged attention: head_size " + str(params.head_size) +
+    return unimplemented("paged attention: head_size " + std::to_string(params.head_size) +
                          " is not served by this build (multiples of 8 up to the largest of: " +
                          PAGEDATTN_HEAD_SIZES + ")");
   }

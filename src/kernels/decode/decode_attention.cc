@@ -16,15 +16,11 @@
 namespace pagedattn::kernels {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 Status validate_buffers(const DecodeAttentionParams& p) {
   if (p.plan == nullptr || p.num_ctas <= 0 || p.partial_out == nullptr ||
       p.partial_lse == nullptr || !aligned(p.partial_out, 16) || !aligned(p.plan, 16)) {
     return invalid_argument("decode attention: plan (16-byte aligned), num_ctas > 0 (got " +
-                            str(p.num_ctas) +
+                            std::to_string(p.num_ctas) +
                             "), partial_out (16-byte aligned) and partial_lse are required");
   }
   if (p.q == nullptr || p.out == nullptr || p.block_table == nullptr || p.kv_cache == nullptr) {
@@ -56,10 +52,10 @@ int decode_attention_ctas_per_sm(int head_size, DType q_dtype, DType cache_dtype
 Status launch_decode_attention(const DecodeAttentionParams& params, void* stream) {
   const int kernel_head_size = decode_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
-    return unimplemented("decode attention: head_size " + str(params.head_size) +
+    return unimplemented("decode attention: head_size " + std::to_string(params.head_size) +
                          " has no decode kernel in this build (multiples of 8 up to the largest "
                          "of the built head sizes <= " +
-                         str(kMaxDecodeHeadSize) + ": " + PAGEDATTN_HEAD_SIZES + ")");
+                         std::to_string(kMaxDecodeHeadSize) + ": " + PAGEDATTN_HEAD_SIZES + ")");
   }
   PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("decode attention", params));
   if (Status s = validate_buffers(params); !s.ok()) return s;

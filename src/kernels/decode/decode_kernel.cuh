@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/decode/decode_stream.cuh"
+#include "runtime/current_device.h"
 
 namespace pagedattn::kernels::decode {
 
@@ -93,10 +94,8 @@ int decode_config_ctas_per_sm() {
 // code (PAGEDATTN_KERNEL_SM90_BUILT, the library's own definition).
 inline bool device_runs_decode_tma() {
 #if PAGEDATTN_KERNEL_SM90_BUILT
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-         major == 9;
+  const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
+  return device.ok() && (*device)->capability.major == 9;
 #else
   return false;
 #endif

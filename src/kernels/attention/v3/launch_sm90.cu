@@ -11,8 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "device/tma.cuh"
 #include "common/mask.h"
+#include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/prefill_fp8_launch.h"
@@ -20,6 +20,7 @@
 #include "kernels/attention/v3/prefill_shape.cuh"
 #include "kernels/paged_kv_map.h"
 #include "runtime/check.h"
+#include "runtime/current_device.h"
 
 namespace pagedattn::kernels::detail {
 namespace {
@@ -78,10 +79,6 @@ std::string built_sizes() {
   return names.empty() ? "none" : names;
 }
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
 }
@@ -102,16 +99,17 @@ Status check_packable(const PagedAttentionParams& p) {
   }
   const int group = p.num_heads / p.num_kv_heads, rows = query_tile_rows(p.head_size);
   if (group > rows) {
-    return unsupported("GQA packing of " + str(group) + " query heads per KV head (allowed: at " +
-                       "most " + str(rows) + ", the query tile's rows at head_size " +
-                       str(p.head_size) + ")");
+    return unsupported("GQA packing of " + std::to_string(group) +
+                       " query heads per KV head (allowed: at " + "most " + std::to_string(rows) +
+                       ", the query tile's rows at head_size " + std::to_string(p.head_size) + ")");
   }
   return ok_status();
 }
 
 Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
   if (!prefill_head_size_built(p.head_size)) {
-    return unsupported("head_size " + str(p.head_size) + " (built: " + built_sizes() + ")");
+    return unsupported("head_size " + std::to_string(p.head_size) + " (built: " + built_sizes() +
+                       ")");
   }
   if (p.cache_dtype == DType::kFP8E4M3) {
     PAGEDATTN_RETURN_IF_ERROR(attention::v3::check_fp8_served(p));
@@ -123,9 +121,10 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
   if (p.block_size <= 0 || !pages_by_tma(p)) {
     const int keys = kv_tile_keys(p.head_size);
     std::string divisors;
-    for (int b = 16; b < keys; b *= 2) divisors += str(b) + ", ";
-    return unsupported("block_size " + str(p.block_size) + " (allowed: " + divisors +
-                       "or multiples of " + str(keys) + " at head_size " + str(p.head_size) + ")");
+    for (int b = 16; b < keys; b *= 2) divisors += std::to_string(b) + ", ";
+    return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: " + divisors +
+                       "or multiples of " + std::to_string(keys) + " at head_size " +
+                       std::to_string(p.head_size) + ")");
   }
   const bool features = p.alibi_slopes != nullptr || p.sinks != nullptr ||
                         mask::soft_cap_applies(p.softcap) || p.window_left >= 0 ||
@@ -136,7 +135,8 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
         "kernel has none of them; the bf16 kernel has all)");
   }
   // One query row per request and KV head group (decode): a 128-row or larger tile per query head
-  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the group.
+  // wastes the tensor cores and reads K/V once per query head, and v2's decode tile packs the
+  // group.
   if (!(p.scale > 0.0f) || std::isinf(p.scale)) {  // the softmax takes maxima of unscaled scores
     return unsupported("scale " + std::to_string(p.scale) + " (allowed: finite, > 0)");
   }
@@ -144,8 +144,8 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
       p.num_kv_heads > 0 && p.num_heads >= p.num_kv_heads && p.num_heads % p.num_kv_heads == 0;
   if (heads_ok && pack_gqa) PAGEDATTN_RETURN_IF_ERROR(check_packable(p));
   if (!pack_gqa && heads_ok && int64_t{p.max_query_len} * (p.num_heads / p.num_kv_heads) <= 16) {
-    return unsupported("decode-shaped launch: max_query_len " + str(p.max_query_len) + " x " +
-                       str(p.num_heads / p.num_kv_heads) +
+    return unsupported("decode-shaped launch: max_query_len " + std::to_string(p.max_query_len) +
+                       " x " + std::to_string(p.num_heads / p.num_kv_heads) +
                        " query heads per KV head <= 16 (v2's decode tile serves it; v3 only with "
                        "GQA packing)");
   }
@@ -153,8 +153,9 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
                                        num_query_tiles(p, pack_gqa) * std::max(1, p.max_num_splits)
                                  : 0;
   if (!heads_ok || tiles >= (int64_t{1} << 31)) {
-    return invalid_argument("paged attention v3: num_heads " + str(p.num_heads) +
-                            " must be a multiple of num_kv_heads " + str(p.num_kv_heads) +
+    return invalid_argument("paged attention v3: num_heads " + std::to_string(p.num_heads) +
+                            " must be a multiple of num_kv_heads " +
+                            std::to_string(p.num_kv_heads) +
                             " and num_heads * num_reqs * query tiles * splits < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
@@ -176,14 +177,11 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
 
 // The sm_90a code runs on compute capability 9.0 only.
 Status check_device() {
-  int device = 0, major = 0, minor = 0;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cc major");
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cc minor");
+  PAGEDATTN_ASSIGN_OR_RETURN(const CudaDeviceInfo* device, runtime::current_cuda_device());
+  const int major = device->capability.major, minor = device->capability.minor;
   if (major != 9 || minor != 0) {
-    return unsupported("compute capability " + str(major) + "." + str(minor) + " (needs 9.0)");
+    return unsupported("compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+                       " (needs 9.0)");
   }
   return ok_status();
 }
@@ -191,7 +189,8 @@ Status check_device() {
 Status map_status(CUresult r, const char* which) {
   if (r == CUDA_SUCCESS) return ok_status();
   return internal_error(std::string("paged attention v3: encoding the ") + which +
-                        " tensor map failed (CUresult " + str(static_cast<int>(r)) + ")");
+                        " tensor map failed (CUresult " + std::to_string(static_cast<int>(r)) +
+                        ")");
 }
 
 // Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 columns x 1 x the
@@ -263,8 +262,8 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
   PAGEDATTN_RETURN_IF_ERROR(check_served(p, p.pack_gqa));
   PAGEDATTN_RETURN_IF_ERROR(check_device());
   if (kernel_head_size != p.head_size) {
-    return unsupported("kernel head size " + str(kernel_head_size) + " for head_size " +
-                       str(p.head_size) + " (v3 serves its sizes exactly)");
+    return unsupported("kernel head size " + std::to_string(kernel_head_size) + " for head_size " +
+                       std::to_string(p.head_size) + " (v3 serves its sizes exactly)");
   }
   if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
 
@@ -333,11 +332,8 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
 
   const int tiles =
       (pack ? a.num_kv_heads : a.num_heads) * a.num_reqs * a.num_q_tiles * a.max_splits;  // < 2^31
-  int device = 0, sms = 0;
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device), "cudaGetDevice");
-  PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
-  int ctas = std::min(tiles, sms);  // one CTA fills an SM (shared memory, registers)
+  PAGEDATTN_ASSIGN_OR_RETURN(const CudaDeviceInfo* device, runtime::current_cuda_device());
+  int ctas = std::min(tiles, device->num_sms);  // one CTA fills an SM (shared memory, registers)
   if (max_ctas > 0) ctas = std::min(ctas, max_ctas);
   const auto s = static_cast<cudaStream_t>(stream);
   if (fp8) return attention::v3::launch_prefill_fp8(p, q_map, a, ctas, s);
@@ -352,7 +348,7 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
                                      "v3 split-KV combine");
       return ok_status();
     } else {
-      return unsupported("head_size " + str(kD) + " (built: " + built_sizes() + ")");
+      return unsupported("head_size " + std::to_string(kD) + " (built: " + built_sizes() + ")");
     }
   });
 }
