@@ -29,15 +29,15 @@ pa::TensorView view(std::vector<float>& v, std::initializer_list<int64_t> shape)
 }  // namespace
 
 int main() {
-  // 1. Ask the selector which backend serves this model here (CPU), and why others cannot.
-  pa::AttentionSelectorConfig config;
-  config.head_size = kHeadSize;
-  config.num_heads = kHeads;
-  config.num_kv_heads = kKvHeads;
-  config.dtype = pa::DType::kF32;
-  config.block_size = kBlockSize;
-  config.device = pa::Device::cpu();
-  pa::StatusOr<pa::BackendSelection> selection = pa::select_backend(config);
+  // 1. The model's attention layer; ask the selector which backend serves it here (CPU).
+  pa::AttentionLayer layer;
+  layer.num_heads = kHeads;
+  layer.num_kv_heads = kKvHeads;
+  layer.head_size = kHeadSize;
+  layer.block_size = kBlockSize;
+  layer.dtype = pa::DType::kF32;
+  layer.device = pa::Device::cpu();
+  pa::StatusOr<pa::BackendSelection> selection = pa::select_backend(pa::selector_config(layer));
   if (!selection.ok()) return fail(selection.status());
   const pa::AttentionBackend& backend = *selection->backend;
   std::printf("backend: %s, layout %s\n", std::string(backend.name()).c_str(),
@@ -52,21 +52,11 @@ int main() {
   if (!cache.ok()) return fail(cache.status());
 
   // 3. One metadata builder per KV-cache group, one impl per layer.
-  pa::BuilderParams builder_params;
-  builder_params.num_heads = kHeads;
-  builder_params.num_kv_heads = kKvHeads;
-  builder_params.head_size = kHeadSize;
-  builder_params.block_size = kBlockSize;
-  builder_params.dtype = pa::DType::kF32;
-  auto builder = backend.make_builder(builder_params);
+  //    (An engine sets the builder's limits, max_num_reqs etc., from its scheduler config.)
+  layer.kv_layout = selection->kv_cache_layout;
+  auto builder = backend.make_builder(pa::builder_params(layer));
   if (!builder.ok()) return fail(builder.status());
-  pa::AttentionImplParams impl_params;
-  impl_params.num_heads = kHeads;
-  impl_params.head_size = kHeadSize;
-  impl_params.num_kv_heads = kKvHeads;
-  impl_params.dtype = pa::DType::kF32;
-  impl_params.kv_layout = selection->kv_cache_layout;
-  auto impl = backend.make_impl(impl_params);
+  auto impl = backend.make_impl(pa::impl_params(layer));
   if (!impl.ok()) return fail(impl.status());
 
   // Two requests; request r owns blocks block_table[r]. The engine's block manager picks these.

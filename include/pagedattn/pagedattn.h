@@ -1,6 +1,7 @@
 // The whole public API.
 #pragma once
 
+#include "pagedattn/attention_layer.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/config.h"
 #include "pagedattn/device_info.h"

@@ -5,19 +5,10 @@
 namespace pagedattn::testing {
 
 BuilderParams builder_params_for(const CaseSpec& spec, const Device& device) {
-  BuilderParams bp;
-  bp.num_heads = spec.num_heads;
-  bp.num_kv_heads = spec.num_kv_heads;
-  bp.head_size = spec.head_size;
-  bp.block_size = spec.block_size;
-  bp.dtype = spec.dtype;
-  bp.kv_cache_dtype = spec.kv_cache_dtype;
-  bp.device = device;
+  BuilderParams bp = builder_params(attention_layer_for(spec, KVCacheLayout::kNHD, device));
   bp.max_num_reqs = std::max(bp.max_num_reqs, spec.num_reqs());
   bp.max_num_tokens = static_cast<int>(std::max<int64_t>(bp.max_num_tokens, spec.num_tokens()));
   for (int len : spec.seq_lens) bp.max_model_len = std::max(bp.max_model_len, len);
-  bp.use_alibi = spec.alibi;
-  if (spec.sliding_window) bp.sliding_window = *spec.sliding_window;
   return bp;
 }
 

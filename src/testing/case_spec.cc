@@ -10,6 +10,7 @@
 
 #include "common/checked_math.h"
 #include "testing/case_json.h"
+#include "testing/host_batch.h"
 
 namespace pagedattn::testing {
 namespace {
@@ -307,22 +308,7 @@ std::string case_to_json(const CaseSpec& spec) {
 }
 
 AttentionSelectorConfig selector_config_for(const CaseSpec& spec, const Device& device) {
-  AttentionSelectorConfig config;
-  config.head_size = spec.head_size;
-  config.num_heads = spec.num_heads;
-  config.num_kv_heads = spec.num_kv_heads;
-  config.dtype = spec.dtype;
-  config.kv_cache_dtype = spec.kv_cache_dtype;
-  config.block_size = spec.block_size;
-  config.has_sinks = spec.sinks;
-  config.use_alibi = spec.alibi;
-  config.use_sliding_window = spec.sliding_window.has_value() && spec.sliding_window->enabled();
-  config.use_soft_cap = spec.logits_soft_cap > 0.0;
-  config.causal = spec.causal;
-  config.attn_type = AttentionType::kDecoder;
-  config.use_per_head_quant_scales = is_fp8(spec.kv_cache_dtype) && spec.kv_scale_per_head;
-  config.device = device;
-  return config;
+  return selector_config(attention_layer_for(spec, KVCacheLayout::kNHD, device), spec.causal);
 }
 
 std::vector<float> alibi_slopes(int num_heads) {

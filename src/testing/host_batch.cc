@@ -255,25 +255,32 @@ StatusOr<HostBatch> make_host_batch(const CaseSpec& spec, KVCacheLayout layout) 
     });
   }
 
-  // Per-layer constants.
-  AttentionImplParams& p = b.params;
-  p.num_heads = hq;
-  p.head_size = d;
-  p.scale = static_cast<float>(spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(d))));
-  p.num_kv_heads = hkv;
-  p.dtype = spec.dtype;
-  if (spec.alibi) p.alibi_slopes = alibi_slopes(hq);
-  if (spec.sliding_window) p.sliding_window = *spec.sliding_window;
-  p.kv_cache_dtype = spec.kv_cache_dtype;
-  p.logits_soft_cap = static_cast<float>(spec.logits_soft_cap);
-  p.attn_type = AttentionType::kDecoder;
+  b.params = impl_params(attention_layer_for(spec, layout, Device::cpu()));
+  return b;
+}
+
+AttentionLayer attention_layer_for(const CaseSpec& spec, KVCacheLayout layout,
+                                   const Device& device) {
+  AttentionLayer layer;
+  layer.num_heads = spec.num_heads;
+  layer.num_kv_heads = spec.num_kv_heads;
+  layer.head_size = spec.head_size;
+  layer.block_size = spec.block_size;
+  layer.dtype = spec.dtype;
+  layer.kv_cache_dtype = spec.kv_cache_dtype;
+  layer.kv_layout = layout;
+  layer.scale = static_cast<float>(
+      spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(spec.head_size))));
+  if (spec.sliding_window) layer.sliding_window = *spec.sliding_window;
+  layer.logits_soft_cap = static_cast<float>(spec.logits_soft_cap);
+  if (spec.alibi) layer.alibi_slopes = alibi_slopes(spec.num_heads);
   if (spec.sinks) {
     Normal rng(spec.seed, Stream::kSinks, 0);
-    for (int h = 0; h < hq; ++h) p.sinks.push_back(rng.next());
+    for (int h = 0; h < spec.num_heads; ++h) layer.sinks.push_back(rng.next());
   }
-  p.kv_layout = layout;
-  p.device = Device::cpu();
-  return b;
+  layer.per_head_kv_scales = is_fp8(spec.kv_cache_dtype) && spec.kv_scale_per_head;
+  layer.device = device;
+  return layer;
 }
 
 }  // namespace pagedattn::testing

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "pagedattn/attention_layer.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/kv_cache.h"
 #include "pagedattn/metadata.h"
@@ -56,5 +57,8 @@ struct HostBatch {
 
 // `layout` is the layout the backend will read (the case's kv_layout when given).
 StatusOr<HostBatch> make_host_batch(const CaseSpec& spec, KVCacheLayout layout);
+
+// The case's attention layer (ALiBi slopes and sink logits drawn as make_host_batch draws them).
+AttentionLayer attention_layer_for(const CaseSpec& spec, KVCacheLayout layout, const Device& device);
 
 }  // namespace pagedattn::testing

@@ -71,44 +71,22 @@ StatusOr<std::unique_ptr<Executor>> Executor::create(const ExecutorConfig& confi
     e->caches_.push_back(std::move(cache));
   }
 
-  std::vector<float> sinks;
-  std::mt19937_64 sink_rng(config.seed ^ 0x51A4ull);
-  for (int h = 0; m.sinks && h < m.num_heads; ++h) {
-    sinks.push_back(static_cast<float>(static_cast<int>(sink_rng() % 4001) - 2000) / 1000.0f);
-  }
   e->group_of_layer_.assign(m.num_layers, 0);
   e->impls_.resize(m.num_layers);
   e->graphs_ = config.cuda_graphs && e->ops_->supports_graphs();
   for (const LayerGroup& lg : m.layer_groups()) {
-    BuilderParams bp;
-    bp.num_heads = m.num_heads;
-    bp.num_kv_heads = m.num_kv_heads;
-    bp.head_size = m.head_size;
-    bp.block_size = m.block_size;
-    bp.dtype = m.dtype;
-    bp.kv_cache_dtype = m.kv_cache_dtype;
-    bp.device = e->device_;
+    const AttentionLayer layer = attention_layer_of(m, lg.window, layout, e->device_, config.seed);
+    BuilderParams bp = builder_params(layer);
     bp.max_num_reqs = config.max_num_seqs;
     bp.max_num_tokens = config.max_num_batched_tokens;
     bp.max_model_len = m.max_model_len;
-    bp.sliding_window = lg.window;
     Group g;
     g.layers = lg.layers;
     g.window = lg.window;
     PAGEDATTN_ASSIGN_OR_RETURN(g.builder, e->backend_->make_builder(bp));
     if (g.builder->cudagraph_support() == AttentionCGSupport::kNever) e->graphs_ = false;
     for (int l : lg.layers) {
-      AttentionImplParams ip;
-      ip.num_heads = m.num_heads;
-      ip.head_size = m.head_size;
-      ip.num_kv_heads = m.num_kv_heads;
-      ip.dtype = m.dtype;
-      ip.sliding_window = lg.window;
-      ip.kv_cache_dtype = m.kv_cache_dtype;
-      ip.sinks = sinks;
-      ip.kv_layout = layout;
-      ip.device = e->device_;
-      PAGEDATTN_ASSIGN_OR_RETURN(e->impls_[l], e->backend_->make_impl(ip));
+      PAGEDATTN_ASSIGN_OR_RETURN(e->impls_[l], e->backend_->make_impl(impl_params(layer)));
       e->group_of_layer_[l] = static_cast<int>(e->groups_.size());
     }
     e->groups_.push_back(std::move(g));

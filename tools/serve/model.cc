@@ -2,6 +2,7 @@
 #include "serve/model.h"
 
 #include <cstdio>
+#include <random>
 
 namespace pagedattn::serve {
 namespace {
@@ -64,18 +65,28 @@ std::string ModelShape::describe() const {
   return out;
 }
 
+AttentionLayer attention_layer_of(const ModelShape& m, const SlidingWindow& window,
+                                  KVCacheLayout layout, const Device& device, uint64_t seed) {
+  AttentionLayer layer;
+  layer.num_heads = m.num_heads;
+  layer.num_kv_heads = m.num_kv_heads;
+  layer.head_size = m.head_size;
+  layer.block_size = m.block_size;
+  layer.dtype = m.dtype;
+  layer.kv_cache_dtype = m.kv_cache_dtype;
+  layer.kv_layout = layout;
+  layer.sliding_window = window;
+  std::mt19937_64 sink_rng(seed ^ 0x51A4ull);
+  for (int h = 0; m.sinks && h < m.num_heads; ++h) {
+    layer.sinks.push_back(static_cast<float>(static_cast<int>(sink_rng() % 4001) - 2000) / 1000.0f);
+  }
+  layer.device = device;
+  return layer;
+}
+
 AttentionSelectorConfig selector_config_for(const ModelShape& m, const Device& device) {
-  AttentionSelectorConfig c;
-  c.head_size = m.head_size;
-  c.num_heads = m.num_heads;
-  c.num_kv_heads = m.num_kv_heads;
-  c.dtype = m.dtype;
-  c.kv_cache_dtype = m.kv_cache_dtype;
-  c.block_size = m.block_size;
-  c.has_sinks = m.sinks;
-  c.use_sliding_window = m.sliding_window > 0;
-  c.device = device;
-  return c;
+  const SlidingWindow window = m.layer_groups().back().window;  // the windowed group comes last
+  return selector_config(attention_layer_of(m, window, KVCacheLayout::kNHD, device, 0));
 }
 
 std::vector<std::string> model_preset_names() {

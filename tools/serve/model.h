@@ -3,9 +3,11 @@
 // well-known open models' shapes plus a tiny default that runs quickly on a CPU.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "pagedattn/attention_layer.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
@@ -37,7 +39,12 @@ struct ModelShape {
   std::string describe() const;  // "llama3-8b: 32 layers, 32/8 heads, head 128, bf16, cache auto"
 };
 
-// The selector's question for this model on `device`.
+// The attention layer of one layer group (`window`), in a cache of `layout` on `device`; sink logits,
+// where the model has them, drawn from `seed`.
+AttentionLayer attention_layer_of(const ModelShape& model, const SlidingWindow& window,
+                                  KVCacheLayout layout, const Device& device, uint64_t seed);
+
+// The selector's question for this model on `device` (its windowed layers' window, if any).
 AttentionSelectorConfig selector_config_for(const ModelShape& model, const Device& device);
 
 // Preset names, in the order --help lists them.
