@@ -231,9 +231,11 @@ class PagedWrapper:
         return entry[0]
 
     def _scale(self, value):
-        """An FP8 cache's k/v scale as the library takes it: arrays as given, floats as a cached [1] array."""
-        if value is None or hasattr(value, "__dlpack__"):
+        """An FP8 cache's k/v scale as the library takes it: arrays as given, floats (None = 1.0, as in
+        FlashInfer) as a cached [1] array."""
+        if hasattr(value, "__dlpack__"):
             return value
+        value = 1.0 if value is None else host_scale(value, "k_scale / v_scale")
         if value not in self._scales:
             self._scales[value] = from_host(self._workspace, np.array([value], np.float32))
         return self._scales[value]
