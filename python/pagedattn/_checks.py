@@ -15,6 +15,20 @@ def dtype_name(dtype):
     return str(dtype).rsplit(".", 1)[-1]
 
 
+_SHORT_NAMES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "half": "float16", "float": "float32",
+                "fp16": "float16", "fp32": "float32"}
+
+
+def float_dtype(value, name, reason=""):
+    """A model dtype (torch/NumPy dtype or name, the library's short names too) as 'float32', 'float16' or
+    'bfloat16'; anything else a ValueError (`reason` says why FP8 is not taken here)."""
+    named = dtype_name(value)
+    named = _SHORT_NAMES.get(named, named)
+    if named not in FLOAT_DTYPES:
+        raise ValueError("%s = %s (allowed: %s%s)" % (name, named, ", ".join(FLOAT_DTYPES), reason))
+    return named
+
+
 def _describe(value):
     if hasattr(value, "shape") and hasattr(value, "dtype"):
         return "%s %s" % (dtype_name(value.dtype), list(value.shape))

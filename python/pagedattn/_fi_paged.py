@@ -111,10 +111,7 @@ class PagedWrapper:
         window_left = check.integer(window_left, "window_left", low=-1, allowed="-1 = unbounded, or >= 0")
         sm_scale = check.positive_scale(sm_scale, "sm_scale", "1/sqrt(head_dim)")
         softcap = check.soft_cap(logits_soft_cap, "logits_soft_cap", "None or 0 = no cap") or None
-        q_dtype = check.dtype_name(q_data_type)
-        if q_dtype not in check.FLOAT_DTYPES:
-            raise ValueError("q_data_type = %s (allowed: %s; FP8 queries are not supported by the C++ API yet)" % (
-                q_dtype, ", ".join(check.FLOAT_DTYPES)))
+        q_dtype = check.float_dtype(q_data_type, "q_data_type", "; FP8 queries are not supported by the C++ API yet")
         last = host_ints(last_page_len, "last_page_len")
         batch = last.shape[0]
         if self._graph and batch != self._fixed_batch:

@@ -112,10 +112,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
                           check.integer(common_prefix_len, "common_prefix_len", low=0), for_cudagraph_capture)
     if block_table is not None:
         check.block_table(block_table, "block_table", batch_size, seqs, page_size)
-        dtype = check.dtype_name(qkv_dtype)
-        if dtype not in check.FLOAT_DTYPES:
-            raise ValueError("qkv_dtype = %s with block_table: give the model's dtype (allowed: %s)" % (
-                dtype, ", ".join(check.FLOAT_DTYPES)))
+        dtype = check.float_dtype(qkv_dtype, "qkv_dtype", "; with block_table give the model's dtype")
         step.metadata(block_table, schedules.LayerKind(dtype, kv_cache_dtype, window, has_alibi, has_sinks,
                                                        has_softcap))
     return schedules.hold(step)

@@ -291,15 +291,17 @@ def drop_ins():
     found = {}
     for name in vc.__all__:
         found["vllm_compat." + name] = getattr(vc, name)
-    for cls_name, cls in inspect.getmembers(fi, inspect.isclass):
-        if cls.__module__ != fi.__name__ or cls_name.startswith("_"):
+    for name in fi.__all__:
+        member = getattr(fi, name)
+        if inspect.isfunction(member):
+            found["flashinfer_compat." + name] = member
             continue
-        for name, fn in inspect.getmembers(cls, inspect.isfunction):
-            if name == "__init__" or not name.startswith("_"):
-                owner = next(c for c in cls.__mro__ if name in vars(c))
-                # Methods the wrappers share live on a private base: one section for both.
-                section = cls_name if owner is cls else "Batch*Wrapper"
-                found["flashinfer_compat.%s.%s" % (section, name)] = fn
+        for method, fn in inspect.getmembers(member, inspect.isfunction):
+            if method == "__init__" or not method.startswith("_"):
+                owner = next(c for c in member.__mro__ if method in vars(c))
+                # Methods the paged wrappers share live on their base: one section for both.
+                section = name if owner is member else "Batch*Wrapper"
+                found["flashinfer_compat.%s.%s" % (section, method)] = fn
     return found
 
 
