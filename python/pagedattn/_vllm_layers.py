@@ -120,8 +120,8 @@ def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, soft
     dtype = dtype_name(q.dtype)
     window = (int(window[0]), int(window[1]))
     selection = select(head_size, num_heads, num_kv_heads, dtype, kv_cache_dtype, block_size, device,
-                           has_sinks=s_aux is not None, use_alibi=alibi_slopes is not None,
-                           use_sliding_window=window != (-1, -1), use_soft_cap=bool(softcap), causal=causal)
+                       has_sinks=s_aux is not None, use_alibi=alibi_slopes is not None,
+                       use_sliding_window=window != (-1, -1), use_soft_cap=bool(softcap), causal=causal)
     generation = kernel_generation(fa_version, selection.backend, device)
     try:
         impl = selection.backend.make_impl(
@@ -139,7 +139,7 @@ def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, soft
 
 
 def step_builder(backend, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,
-             deterministic, use_alibi, num_reqs, num_tokens, max_seq_len):
+                 deterministic, use_alibi, num_reqs, num_tokens, max_seq_len):
     """A builder for this configuration whose persistent buffers cover the step (grown when not). The
     mask is the step's (CommonAttentionMetadata.causal), not the builder's."""
     key = (backend.name, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,

@@ -213,7 +213,8 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     if deterministic and not step.deterministic:
         raise ValueError("deterministic=True but the scheduler_metadata was built with deterministic=False "
                          "(pass deterministic=True to get_scheduler_metadata)")
-    if q.shape[0] < step.num_tokens or (q.shape[1], k.shape[2], q.shape[2]) != step.heads or k.shape[1] != step.page_size:
+    layer_shape = (q.shape[1], k.shape[2], q.shape[2])
+    if q.shape[0] < step.num_tokens or layer_shape != step.heads or k.shape[1] != step.page_size:
         raise ValueError("q %s / k %s do not fit the scheduler_metadata's step (%d tokens, heads %s, page_size %d)" % (
             list(q.shape), list(k.shape), step.num_tokens, step.heads, step.page_size))
     kind = schedules.LayerKind(check.dtype_name(q.dtype), kv_format, window, alibi_slopes is not None,

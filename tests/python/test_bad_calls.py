@@ -3,7 +3,6 @@ argument and what is allowed (never a NumPy broadcast error, IndexError, Attribu
 from deeper down, and never a silent run)."""
 import unittest
 
-import numpy as np
 
 import conformance as cf
 from conformance import torch
@@ -112,7 +111,8 @@ def bad_calls():
         ("keys over max_seqlen_k", varlen(max_seqlen_k=25), r"request 1 has more keys than max_seqlen_k = 25"),
         ("block_table rows", varlen(block_table=a["block_table"][:1]),
          r"block_table has 1 rows \(expected one per request: 2\)"),
-        ("block_table rank", varlen(block_table=a["block_table"][0]), r"block_table is int32 \[2\] \(expected rank 2\)"),
+        ("block_table rank", varlen(block_table=a["block_table"][0]),
+         r"block_table is int32 \[2\] \(expected rank 2\)"),
         ("block_table narrow", varlen(block_table=a["block_table"][:, :1]),
          r"block_table_tensor|block_table"),
         ("window arity", varlen(window_size=(5,)), r"window_size = \(5,\) \(expected \(left, right\)"),
@@ -175,8 +175,9 @@ def bad_calls():
          r"run\(\) before plan\(\)"),
         ("layout", lambda: fi.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(8), "NDH"), r"kv_layout = 'NDH'"),
         ("workspace None", lambda: fi.BatchDecodeWithPagedKVCacheWrapper(None), r"float_workspace_buffer is None"),
-        ("merge_state shapes", lambda: fi.merge_state(torch.zeros(3, H, D), torch.zeros(3, H), torch.zeros(3, H, D),
-                                                      torch.zeros(H, 3)), r"s_b is float32 \[4, 3\] \(expected \[3, 4\]"),
+        ("merge_state shapes",
+         lambda: fi.merge_state(torch.zeros(3, H, D), torch.zeros(3, H), torch.zeros(3, H, D), torch.zeros(H, 3)),
+         r"s_b is float32 \[4, 3\] \(expected \[3, 4\]"),
     ]
 
 

@@ -97,8 +97,8 @@ class BatchDecode(unittest.TestCase):
     def test_rope_in_the_kernel_is_refused_with_the_reason(self):
         step = PagedStep(2, 20, 1, 16, 4, 4, 64, "NHD", True)
         wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
-        with self.assertRaisesRegex(ValueError, r"pos_encoding_mode = 'ROPE_LLAMA' \(allowed: 'NONE'; FlashInfer applies "
-                                                r"ROPE_LLAMA to the cached keys inside its kernel"):
+        with self.assertRaisesRegex(ValueError, r"pos_encoding_mode = 'ROPE_LLAMA' \(allowed: 'NONE'; FlashInfer "
+                                                r"applies ROPE_LLAMA to the cached keys inside its kernel"):
             wrapper.plan(step.indptr, step.indices, step.last_page_len, 4, 4, 64, 16, pos_encoding_mode="ROPE_LLAMA",
                          rope_theta=1e4, rope_scale=1.0)
 

@@ -5,7 +5,6 @@ random block table (tests/kernels/attention/test_flash_attn.py's grid), cascade_
 from 1, f16/bf16/f32 sources, FP8 caches as uint8), get_scheduler_metadata as vLLM's builder calls it
 (a copy in a persistent buffer, replayed with new lengths and tables), K and V at any distance, and
 is_fa_version_supported. A sample of each grid runs here; PAGEDATTN_FULL_GRID=1 runs all of it."""
-import math
 import unittest
 
 import conformance as cf
