@@ -30,10 +30,10 @@ class BatchPrefillWithRaggedKVCacheWrapper:
                              "capture the paged wrappers)")
         if custom_mask_buf is not None or mask_indptr_buf is not None or jit_args is not None:
             raise ValueError("custom_mask_buf / mask_indptr_buf / jit_args are not supported (allowed: None)")
-        self._paged = _TokenPages(float_workspace_buffer, "NHD", False, {}, backend)
-        self._layout = kv_layout
         if kv_layout not in ("NHD", "HND"):
             raise ValueError("kv_layout = %r (allowed: 'NHD', 'HND')" % (kv_layout,))
+        self._layout = kv_layout  # of k and v; their one-token pages are NHD whichever it is
+        self._paged = _TokenPages(float_workspace_buffer, "NHD", False, {}, backend)
 
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo=None, custom_mask=None,
              packed_custom_mask=None, causal=False, pos_encoding_mode="NONE", use_fp16_qk_reduction=False,
@@ -83,7 +83,7 @@ class MultiLevelCascadeAttentionWrapper:
     def __init__(self, num_levels, float_workspace_buffer, kv_layout="NHD", use_cuda_graph=False,
                  qo_indptr_buf_arr=None, paged_kv_indptr_buf_arr=None, paged_kv_indices_buf_arr=None,
                  paged_kv_last_page_len_buf_arr=None, backend="auto"):
-        from .flashinfer_compat import BatchPrefillWithPagedKVCacheWrapper
+        from .flashinfer_compat import BatchPrefillWithPagedKVCacheWrapper  # here: that module imports this one
 
         check.integer(num_levels, "num_levels", low=1)
         buffers = (qo_indptr_buf_arr, paged_kv_indptr_buf_arr, paged_kv_indices_buf_arr,

@@ -46,7 +46,7 @@ class Step:
         self._built = {}  # (block_table address, shape, layer kind) -> (AttentionMetadata, block_table)
 
     def metadata(self, block_table, kind):
-        """The step's metadata over `block_table` for layers of `kind` (a LayerKind), built once."""
+        """The step's metadata over `block_table` for layers of `kind` (layer_kind()), built once."""
         key = (pointer(block_table) or id(block_table), tuple(block_table.shape), kind)
         entry = self._built.get(key)
         if entry is None:  # the table stays referenced, so that its address is not reused by another
@@ -82,6 +82,10 @@ class Step:
         order_after_build(self.device, qsl)
         return built
 
+    def built(self):
+        """The metadata built so far (one per block table and layer kind)."""
+        return [entry[0] for entry in self._built.values()]
+
     def check_arrays(self, cu_seqlens_q, seqused_k):
         """ValueError unless the call passes the arrays the schedule was made over (by address)."""
         for name, given, built in zip(("cu_seqlens_q", "seqused_k"), (cu_seqlens_q, seqused_k), self.arrays):
@@ -91,7 +95,12 @@ class Step:
 
 
 # What a step's builder depends on in a layer (a model may mix windows, ALiBi, sinks across layers).
-LayerKind = namedtuple("LayerKind", "dtype kv_format window use_alibi has_sinks soft_cap")
+_LayerKind = namedtuple("LayerKind", "dtype kv_format window use_alibi has_sinks soft_cap")
+
+
+def layer_kind(dtype, kv_format, window, use_alibi, has_sinks, soft_cap):
+    """The LayerKind of a layer (flags as bools: a cap of 50.0 and has_softcap=True are one kind)."""
+    return _LayerKind(dtype, kv_format, tuple(window), bool(use_alibi), bool(has_sinks), bool(soft_cap))
 
 
 def hold(step):
@@ -116,7 +125,7 @@ def find(schedule, cu_seqlens_q, seqused_k):
                          "array)" % (list(schedule.shape),))
     device = device_of(schedule)
     if device == "cpu":
-        tag, step_id = (int(x) for x in np.asarray(schedule[:2].tolist()))
+        tag, step_id = (int(x) for x in schedule[:2].tolist())
         if tag != TAG:
             raise ValueError("scheduler_metadata does not hold a pagedattn schedule (first entry %d; pass what "
                              "pagedattn's get_scheduler_metadata returned)" % tag)

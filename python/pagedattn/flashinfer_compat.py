@@ -47,16 +47,11 @@ class BatchDecodeWithPagedKVCacheWrapper(PagedWrapper):
              pos_encoding_mode="NONE", window_left=-1, logits_soft_cap=None, q_data_type="float16",
              kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True):
         """Plans a decode step over FlashInfer's page table (read on the host). data_type: FlashInfer's
-        older name for both dtypes (q_data_type wins where both are given; an FP8 data_type names the
-        cache's). rope_scale / rope_theta (read by FlashInfer only with ROPE_LLAMA) and non_blocking
-        (how FlashInfer copies its plan) leave the result unchanged: accepted, no effect."""
-        q_dtype, kv_dtype = q_data_type, kv_data_type
-        if data_type is not None:
-            fp8 = str(data_type).rsplit(".", 1)[-1].startswith("float8")
-            if fp8:
-                kv_dtype = data_type if kv_dtype is None else kv_dtype
-            elif q_data_type == "float16":  # FlashInfer's default: data_type names the query
-                q_dtype = data_type
+        older name, taken as it takes it: the cache's dtype where kv_data_type is None, the query's where
+        q_data_type is None. rope_scale / rope_theta (read by FlashInfer only with ROPE_LLAMA) and
+        non_blocking (how FlashInfer copies its plan) leave the result unchanged: accepted, no effect."""
+        q_dtype = data_type if q_data_type is None else q_data_type
+        kv_dtype = data_type if kv_data_type is None else kv_data_type
         batch = check.array(last_page_len, "last_page_len", rank=1).shape[0]
         self._plan(np.arange(batch + 1, dtype=np.int32), indptr, indices, last_page_len, num_qo_heads, num_kv_heads,
                    head_dim, page_size, True, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, q_dtype,

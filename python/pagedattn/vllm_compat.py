@@ -113,7 +113,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     if block_table is not None:
         check.block_table(block_table, "block_table", batch_size, seqs, page_size)
         dtype = check.float_dtype(qkv_dtype, "qkv_dtype", "; with block_table give the model's dtype")
-        step.metadata(block_table, schedules.LayerKind(dtype, kv_cache_dtype, window, has_alibi, has_sinks,
+        step.metadata(block_table, schedules.layer_kind(dtype, kv_cache_dtype, window, has_alibi, has_sinks,
                                                        has_softcap))
     return schedules.hold(step)
 
@@ -217,7 +217,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     if q.shape[0] < step.num_tokens or layer_shape != step.heads or k.shape[1] != step.page_size:
         raise ValueError("q %s / k %s do not fit the scheduler_metadata's step (%d tokens, heads %s, page_size %d)" % (
             list(q.shape), list(k.shape), step.num_tokens, step.heads, step.page_size))
-    kind = schedules.LayerKind(check.dtype_name(q.dtype), kv_format, window, alibi_slopes is not None,
+    kind = schedules.layer_kind(check.dtype_name(q.dtype), kv_format, window, alibi_slopes is not None,
                                s_aux is not None, softcap)
     attn_metadata = step.metadata(block_table, kind)
     layers.check_num_splits(num_splits, step.backend, step.common_prefix_len)

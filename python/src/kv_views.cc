@@ -11,7 +11,7 @@ namespace pagedattn::python {
 
 namespace {
 
-// a * b + c in 64 bits; ValueError naming key_cache when the sum leaves int64.
+// a * b + c in 64 bits; ValueError naming the caches when it leaves int64.
 int64_t mul_add(int64_t a, int64_t b, int64_t c) {
   int64_t product = 0, sum = 0;
   if (__builtin_mul_overflow(a, b, &product) || __builtin_add_overflow(product, c, &sum)) {
@@ -20,6 +20,8 @@ int64_t mul_add(int64_t a, int64_t b, int64_t c) {
   return sum;
 }
 
+int64_t add(int64_t a, int64_t b) { return mul_add(a, 1, b); }
+
 // The lowest and highest element offsets (from the plane's base) one plane of `t` reaches.
 std::pair<int64_t, int64_t> plane_reach(const TensorView& t) {
   int64_t low = 0, high = 0;
@@ -27,9 +29,9 @@ std::pair<int64_t, int64_t> plane_reach(const TensorView& t) {
     if (t.size(d) == 0) return {0, -1};  // an empty plane reaches nothing
     const int64_t span = mul_add(t.size(d) - 1, t.stride(d), 0);
     if (span < 0) {
-      low = mul_add(1, span, low);
+      low = add(low, span);
     } else {
-      high = mul_add(1, span, high);
+      high = add(high, span);
     }
   }
   return {low, high};
@@ -57,8 +59,8 @@ TensorView paged_kv_view(const TensorView& k, const TensorView& v) {
   const int64_t plane = distance / elem;
   // Everything either plane can reach, from K's base, in 64 bits: the whole range, every block included.
   const auto [low, high] = plane_reach(k);
-  const int64_t lowest = std::min(low, mul_add(1, plane, low));
-  const int64_t highest = std::max(high, mul_add(1, plane, high));
+  const int64_t lowest = std::min(low, add(plane, low));
+  const int64_t highest = std::max(high, add(plane, high));
   if (k.device().is_cuda()) {
     // The GPU kernels address a cache from one base with 32-bit element offsets in places: until they
     // take a base pointer per plane, both planes must lie within [0, 2^31) elements of key_cache.
