@@ -35,6 +35,12 @@ def needs_torch(test_class):
     return unittest.skipIf(torch is None, "PyTorch is not importable")(test_class)
 
 
+def needs_gpu(test):
+    """A GPU variant of a grid: skipped, with the reason, where no CUDA device is visible."""
+    present = torch is not None and torch.cuda.is_available()
+    return unittest.skipUnless(present, "needs a CUDA device (none visible here)")(test)
+
+
 def dtype(name):
     return getattr(torch, name)
 

@@ -80,19 +80,32 @@ def check_result(test, result, want, want_lse, return_lse, dtype_name="float16")
 class BatchDecode(unittest.TestCase):
     """test_batch_decode_with_paged_kv_cache."""
 
+    def cases(self, page_sizes):
+        return cf.grid("decode", 0, batch_size=[12, 17], kv_len=[54, 97, 512], page_size=page_sizes,
+                       num_kv_heads=[4], num_qo_heads=[4, 32], head_dim=[128, 256], kv_layout=["NHD", "HND"],
+                       logits_soft_cap=[0.0, 30.0], return_lse=[True, False], contiguous_kv=[True, False])
+
     def test_grid(self):
-        for case in cf.grid("decode", 0, batch_size=[12, 17], kv_len=[54, 97, 512], page_size=[1, 8, 16],
-                            num_kv_heads=[4], num_qo_heads=[4, 32], head_dim=[128, 256], kv_layout=["NHD", "HND"],
-                            logits_soft_cap=[0.0, 30.0], return_lse=[True, False], contiguous_kv=[True, False]):
+        self.run_grid(self.cases([1, 8, 16]), "cpu")
+
+    @cf.needs_gpu
+    def test_grid_on_the_gpu(self):  # the GPU backends take page sizes that are multiples of 16 today
+        self.run_grid(self.cases([16, 32]), "cuda")
+
+    def run_grid(self, cases, device):
+        for case in cases:
             with self.subTest(**case):
                 step = decode_step(case)
-                wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), case["kv_layout"])
+                wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace().to(device), case["kv_layout"])
                 wrapper.plan(step.indptr, step.indices, step.last_page_len, case["num_qo_heads"],
                              case["num_kv_heads"], case["head_dim"], case["page_size"], pos_encoding_mode="NONE",
                              logits_soft_cap=case["logits_soft_cap"], q_data_type=torch.float16,
                              kv_data_type=torch.float16)
-                result = wrapper.run(step.q, step.kv, return_lse=case["return_lse"])
-                check_result(self, result, *step.reference(False, case["logits_soft_cap"]), case["return_lse"])
+                result = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=case["return_lse"])
+                if case["return_lse"]:
+                    result = tuple(x.cpu() for x in result)
+                check_result(self, result if case["return_lse"] else result.cpu(),
+                             *step.reference(False, case["logits_soft_cap"]), case["return_lse"])
 
     def test_rope_in_the_kernel_is_refused_with_the_reason(self):
         step = PagedStep(2, 20, 1, 16, 4, 4, 64, "NHD", True)

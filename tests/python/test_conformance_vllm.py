@@ -12,20 +12,20 @@ from conformance import torch
 from pagedattn import vllm_compat as vc
 
 
-def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, seed):
+def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, seed, one_allocation=False):
     """vLLM's test inputs: q, K and V caches as two allocations (only the blocks the table reads are
-    filled: the rest stays as torch.empty left it), lengths and a random table."""
+    filled: the rest stays as torch.empty left it), lengths and a random table. one_allocation: K and V
+    as the halves of one tensor (what the GPU kernels take today)."""
     gen = torch.Generator().manual_seed(seed)
     query_lens, kv_lens = [s[0] for s in seq_lens], [s[1] for s in seq_lens]
     hq, hkv = num_heads
     q = torch.randn(sum(query_lens), hq, head_size, generator=gen).to(dtype)
     table = cf.random_table(len(seq_lens), kv_lens, block_size, num_blocks, gen)
-    caches = []
-    for _ in range(2):
-        cache = torch.empty(num_blocks, block_size, hkv, head_size, dtype=dtype)
-        used = table.unique().long()
+    caches = list(torch.empty(2, num_blocks, block_size, hkv, head_size, dtype=dtype)) if one_allocation else [
+        torch.empty(num_blocks, block_size, hkv, head_size, dtype=dtype) for _ in range(2)]
+    used = table.unique().long()
+    for cache in caches:
         cache[used] = torch.randn(len(used), block_size, hkv, head_size, generator=gen).to(dtype)
-        caches.append(cache)
     return q, caches[0], caches[1], query_lens, kv_lens, table
 
 
@@ -33,31 +33,42 @@ def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, 
 class VarlenWithPagedKV(unittest.TestCase):
     """test_varlen_with_paged_kv: causal, GQA, head sizes 40 to 256, windows, soft caps, 32768 blocks."""
 
+    def cases(self):
+        return cf.grid("varlen", 0, use_out=[True, False],
+                       seq_lens=[[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37), (1, 2011)]],
+                       num_heads=[(4, 4), (8, 2)], head_size=[40, 72, 80, 128, 256], sliding_window=[None, 256],
+                       dtype=["bfloat16", "float16"], soft_cap=[None, 50.0], num_blocks=[32768, 2048])
+
     def test_grid(self):
-        cases = cf.grid("varlen", 0, use_out=[True, False],
-                        seq_lens=[[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37), (1, 2011)]],
-                        num_heads=[(4, 4), (8, 2)], head_size=[40, 72, 80, 128, 256], sliding_window=[None, 256],
-                        dtype=["bfloat16", "float16"], soft_cap=[None, 50.0], num_blocks=[32768, 2048])
-        for case in cases:
+        for case in self.cases():
             with self.subTest(**case):
                 self.check(**case)
 
-    def check(self, use_out, seq_lens, num_heads, head_size, sliding_window, dtype, soft_cap, num_blocks):
+    @cf.needs_gpu
+    def test_grid_on_the_gpu(self):
+        for case in self.cases():
+            with self.subTest(**case):
+                self.check(**case, device="cuda")
+
+    def check(self, use_out, seq_lens, num_heads, head_size, sliding_window, dtype, soft_cap, num_blocks,
+              device="cpu"):
         q, k, v, query_lens, kv_lens, table = paged_inputs(seq_lens, num_heads, head_size, 16, num_blocks,
-                                                           cf.dtype(dtype), seed=head_size)
+                                                           cf.dtype(dtype), seed=head_size,
+                                                           one_allocation=device != "cpu")
+        q, k, v, table = (x.to(device) for x in (q, k, v, table))
         window = (sliding_window - 1, 0) if sliding_window is not None else (-1, -1)
         scale = head_size ** -0.5
         out = torch.empty_like(q) if use_out else None
-        got = vc.flash_attn_varlen_func(q=q, k=k, v=v, out=out, cu_seqlens_q=cf.offsets(query_lens),
-                                        seqused_k=torch.tensor(kv_lens, dtype=torch.int32),
+        got = vc.flash_attn_varlen_func(q=q, k=k, v=v, out=out, cu_seqlens_q=cf.offsets(query_lens).to(device),
+                                        seqused_k=torch.tensor(kv_lens, dtype=torch.int32, device=device),
                                         max_seqlen_q=max(query_lens), max_seqlen_k=max(kv_lens), softmax_scale=scale,
                                         causal=True, window_size=window, block_table=table,
                                         softcap=soft_cap if soft_cap is not None else 0, fa_version=None)
         if use_out:
             self.assertIs(got, out)
-        want, _ = cf.paged_attention(q, k, v, query_lens, kv_lens, table, True, scale, window=window,
-                                     softcap=soft_cap or 0.0)
-        cf.assert_close(self, got, want, dtype, "out")
+        want, _ = cf.paged_attention(q.cpu(), k.cpu(), v.cpu(), query_lens, kv_lens, table.cpu(), True, scale,
+                                     window=window, softcap=soft_cap or 0.0)
+        cf.assert_close(self, got.cpu(), want, dtype, "out")
 
     def test_fp8_queries_are_refused_with_the_reason(self):
         q, k, v, query_lens, kv_lens, table = paged_inputs([(1, 40)], (4, 4), 64, 16, 8, torch.bfloat16, 0)
