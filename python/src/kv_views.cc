@@ -1,6 +1,5 @@
 #include "kv_views.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -57,21 +56,17 @@ TensorView paged_kv_view(const TensorView& k, const TensorView& v) {
                       std::to_string(distance) + " bytes away)");
   }
   const int64_t plane = distance / elem;
-  // Everything either plane can reach, from K's base, in 64 bits: the whole range, every block included.
+  // Everything either plane can reach, from K's base, must have a 64-bit offset.
   const auto [low, high] = plane_reach(k);
-  const int64_t lowest = std::min(low, add(plane, low));
-  const int64_t highest = std::max(high, add(plane, high));
-  if (k.device().is_cuda()) {
-    // The GPU kernels address a cache from one base with 32-bit element offsets in places: until they
-    // take a base pointer per plane, both planes must lie within [0, 2^31) elements of key_cache.
-    if (lowest < 0 || highest > INT32_MAX) {
-      raise_value_error(
-          "key_cache and value_cache are " + std::to_string(plane) +
-          " elements apart, so the two planes reach element offsets [" + std::to_string(lowest) + ", " +
-          std::to_string(highest) + "] from key_cache; the GPU kernels take [0, 2^31) (allowed: value_cache at "
-          "or after key_cache within that range, e.g. the halves of one torch.empty(2, num_blocks, ...) "
-          "tensor, or one [num_blocks, 2, block_size, Hkv, D] cache)");
-    }
+  add(plane, low);
+  add(plane, high);
+  if (k.device().is_cuda() && (plane < 0 || plane > INT32_MAX)) {
+    // The GPU kernels reach V from K's base by one plane stride (64-bit block offsets, so any cache
+    // size): until they take a base pointer per plane, that stride must be in [0, 2^31) elements.
+    raise_value_error("value_cache lies " + std::to_string(plane) +
+                      " elements from key_cache; the GPU kernels take value_cache 0 to 2^31 - 1 "
+                      "elements after key_cache (e.g. the halves of one torch.empty(2, num_blocks, "
+                      "...) tensor, or one [num_blocks, 2, block_size, Hkv, D] cache)");
   }
   const int64_t shape[] = {k.size(0), 2, k.size(1), k.size(2), k.size(3)};
   const int64_t strides[] = {k.stride(0), plane, k.stride(1), k.stride(2), k.stride(3)};

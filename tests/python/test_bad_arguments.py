@@ -109,15 +109,14 @@ class BadArguments(unittest.TestCase):
                                 device="cpu", backend="flash_attn")
 
     def test_two_buffer_cache_on_cuda_must_stay_in_the_kernels_range(self):
-        # K and V claimed on a GPU, V before K: the GPU kernels address both planes from K with 32-bit
-        # offsets, so the view is refused naming the distance (the CPU backend takes any distance).
+        # K and V claimed on a GPU, V before K: the GPU kernels reach V from K by one plane stride in
+        # [0, 2^31), so the view is refused naming the distance (the CPU backend takes any distance).
         size = NB * BS * HKV * D
         buffer = np.zeros(2 * size + 64, np.float32)
         v = fake_dlpack.FakeTensor(buffer[:size].reshape(NB, BS, HKV, D), device_type=fake_dlpack.CUDA)
         k = fake_dlpack.FakeTensor(buffer[size + 64:].reshape(NB, BS, HKV, D), device_type=fake_dlpack.CUDA)
-        self.assert_value_error(r"key_cache and value_cache are -%d elements apart, so the two planes reach element "
-                                r"offsets \[-%d, %d\] from key_cache; the GPU kernels take \[0, 2\^31\)" % (
-                                    size + 64, size + 64, size - 1),
+        self.assert_value_error(r"value_cache lies -%d elements from key_cache; the GPU kernels take value_cache 0 "
+                                r"to 2\^31 - 1 elements after key_cache" % (size + 64),
                                 self.impl.forward_split, self.a["query"], k, v, self.md, self.a["output"])
 
     def test_per_request_scales(self):
