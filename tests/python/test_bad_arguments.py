@@ -108,6 +108,17 @@ class BadArguments(unittest.TestCase):
         self.assert_value_error("FLASH_ATTN", pa.select_backend, head_size=D, num_heads=H, num_kv_heads=HKV,
                                 device="cpu", backend="flash_attn")
 
+    def test_two_buffer_cache_on_cuda_must_stay_in_the_kernels_range(self):
+        # K and V claimed on a GPU, V before K: the GPU kernels reach V from K by one plane stride in
+        # [0, 2^31), so the view is refused naming the distance (the CPU backend takes any distance).
+        size = NB * BS * HKV * D
+        buffer = np.zeros(2 * size + 64, np.float32)
+        v = fake_dlpack.FakeTensor(buffer[:size].reshape(NB, BS, HKV, D), device_type=fake_dlpack.CUDA)
+        k = fake_dlpack.FakeTensor(buffer[size + 64:].reshape(NB, BS, HKV, D), device_type=fake_dlpack.CUDA)
+        self.assert_value_error(r"value_cache lies -%d elements from key_cache; the GPU kernels take value_cache 0 "
+                                r"to 2\^31 - 1 elements after key_cache" % (size + 64),
+                                self.impl.forward_split, self.a["query"], k, v, self.md, self.a["output"])
+
     def test_per_request_scales(self):
         scales = np.ones((2, HKV), np.float32)
         self.assert_value_error("k_scale.*per request", self.impl.forward, self.a["query"], self.a["key"],
@@ -121,7 +132,7 @@ class BadArguments(unittest.TestCase):
         self.assert_value_error("block_table", call, a["query"], k, v, 2, qsl, 20, seqused_k=seqs)
         self.assert_value_error("dropout_p", call, a["query"], k, v, 2, qsl, 20, seqused_k=seqs, block_table=table,
                                 dropout_p=0.1)
-        self.assert_value_error("value_cache", call, a["query"], k, v[:, :, :1], 2, qsl, 20, seqused_k=seqs,
+        self.assert_value_error("v is .*k.s shape", call, a["query"], k, v[:, :, :1], 2, qsl, 20, seqused_k=seqs,
                                 block_table=table)
         self.assert_value_error("merge|output|prefix", pa.merge_attn_states, a["output"], a["output"],
                                 np.zeros((H, 2), np.float32), a["output"], np.zeros((H, 3), np.float32))

@@ -2,7 +2,7 @@
 express (FlashInfer's page table, no ALiBi, windows as window_left): the prefill wrapper (and the
 decode wrapper where every request decodes one token) give the C++ run's output bit for bit (within
 the dtype's tolerance where the C++ run used cascade) and its LSE in base 2. Their default backend,
-FLASHINFER, refuses to serve where it cannot, with the backend's reasons."""
+"auto", binds the best one here; FLASHINFER named refuses to serve where it cannot, with its reasons."""
 import math
 import unittest
 
@@ -97,11 +97,13 @@ class WrappersMatchCpp(unittest.TestCase):
 
 
 class Refusals(unittest.TestCase):
-    def test_default_backend_is_flashinfer(self):
+    def test_auto_binds_the_best_backend_here_and_flashinfer_refuses_a_host_workspace(self):
         workspace = np.zeros(16, np.uint8)  # a host workspace: FLASHINFER serves CUDA only
         indptr, indices, last = np.array([0, 1], np.int32), np.array([0], np.int32), np.array([5], np.int32)
+        self.assertEqual(fi.BatchDecodeWithPagedKVCacheWrapper(workspace)._backend.name, "CPU_ATTN")
         with self.assertRaisesRegex(ValueError, "FLASHINFER"):
-            fi.BatchDecodeWithPagedKVCacheWrapper(workspace).plan(indptr, indices, last, 8, 2, 128, 16)
+            fi.BatchDecodeWithPagedKVCacheWrapper(workspace, backend="flashinfer").plan(indptr, indices, last, 8, 2,
+                                                                                         128, 16)
 
     def test_unsupported_options(self):
         workspace = np.zeros(16, np.uint8)

@@ -13,6 +13,7 @@ from unittest import mock
 import numpy as np
 
 from pagedattn import flashinfer_compat as fi
+from pagedattn import _vllm_layers as layers
 from pagedattn import vllm_compat as vc
 
 try:
@@ -155,16 +156,16 @@ class NumSplitsAndDeterministic(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"num_splits = -1 cannot be honoured on CPU_ATTN"):
             Step().flash_attn(num_splits=-1)
         with self.assertRaisesRegex(ValueError, r"num_splits = 1 cannot be honoured on FLASH_ATTN.*at least 32"):
-            vc._check_num_splits(1, "FLASH_ATTN", 0)
-        vc._check_num_splits(32, "FLASH_ATTN", 0)
+            layers.check_num_splits(1, "FLASH_ATTN", 0)
+        layers.check_num_splits(32, "FLASH_ATTN", 0)
         with self.assertRaisesRegex(ValueError, r"num_splits = 64 cannot be honoured on FLASHINFER.*allowed: 0"):
-            vc._check_num_splits(64, "FLASHINFER", 0)
+            layers.check_num_splits(64, "FLASHINFER", 0)
         with self.assertRaisesRegex(ValueError, r"num_splits = 1 with common_prefix_len = 16"):
             Step().schedule(num_splits=1, common_prefix_len=16)
 
     def test_deterministic_reaches_the_builder(self):
         made = []
-        select = vc._selection
+        select = layers.select
 
         class Recording:  # the backend, with make_builder's keywords recorded
             def __init__(self, backend):
@@ -180,8 +181,8 @@ class NumSplitsAndDeterministic(unittest.TestCase):
         def recording(*args, **kwargs):
             return SimpleNamespace(backend=Recording(select(*args, **kwargs).backend))
 
-        vc._builders.clear()
-        with mock.patch.object(vc, "_selection", recording):
+        layers._builders.clear()
+        with mock.patch.object(layers, "select", recording):
             step = Step()
             step.flash_attn(causal=True, scheduler_metadata=step.schedule(causal=True, deterministic=True),
                             deterministic=True)
@@ -193,9 +194,9 @@ class NumSplitsAndDeterministic(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"deterministic=True but the scheduler_metadata was built with "
                                                 r"deterministic=False"):
             step.flash_attn(deterministic=True, scheduler_metadata=step.schedule())
-        vc._check_deterministic(True, "FLASH_ATTN", 0)  # its builder then never splits
+        layers.check_deterministic(True, "FLASH_ATTN", 0)  # its builder then never splits
         with self.assertRaisesRegex(ValueError, r"deterministic=True cannot be honoured on OTHER"):
-            vc._check_deterministic(True, "OTHER", 0)
+            layers.check_deterministic(True, "OTHER", 0)
         with self.assertRaisesRegex(ValueError, r"deterministic=True with common_prefix_len = 16"):
             step.schedule(deterministic=True, common_prefix_len=16)
 
@@ -288,18 +289,19 @@ class KeywordsWeCannotHonour(unittest.TestCase):
 def drop_ins():
     """{docs section: function} for every public function and wrapper method of the drop-in modules."""
     found = {}
-    for name, fn in inspect.getmembers(vc, inspect.isfunction):
-        if fn.__module__ == vc.__name__ and not name.startswith("_"):
-            found["vllm_compat." + name] = fn
-    for cls_name, cls in inspect.getmembers(fi, inspect.isclass):
-        if cls.__module__ != fi.__name__ or cls_name.startswith("_"):
+    for name in vc.__all__:
+        found["vllm_compat." + name] = getattr(vc, name)
+    for name in fi.__all__:
+        member = getattr(fi, name)
+        if inspect.isfunction(member):
+            found["flashinfer_compat." + name] = member
             continue
-        for name, fn in inspect.getmembers(cls, inspect.isfunction):
-            if name == "__init__" or not name.startswith("_"):
-                owner = next(c for c in cls.__mro__ if name in vars(c))
-                # Methods the wrappers share live on a private base: one section for both.
-                section = cls_name if owner is cls else "Batch*Wrapper"
-                found["flashinfer_compat.%s.%s" % (section, name)] = fn
+        for method, fn in inspect.getmembers(member, inspect.isfunction):
+            if method == "__init__" or not method.startswith("_"):
+                owner = next(c for c in member.__mro__ if method in vars(c))
+                # Methods the paged wrappers share live on their base: one section for both.
+                section = name if owner is member else "Batch*Wrapper"
+                found["flashinfer_compat.%s.%s" % (section, method)] = fn
     return found
 
 

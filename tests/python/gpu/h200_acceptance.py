@@ -19,7 +19,7 @@ import time
 import torch
 
 import pagedattn as pa
-from pagedattn import flashinfer_compat, vllm_compat
+from pagedattn import _vllm_schedule, flashinfer_compat, vllm_compat
 from paged_batch import DEV, FP8, TOL, Batch, compare, sync
 
 
@@ -206,8 +206,9 @@ def overhead_of(case):
                                                       softmax_scale=batch.scale, causal=True,
                                                       block_table=batch.table, out=out, scheduler_metadata=md)
     call()
-    impl = next(iter(md.layers.values()))[0]
-    attn = md.attn_metadata
+    step = _vllm_schedule.find(md, batch.qsl, batch.seqused)
+    impl = next(iter(step.layers.values()))[0]
+    attn = step.built()[0]
     n = 200
 
     def host_us(fn):
