@@ -95,6 +95,9 @@ struct BuilderParams {
   bool use_alibi = false;
   SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
   int num_sms = 0;  // 0 = ask the device
+  // Split-KV bound (FlashAttention's num_splits): 0 = the backend decides, 1 = no split, n = at
+  // most n splits of a request's keys. FLASHINFER refuses a bound (its decode plan cuts work units).
+  int max_num_splits = 0;
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
   // rest of the batch. Every backend then runs no cascade; FLASHINFER splits decode KV only at
   // fixed multiples and never splits prefills; FLASH_ATTN never splits KV; CPU_ATTN's plain

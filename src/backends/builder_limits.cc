@@ -22,6 +22,10 @@ Status check_limits(const BuilderParams& params) {
                               " must be positive");
     }
   }
+  if (params.max_num_splits < 0) {
+    return invalid_argument("max_num_splits = " + std::to_string(params.max_num_splits) +
+                            " (allowed: 0 = the backend decides, or a positive bound)");
+  }
   return ok_status();
 }
 

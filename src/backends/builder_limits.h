@@ -7,7 +7,8 @@
 
 namespace pagedattn::backends {
 
-// make_builder: each limit is positive (an InvalidArgument naming it otherwise).
+// make_builder: each limit is positive and max_num_splits is not negative (an InvalidArgument naming
+// it otherwise).
 Status check_limits(const BuilderParams& params);
 
 // build(): the step fits every limit (an InvalidArgument naming the limit and the step's value).

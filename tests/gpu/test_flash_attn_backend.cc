@@ -152,6 +152,35 @@ TEST(FlashAttnDeterminism, BuilderNeverSplits) {
   }
 }
 
+// max_num_splits bounds the schedule of a decode that would split 14 ways on 132 SMs, and the
+// bounded run still matches the oracle.
+TEST(FlashAttnDeterminism, MaxNumSplitsBoundsTheSchedule) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.seq_lens = {4096};
+  s.query_lens = {1};
+  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
+  ASSERT_TRUE(batch.ok());
+  auto dev = testing::upload_batch(*batch, 0);
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  for (const int bound : {1, 3}) {
+    BuilderParams bp = builder_params_for(*batch);
+    bp.num_sms = 132;
+    bp.max_num_splits = bound;
+    auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
+    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
+    auto md = (*builder)->build(0, (*dev)->metadata());
+    ASSERT_TRUE(md.ok()) << md.status().to_string();
+    const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md);
+    EXPECT_EQ(fa.main.max_num_splits, bound);
+    EXPECT_EQ(fa.main.max_splits_used, bound);
+  }
+  BuilderParams negative = builder_params_for(*batch);
+  negative.max_num_splits = -1;
+  const Status refused = find_backend("FLASH_ATTN")->make_builder(negative).status();
+  EXPECT_NE(refused.message().find("max_num_splits = -1"), std::string::npos) << refused.to_string();
+}
+
 // FLASH_ATTN reads attn_type: encoder layers run bidirectionally in a causal step.
 TEST(FlashAttnBackend, EncoderLayersAreBidirectionalInACausalStep) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

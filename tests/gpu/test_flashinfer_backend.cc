@@ -112,6 +112,17 @@ TEST(FlashInferBackend, RefusesCrossAttention) {
       << impl.status().message();
 }
 
+// A split bound is refused, not ignored: the decode plan cuts work units with no per-request bound.
+TEST(FlashInferBackend, RefusesASplitBound) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  BuilderParams bp = testing::builder_params_for(grid::mixed("split_bound", 3), Device::cuda(0));
+  ASSERT_TRUE(find_backend("FLASHINFER")->make_builder(bp).ok());
+  bp.max_num_splits = 1;
+  const Status s = find_backend("FLASHINFER")->make_builder(bp).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("max_num_splits = 1"), std::string::npos) << s.message();
+}
+
 // vLLM's page arrays (flashinfer.py): cumulative page counts and seq % page (page when full).
 TEST(FlashInferPlan, PageArraysAreVllms) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();

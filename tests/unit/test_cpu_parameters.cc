@@ -181,6 +181,18 @@ TEST(CpuParameters, NumSmsIsRefused) {
                  "num_sms = 132: CPU_ATTN plans no GPU work (allowed: 0");
 }
 
+// CPU_ATTN never splits a request's keys: every bound holds and changes nothing; a negative one is
+// refused.
+TEST(CpuParameters, MaxNumSplitsIsABound) {
+  BuilderParams bp = testing::builder_params_for(prefills(), Device::cpu());
+  for (const int bound : {1, 4}) {
+    bp.max_num_splits = bound;
+    EXPECT_TRUE(cpu_attn_backend().make_builder(bp).ok()) << bound;
+  }
+  bp.max_num_splits = -1;
+  expect_refused(cpu_attn_backend().make_builder(bp).status(), "max_num_splits = -1 (allowed: 0");
+}
+
 // A GPU kernel generation forced on CPU_ATTN, which has one (cpu), is refused, not ignored.
 TEST(CpuParameters, KernelGenerationIsRefused) {
   AttentionImplParams p = make(prefills()).params;

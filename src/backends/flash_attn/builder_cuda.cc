@@ -15,6 +15,7 @@
 #include "backends/flash_attn/metadata.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/generation.h"
+#include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
 #include "kernels/attention/paged_attention.h"
 #include "plan/split_kv.h"
@@ -59,29 +60,10 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
     md->step = gpu::step_info(params_, meta);
     md->split = workspace_.view();
 
-    plan::SplitKVConfig config;
-    config.num_sms = num_sms_;
-    config.num_heads = params_.num_heads;
-    config.num_kv_heads = params_.num_kv_heads;
-    config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
-    config.block_size = params_.block_size;
-    config.window_left = params_.sliding_window.left;
-    // Deterministic: no split-KV, so a request's reduction order never depends on the batch.
-    config.max_splits =
-        params_.deterministic
-            ? 1
-            : plan::graph_safe_max_splits(num_tokens, layout_.token_splits, params_.num_heads,
-                                          params_.num_kv_heads, config.head_size, num_sms_);
-
+    const plan::SplitKVConfig config =
+        gpu::split_config(params_, num_sms_, num_tokens, layout_.token_splits);
     PassMetadata& main = md->main;
-    main.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();
-    main.seqused_k = meta.seq_lens.data_as<const int32_t>();
-    main.block_table = meta.block_table_tensor.data_as<const int32_t>();
-    main.block_table_stride = meta.block_table_tensor.stride(0);
-    main.num_reqs = num_reqs;
-    main.max_query_len = meta.max_query_len;
-    main.max_seq_len = meta.max_seq_len;
-    main.causal = meta.causal;
+    main = gpu::pass_metadata(meta);
     main.num_splits_per_req = splits_.as<const int32_t>();
     main.max_num_splits = config.max_splits;
 

@@ -17,6 +17,7 @@
 #include "backends/flashinfer/step_workspace.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/generation.h"
+#include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/decode/decode_attention.h"
@@ -92,28 +93,12 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
     }
 
     PassMetadata& prefill = md->prefill;
+    prefill = gpu::pass_metadata(meta);
+    // The prefill pass's own query starts: the decodes' ranges are emptied (the decode kernel's).
     prefill.cu_seqlens_q = reinterpret_cast<const int32_t*>(dev + l.prefill_cu_offset);
-    prefill.seqused_k = meta.seq_lens.data_as<const int32_t>();
-    prefill.block_table = meta.block_table_tensor.data_as<const int32_t>();
-    prefill.block_table_stride = meta.block_table_tensor.stride(0);
-    prefill.num_reqs = n;
-    prefill.max_query_len = meta.max_query_len;
-    prefill.max_seq_len = meta.max_seq_len;
-    prefill.causal = meta.causal;
     prefill.num_splits_per_req = reinterpret_cast<const int32_t*>(dev + l.prefill_splits_offset);
-    plan::SplitKVConfig split_config;
-    split_config.num_sms = num_sms_;
-    split_config.num_heads = params_.num_heads;
-    split_config.num_kv_heads = params_.num_kv_heads;
-    split_config.head_size = kernels::paged_attention_kernel_head_size(params_.head_size);
-    split_config.block_size = params_.block_size;
-    split_config.window_left = params_.sliding_window.left;
-    split_config.max_splits =
-        params_.deterministic ? 1
-                              : plan::graph_safe_max_splits(
-                                    meta.num_actual_tokens, split_layout_.token_splits,
-                                    params_.num_heads, params_.num_kv_heads,
-                                    split_config.head_size, num_sms_);
+    const plan::SplitKVConfig split_config =
+        gpu::split_config(params_, num_sms_, meta.num_actual_tokens, split_layout_.token_splits);
     prefill.max_num_splits = split_config.max_splits;
 
     PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
@@ -184,6 +169,12 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
 
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_builder_params(flashinfer_backend(), params));
+  if (params.max_num_splits != 0) {
+    return invalid_argument("FLASHINFER builder: max_num_splits = " +
+                            std::to_string(params.max_num_splits) +
+                            " is not served (allowed: 0; the decode plan cuts work units with no "
+                            "per-request split bound)");
+  }
   PAGEDATTN_ASSIGN_OR_RETURN(const int num_sms, gpu::builder_sm_count(params));
   const int per_sm = kernels::decode_attention_ctas_per_sm(
       params.head_size, params.dtype, kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype));

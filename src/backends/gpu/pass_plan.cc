@@ -1,0 +1,38 @@
+#include "backends/gpu/pass_plan.h"
+
+#include <algorithm>
+
+#include "kernels/attention/paged_attention.h"
+
+namespace pagedattn::gpu {
+
+plan::SplitKVConfig split_config(const BuilderParams& params, int num_sms, int num_tokens,
+                                 int64_t token_splits) {
+  plan::SplitKVConfig config;
+  config.num_sms = num_sms;
+  config.num_heads = params.num_heads;
+  config.num_kv_heads = params.num_kv_heads;
+  config.head_size = kernels::paged_attention_kernel_head_size(params.head_size);
+  config.block_size = params.block_size;
+  config.window_left = params.sliding_window.left;
+  config.max_splits = plan::graph_safe_max_splits(num_tokens, token_splits, params.num_heads,
+                                                  params.num_kv_heads, config.head_size, num_sms);
+  if (params.max_num_splits > 0) config.max_splits = std::min(config.max_splits, params.max_num_splits);
+  if (params.deterministic) config.max_splits = 1;
+  return config;
+}
+
+PassMetadata pass_metadata(const CommonAttentionMetadata& meta) {
+  PassMetadata pass;
+  pass.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();
+  pass.seqused_k = meta.seq_lens.data_as<const int32_t>();
+  pass.block_table = meta.block_table_tensor.data_as<const int32_t>();
+  pass.block_table_stride = meta.block_table_tensor.stride(0);
+  pass.num_reqs = meta.num_reqs;
+  pass.max_query_len = meta.max_query_len;
+  pass.max_seq_len = meta.max_seq_len;
+  pass.causal = meta.causal;
+  return pass;
+}
+
+}  // namespace pagedattn::gpu
