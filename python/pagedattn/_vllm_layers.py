@@ -8,10 +8,6 @@ from ._checks import dtype_name
 _impls = {}
 _builders = {}
 _FP8_NAMES = {"float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
-# No builder takes a split bound, so num_splits = N is honoured only where the backend's own plan
-# never splits a request's keys into more than N parts: CPU_ATTN never splits, FLASH_ATTN stops at
-# plan::kMaxSplits (32); FLASHINFER's decode cuts have no fixed bound.
-_MOST_SPLITS = {"CPU_ATTN": 1, "FLASH_ATTN": 32}
 # Backends whose results do not depend on the rest of the batch with deterministic=True (CPU_ATTN
 # never splits; FLASH_ATTN's builder then never splits and runs every pass on one kernel generation;
 # FLASHINFER's splits at fixed multiples).
@@ -46,19 +42,14 @@ def select(head_size, num_heads, num_kv_heads, dtype, kv_cache_dtype, block_size
                              kv_cache_dtype=kv_cache_dtype, block_size=block_size, device=device, **features)
 
 
-def check_num_splits(num_splits, backend, common_prefix_len):
-    """ValueError unless num_splits (0 = the backend's choice, N = at most N parts per request) holds on
-    `backend` (a name)."""
-    if num_splits == 0:
-        return
-    most = _MOST_SPLITS.get(backend)
-    if not isinstance(num_splits, int) or most is None or num_splits < most:
-        bound = "" if most is None else " or at least %d (%s never splits a request into more parts)" % (most, backend)
-        raise ValueError("num_splits = %r cannot be honoured on %s: its builder takes no split bound (allowed: 0 = "
-                         "the backend's choice%s)" % (num_splits, backend, bound))
-    if common_prefix_len:
-        raise ValueError("num_splits = %d with common_prefix_len = %d: cascade runs the prefix as a split of its own "
-                         "(allowed: num_splits=0)" % (num_splits, common_prefix_len))
+def check_num_splits(num_splits, step_num_splits=None):
+    """ValueError unless num_splits (0 = the backend's choice, N = at most N parts of a request's keys, the
+    builder's max_num_splits) is a count, and the one the step's schedule was made with."""
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 0:
+        raise ValueError("num_splits = %r (allowed: 0 = the backend's choice, or a positive bound)" % (num_splits,))
+    if step_num_splits is not None and num_splits != step_num_splits:
+        raise ValueError("num_splits = %d, but scheduler_metadata was made with num_splits = %d (pass the same "
+                         "bound to both)" % (num_splits, step_num_splits))
 
 
 def check_deterministic(deterministic, backend, common_prefix_len):
@@ -139,11 +130,11 @@ def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, soft
 
 
 def step_builder(backend, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,
-                 deterministic, use_alibi, num_reqs, num_tokens, max_seq_len):
+                 deterministic, max_num_splits, use_alibi, num_reqs, num_tokens, max_seq_len):
     """A builder for this configuration whose persistent buffers cover the step (grown when not). The
     mask is the step's (CommonAttentionMetadata.causal), not the builder's."""
     key = (backend.name, num_heads, num_kv_heads, head_size, block_size, dtype, kv_cache_dtype, device, window,
-           bool(deterministic), use_alibi)
+           bool(deterministic), max_num_splits, use_alibi)
     entry = _builders.get(key)
     if entry is not None and entry[1] >= num_reqs and entry[2] >= num_tokens and entry[3] >= max_seq_len:
         return entry[0]
@@ -153,6 +144,7 @@ def step_builder(backend, num_heads, num_kv_heads, head_size, block_size, dtype,
     builder = backend.make_builder(
         num_heads=num_heads, num_kv_heads=num_kv_heads, head_size=head_size, block_size=block_size, dtype=dtype,
         kv_cache_dtype=kv_cache_dtype, device=device, max_num_reqs=limits[0], max_num_tokens=limits[1],
-        max_model_len=limits[2], use_alibi=use_alibi, sliding_window=window, deterministic=bool(deterministic))
+        max_model_len=limits[2], use_alibi=use_alibi, sliding_window=window, deterministic=bool(deterministic),
+        max_num_splits=max_num_splits)
     _builders[key] = (builder,) + limits
     return builder

@@ -60,10 +60,10 @@ class Step:
                                   use_sliding_window=kind.window != (-1, -1), use_soft_cap=kind.soft_cap,
                                   causal=self.causal)
         self.backend = selection.backend.name
-        layers.check_num_splits(self.num_splits, self.backend, self.common_prefix_len)
         layers.check_deterministic(self.deterministic, self.backend, self.common_prefix_len)
         builder = layers.step_builder(selection.backend, hq, hkv, d, self.page_size, kind.dtype, kind.kv_format,
-                                      self.device, kind.window, self.deterministic, kind.use_alibi, self.batch_size,
+                                      self.device, kind.window, self.deterministic, self.num_splits, kind.use_alibi,
+                                      self.batch_size,
                                       self.num_tokens, self.max_lens[1])
         qsl, seq_lens = self.arrays
         meta = _C.CommonAttentionMetadata(

@@ -99,6 +99,7 @@ def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, 
     check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
     check.array(cache_seqlens, "cache_seqlens", rank=1, dtypes=check.INDEX_DTYPES)
     window = check.window(window_size)
+    layers.check_num_splits(num_splits)
     qsl_host = to_host(cu_seqlens_q) if cu_seqlens_q_cpu is None else cu_seqlens_q_cpu
     seq_host = to_host(cache_seqlens) if cache_seqlens_cpu is None else cache_seqlens_cpu
     if num_tokens is not None:
@@ -220,7 +221,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     kind = schedules.layer_kind(check.dtype_name(q.dtype), kv_format, window, alibi_slopes is not None,
                                s_aux is not None, softcap)
     attn_metadata = step.metadata(block_table, kind)
-    layers.check_num_splits(num_splits, step.backend, step.common_prefix_len)
+    layers.check_num_splits(num_splits, step.num_splits)
     layer = (q.dtype, k.dtype, kv_format, softmax_scale, causal, window, softcap, id(alibi_slopes), id(s_aux),
              fa_version, layers.layout_of(k))
     entry = step.layers.get(layer)

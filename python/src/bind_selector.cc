@@ -117,7 +117,7 @@ void bind_selector(py::module_& m) {
            [](const AttentionBackend& b, int num_heads, int num_kv_heads, int head_size, int block_size,
               py::handle dtype, py::handle kv_cache_dtype, py::handle device,
               int max_num_reqs, int max_num_tokens, int max_model_len, bool use_alibi,
-              py::handle sliding_window, int num_sms, bool deterministic) {
+              py::handle sliding_window, int num_sms, bool deterministic, int max_num_splits) {
              BuilderParams p;
              p.num_heads = num_heads;
              p.num_kv_heads = num_kv_heads;
@@ -133,12 +133,14 @@ void bind_selector(py::module_& m) {
              p.sliding_window = window_arg(sliding_window, "sliding_window");
              p.num_sms = num_sms;
              p.deterministic = deterministic;
+             p.max_num_splits = max_num_splits;
              return make_builder(b, p);
            },
            "num_heads"_a, "num_kv_heads"_a, "head_size"_a, "block_size"_a = 16, "dtype"_a = "bf16",
            "kv_cache_dtype"_a = "auto", "device"_a = py::none(), "max_num_reqs"_a = 256,
            "max_num_tokens"_a = 8192, "max_model_len"_a = 32768, "use_alibi"_a = false,
            "sliding_window"_a = py::none(), "num_sms"_a = 0, "deterministic"_a = false,
+           "max_num_splits"_a = 0,
            "The metadata builder of one KV-cache group (vLLM's AttentionMetadataBuilder). The mask is "
            "the step's (CommonAttentionMetadata.causal); deterministic = batch invariance.")
       .def("make_impl",

@@ -125,7 +125,7 @@ def bad_calls():
         ("s_aux shape", varlen(s_aux=torch.ones(2, 4)), r"s_aux is float32 \[2, 4\] \(expected rank 1\)"),
         ("context parallelism", varlen(cp_world_size=2), r"context parallelism \(DCP\) is not supported yet"),
         ("fa_version", varlen(fa_version=7), r"fa_version = 7 \(allowed: None = the backend's choice, 2, 3\)"),
-        ("num_splits", varlen(num_splits=-1), r"num_splits = -1 cannot be honoured"),
+        ("num_splits", varlen(num_splits=-1), r"num_splits = -1 \(allowed: 0"),
         ("batch_size", schedule(batch_size=-1), r"batch_size = -1 \(allowed: at least 0\)"),
         ("batch_size type", schedule(batch_size="2"), r"batch_size = '2' \(expected an int"),
         ("head counts", schedule(num_heads_q=3), r"num_heads_q = 3 is not a multiple of num_heads_kv = 2"),

@@ -149,21 +149,18 @@ class NumSplitsAndDeterministic(unittest.TestCase):
         for n in (1, 2, 32):
             np.testing.assert_array_equal(step.flash_attn(causal=True, num_splits=n), want, "num_splits=%d" % n)
             np.testing.assert_array_equal(
-                step.flash_attn(causal=True, num_splits=n, scheduler_metadata=step.schedule(causal=True)), want)
+                step.flash_attn(causal=True, num_splits=n, scheduler_metadata=step.schedule(causal=True, num_splits=n)),
+                want)
         np.testing.assert_array_equal(step.flash_attn(causal=True, deterministic=True), want)
 
-    def test_bounds_a_backend_could_exceed_are_refused(self):
-        with self.assertRaisesRegex(ValueError, r"num_splits = -1 cannot be honoured on CPU_ATTN"):
+    def test_bad_bounds_are_refused(self):
+        with self.assertRaisesRegex(ValueError, r"num_splits = -1 \(allowed: 0 = the backend's choice"):
             Step().flash_attn(num_splits=-1)
-        with self.assertRaisesRegex(ValueError, r"num_splits = 1 cannot be honoured on FLASH_ATTN.*at least 32"):
-            layers.check_num_splits(1, "FLASH_ATTN", 0)
-        layers.check_num_splits(32, "FLASH_ATTN", 0)
-        with self.assertRaisesRegex(ValueError, r"num_splits = 64 cannot be honoured on FLASHINFER.*allowed: 0"):
-            layers.check_num_splits(64, "FLASHINFER", 0)
-        with self.assertRaisesRegex(ValueError, r"num_splits = 1 with common_prefix_len = 16"):
-            Step().schedule(num_splits=1, common_prefix_len=16)
+        with self.assertRaisesRegex(ValueError, r"num_splits = 2, but scheduler_metadata was made with num_splits = 1"):
+            step = Step()
+            step.flash_attn(num_splits=2, scheduler_metadata=step.schedule(num_splits=1))
 
-    def test_deterministic_reaches_the_builder(self):
+    def test_deterministic_and_num_splits_reach_the_builder(self):
         made = []
         select = layers.select
 
@@ -186,7 +183,9 @@ class NumSplitsAndDeterministic(unittest.TestCase):
             step = Step()
             step.flash_attn(causal=True, scheduler_metadata=step.schedule(causal=True, deterministic=True),
                             deterministic=True)
-        self.assertEqual([m["deterministic"] for m in made], [True])
+            step.flash_attn(causal=True, num_splits=3)
+        self.assertEqual([m["deterministic"] for m in made], [True, False])
+        self.assertEqual([m["max_num_splits"] for m in made], [0, 3])  # num_splits is the builder's bound
         self.assertNotIn("causal", made[0])  # the mask is the step's (BuilderParams::causal is read nowhere)
 
     def test_deterministic_refusals(self):
