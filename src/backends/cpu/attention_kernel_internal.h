@@ -30,16 +30,16 @@ struct Scratch {
   std::vector<float> m;       // [nq] running max
   std::vector<float> l;       // [nq] running denominator
   std::vector<int> lo, hi;    // [nq] visible keys [lo, hi), pass-local
-  std::vector<float> k_tile;  // [kKeyTile, D] one KV head's keys, widened
-  std::vector<float> v_tile;  // [kKeyTile, D]
+  std::vector<float> k_tile;  // [KV heads, kKeyTile, D] the task's keys, widened
+  std::vector<float> v_tile;  // [KV heads, kKeyTile, D]
   std::vector<float> p;       // [kQueryBlock, kKeyTile] scores, then softmax weights
 
-  void reserve(int nq, int dim) {
+  void reserve(int nq, int kv_heads, int dim) {
     const size_t rows = static_cast<size_t>(nq) * dim;
     if (q.size() < rows) q.resize(rows), acc.resize(rows);
     if (m.size() < static_cast<size_t>(nq))
       m.resize(nq), l.resize(nq), lo.resize(nq), hi.resize(nq);
-    const size_t tile = static_cast<size_t>(kKeyTile) * dim;
+    const size_t tile = static_cast<size_t>(kv_heads) * kKeyTile * dim;
     if (k_tile.size() < tile) k_tile.resize(tile), v_tile.resize(tile);
     if (p.size() < static_cast<size_t>(kQueryBlock) * kKeyTile) p.resize(kQueryBlock * kKeyTile);
   }

@@ -55,6 +55,56 @@ inline int64_t key_offset(const KvSource& kv, const RequestPass& rp, int j) {
   return rp.blocks[j / kv.block_size] * kv.block_stride + (j % kv.block_size) * kv.token_stride;
 }
 
+// Prefetches the next tile's K and V rows a few cache lines at a time from inside the arithmetic
+// loops, so that memory traffic overlaps the current tile's compute (a burst would fill the miss
+// buffers and stall just the same).
+class TilePrefetcher {
+ public:
+  // The rows of keys [first, first + count) of KV heads [h0, h0 + heads), spread over `calls`
+  // calls of issue().
+  void plan(const AttentionPass& pass, const RequestPass& rp, int h0, int heads, int first,
+            int count, int calls) {
+    pass_ = &pass;
+    rp_ = &rp;
+    h0_ = h0;
+    heads_ = heads;
+    first_ = first;
+    elem_ = static_cast<int64_t>(dtype_size(pass.kv.dtype));
+    row_lines_ = static_cast<int>((pass.head_size * elem_ + 63) / 64);
+    lines_ = count * heads * 2 * row_lines_;
+    per_call_ = (lines_ + calls - 1) / std::max(calls, 1);
+    next_ = key_ = plane_ = head_ = line_ = 0;
+  }
+  HWY_INLINE void issue() {
+    for (int n = 0; n < per_call_ && next_ < lines_; ++n, ++next_) {
+      if (line_ == 0) row_ = row_address();
+      __builtin_prefetch(row_ + 64 * line_, 0, 2);  // into L2: more misses in flight than L1
+      if (++line_ < row_lines_) continue;
+      // Next row in the cache's order (NHD): heads of a plane, the planes, then the next key.
+      line_ = 0;
+      if (++head_ < heads_) continue;
+      head_ = 0;
+      if (++plane_ < 2) continue;
+      plane_ = 0;
+      ++key_;
+    }
+  }
+
+ private:
+  const char* row_address() const {
+    const KvSource& kv = pass_->kv;
+    const int64_t element = key_offset(kv, *rp_, first_ + key_) + (h0_ + head_) * kv.head_stride;
+    return static_cast<const char*>(plane_ == 0 ? kv.k_base : kv.v_base) + element * elem_;
+  }
+
+  const AttentionPass* pass_ = nullptr;
+  const RequestPass* rp_ = nullptr;
+  int h0_ = 0, heads_ = 1, first_ = 0, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
+  int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;
+  const char* row_ = nullptr;
+  int64_t elem_ = 1;
+};
+
 // The sum of each vector's lanes, stored to out[0..3]: pairs of vectors interleaved and added
 // within 128-bit blocks, then the blocks added, instead of four separate reductions.
 template <class DF, class V>
@@ -88,10 +138,12 @@ HWY_INLINE void store_lane_sums(DF df, V a, V b, V c, V d, float* HWY_RESTRICT o
 // [k0, k1) of the tile, k0 and k1 multiples of kKeys.
 template <int kQ, class DF>
 HWY_INLINE void score_keys(DF df, const float* HWY_RESTRICT q, const float* HWY_RESTRICT keys,
-                           int dim, int k0, int k1, float* HWY_RESTRICT s) {
+                           int dim, int k0, int k1, float* HWY_RESTRICT s,
+                           TilePrefetcher& prefetcher) {
   using V = hn::Vec<DF>;
   const int lanes = static_cast<int>(hn::Lanes(df));
   for (int k = k0; k < k1; k += kKeys) {
+    prefetcher.issue();
     const float* key = keys + static_cast<int64_t>(k) * dim;
     V acc[kQ][kKeys];
     for (int i = 0; i < kQ; ++i) {
@@ -180,8 +232,9 @@ template <int kQ, int kC, class DF>
 HWY_INLINE void accumulate_columns(DF df, const float* HWY_RESTRICT w,
                                    const float* HWY_RESTRICT correction,
                                    const float* HWY_RESTRICT values, int dim, int k0, int k1, int d,
-                                   float* HWY_RESTRICT acc) {
+                                   float* HWY_RESTRICT acc, TilePrefetcher& prefetcher) {
   using V = hn::Vec<DF>;
+  prefetcher.issue();
   const int lanes = static_cast<int>(hn::Lanes(df));
   V a[kQ][kC];
   for (int i = 0; i < kQ; ++i) {
@@ -206,45 +259,48 @@ template <int kQ, class DF>
 HWY_INLINE void accumulate_values(DF df, const float* HWY_RESTRICT w,
                                   const float* HWY_RESTRICT correction,
                                   const float* HWY_RESTRICT values, int dim, int k0, int k1,
-                                  float* HWY_RESTRICT acc) {
+                                  float* HWY_RESTRICT acc, TilePrefetcher& prefetcher) {
   if (k0 >= k1 && std::all_of(correction, correction + kQ, [](float c) { return c == 1.0f; })) {
     return;
   }
   const int lanes = static_cast<int>(hn::Lanes(df));
   int d = 0;
   for (; d + kColumnVectors * lanes <= dim; d += kColumnVectors * lanes) {
-    accumulate_columns<kQ, kColumnVectors>(df, w, correction, values, dim, k0, k1, d, acc);
+    accumulate_columns<kQ, kColumnVectors>(df, w, correction, values, dim, k0, k1, d, acc,
+                                           prefetcher);
   }
-  for (; d < dim; d += lanes) accumulate_columns<kQ, 1>(df, w, correction, values, dim, k0, k1, d, acc);
+  for (; d < dim; d += lanes) {
+    accumulate_columns<kQ, 1>(df, w, correction, values, dim, k0, k1, d, acc, prefetcher);
+  }
 }
 
-// Widens keys [first, first + count) of one KV head and plane into `tile` (kKeyTile x dim; rows
-// past count zeroed, so that whole groups of keys read finite numbers), and prefetches the same
-// rows of the next tile, a row per row widened so that the loads overlap this tile's work.
+// Widens keys [first, first + count) of KV heads [h0, h0 + heads) of one plane into `tile`
+// ([heads][kKeyTile][dim]; rows past count zeroed, so that whole groups of keys read finite
+// numbers). Keys are read in the cache's order, each token's heads together, so that a page
+// streams from memory once for every head of the task.
 template <class DF>
 HWY_INLINE void widen_tile(DF df, const AttentionPass& pass, const RequestPass& rp,
-                           const void* base, const float* scales, int64_t scale_stride,
-                           int kv_head, int first, int count, int next_count,
-                           float* HWY_RESTRICT tile) {
+                           const void* base, const float* scales, int64_t scale_stride, int h0,
+                           int heads, int first, int count, float* HWY_RESTRICT tile) {
   const KvSource& kv = pass.kv;
   const int dim = pass.head_size;
-  const int64_t elem = static_cast<int64_t>(dtype_size(kv.dtype));
-  const float scale = scales == nullptr ? 1.0f : scales[kv_head * scale_stride];
-  const float multiplier = widen_multiplier(kv.dtype, scale);
+  const int64_t head_tile = static_cast<int64_t>(kKeyTile) * dim;
   with_dtype(kv.dtype, [&](auto type) {
     for (int i = 0; i < count; ++i) {
-      if (i < next_count) {
-        const int64_t next = (key_offset(kv, rp, first + kKeyTile + i) + kv_head * kv.head_stride);
-        const char* line = static_cast<const char*>(base) + next * elem;
-        for (int64_t b = 0; b < dim * elem; b += 64) hwy::Prefetch(line + b);
+      const int64_t row = key_offset(kv, rp, first + i);
+      for (int h = 0; h < heads; ++h) {
+        const int kv_head = h0 + h;
+        const float scale = scales == nullptr ? 1.0f : scales[kv_head * scale_stride];
+        widen_scaled<decltype(type)::value>(df, base, row + kv_head * kv.head_stride, dim,
+                                            widen_multiplier(kv.dtype, scale),
+                                            tile + h * head_tile + static_cast<int64_t>(i) * dim);
       }
-      widen_scaled<decltype(type)::value>(
-          df, base, key_offset(kv, rp, first + i) + kv_head * kv.head_stride, dim, multiplier,
-          tile + static_cast<int64_t>(i) * dim);
     }
   });
-  std::fill(tile + static_cast<int64_t>(count) * dim, tile + static_cast<int64_t>(kKeyTile) * dim,
-            0.0f);
+  for (int h = 0; h < heads; ++h) {
+    float* head = tile + h * head_tile;
+    std::fill(head + static_cast<int64_t>(count) * dim, head + head_tile, 0.0f);
+  }
 }
 
 // What one block of query vectors needs to know about the task.
@@ -252,6 +308,9 @@ struct BlockContext {
   const AttentionPass& pass;
   const RequestPass& rp;
   Scratch& s;
+  const float* keys;    // the KV head's widened tile of keys [kKeyTile][dim]
+  const float* values;  // and of values
+  TilePrefetcher& prefetcher;  // the next tile's rows
   int first;          // the tile's first key, pass-local
   int count;          // keys in the tile
   int rows;           // query rows of the task
@@ -276,7 +335,8 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
   const int k0 = block_lo / kKeys * kKeys;
   const int k1 = (block_hi + kKeys - 1) / kKeys * kKeys;
   float* w = s.p.data();
-  score_keys<kQ>(df, s.q.data() + static_cast<int64_t>(qi) * dim, s.k_tile.data(), dim, k0, k1, w);
+  score_keys<kQ>(df, s.q.data() + static_cast<int64_t>(qi) * dim, c.keys, dim, k0, k1, w,
+                 c.prefetcher);
   float correction[kQ];
   for (int i = 0; i < kQ; ++i) {
     // Vectors are ordered (KV head, row, head of the group) within the task.
@@ -291,21 +351,22 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
   // Values: keys every vector of the block sees together; the rest (the diagonal of a causal
   // prefill) one vector at a time, so that no value a row does not see is ever multiplied in.
   float* acc = s.acc.data() + static_cast<int64_t>(qi) * dim;
-  const float* values = s.v_tile.data();
+  const float* values = c.values;
   int common_lo = 0, common_hi = c.count;
   for (int i = 0; i < kQ; ++i) common_lo = std::max(common_lo, lo[i]), common_hi = std::min(common_hi, hi[i]);
   if (common_lo < common_hi) {
-    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc);
+    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc, c.prefetcher);
   }
   for (int i = 0; i < kQ; ++i) {
     const float one = 1.0f;
     float* acc_i = acc + static_cast<int64_t>(i) * dim;
     const float* w_i = w + i * kKeyTile;
     if (common_lo < common_hi) {
-      accumulate_values<1>(df, w_i, &one, values, dim, lo[i], common_lo, acc_i);
-      accumulate_values<1>(df, w_i, &one, values, dim, common_hi, hi[i], acc_i);
+      accumulate_values<1>(df, w_i, &one, values, dim, lo[i], common_lo, acc_i, c.prefetcher);
+      accumulate_values<1>(df, w_i, &one, values, dim, common_hi, hi[i], acc_i, c.prefetcher);
     } else if (lo[i] < hi[i]) {
-      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i);
+      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i,
+                           c.prefetcher);
     }
   }
 }
@@ -320,7 +381,7 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   const int per_kv_head = rows * group;  // query vectors of one KV head
   const int nq = kv_heads * per_kv_head;
   const int first_head = task.kv_head_begin * group;
-  s.reserve(nq, dim);
+  s.reserve(nq, kv_heads, dim);
 
   // Query vectors, their visible key ranges (pass-local key indices) and softmax state.
   const MaskRule rule{pass.causal, pass.window.left, pass.window.right};
@@ -357,17 +418,26 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   }
   std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
 
+  // Issue points per tile: per group of keys scored and per block of value columns, for every
+  // block of query vectors.
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const int column_calls = dim / (kColumnVectors * lanes) + (dim % (kColumnVectors * lanes)) / lanes;
+  const int blocks = kv_heads * ((per_kv_head + kQueries - 1) / kQueries);
+  const int calls = blocks * (kKeyTile / kKeys + column_calls);
+  TilePrefetcher prefetcher;
   for (int first = task_lo; first < task_hi; first += kKeyTile) {
     const int count = std::min(kKeyTile, task_hi - first);
-    const int next_count = std::min(kKeyTile, task_hi - first - count);
+    prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, first + kKeyTile,
+                    std::min(kKeyTile, task_hi - first - count), calls);
+    widen_tile(df, pass, rp, pass.kv.k_base, pass.kv.k_scale, pass.kv.k_scale_stride,
+               task.kv_head_begin, kv_heads, first, count, s.k_tile.data());
+    widen_tile(df, pass, rp, pass.kv.v_base, pass.kv.v_scale, pass.kv.v_scale_stride,
+               task.kv_head_begin, kv_heads, first, count, s.v_tile.data());
     for (int h = 0; h < kv_heads; ++h) {
-      const int kv_head = task.kv_head_begin + h;
-      widen_tile(df, pass, rp, pass.kv.k_base, pass.kv.k_scale, pass.kv.k_scale_stride, kv_head,
-                 first, count, next_count, s.k_tile.data());
-      widen_tile(df, pass, rp, pass.kv.v_base, pass.kv.v_scale, pass.kv.v_scale_stride, kv_head,
-                 first, count, next_count, s.v_tile.data());
-      const BlockContext context{pass, rp, s, first, count, rows, group, first_head,
-                                 task.row_begin};
+      const int64_t head_tile = static_cast<int64_t>(h) * kKeyTile * dim;
+      const BlockContext context{pass,  rp,    s,     s.k_tile.data() + head_tile,
+                                 s.v_tile.data() + head_tile, prefetcher, first, count, rows,
+                                 group, first_head, task.row_begin};
       const int begin = h * per_kv_head, end = begin + per_kv_head;
       int qi = begin;
       for (; qi + kQueries <= end; qi += kQueries) attend_block<kQueries>(df, context, qi);
