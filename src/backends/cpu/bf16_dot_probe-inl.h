@@ -1,7 +1,8 @@
-// The compute probe's micro-kernel: bf16 products accumulated in float, the precision of the
-// attention kernel's dot products, through Highway's ReorderWidenMulAccumulate (which each target
-// maps to its best bf16 multiply-add). Rows of A are broadcast against vectors of B, so that
-// kProbeRows x 2 x 2 accumulators are in flight.
+// The compute probe's micro-kernels: bf16 products accumulated in float, the precision of the
+// attention kernel's dot products, two ways: through Highway's ReorderWidenMulAccumulate (which
+// each target maps to its best bf16 multiply-add), and as the attention kernel does them, bf16
+// widened to float once and then float multiply-adds. Rows of A are broadcast against vectors of B,
+// so that kProbeRows x 2 (x 2) accumulators are in flight.
 
 // Per-target include guard (Highway re-includes this file once per target).
 #if defined(PAGEDATTN_CPU_BF16_DOT_PROBE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -13,7 +14,9 @@
 
 #include <hwy/highway.h>
 
+#include <bit>
 #include <cstdint>
+#include <vector>
 
 HWY_BEFORE_NAMESPACE();
 namespace pagedattn::cpu::HWY_NAMESPACE {
@@ -54,6 +57,33 @@ float Bf16DotKernel(const uint16_t* a, const uint16_t* b, int k, int repeats, in
     for (int c = 0; c < 2; ++c) total = hn::Add(total, hn::Add(sum0[r][c], sum1[r][c]));
   }
   *flops = int64_t{2} * repeats * k * kProbeRows * 2 * pairs;
+  return hn::GetLane(hn::SumOfLanes(df, total));
+}
+
+float WidenedDotKernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops) {
+  const hn::ScalableTag<float> df;
+  using VF = hn::Vec<decltype(df)>;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  // The panels widened once, as the attention kernel widens a tile once for many queries.
+  std::vector<float> aw(static_cast<size_t>(k) * kProbeRows), bw(static_cast<size_t>(k) * 2 * lanes);
+  for (size_t i = 0; i < aw.size(); ++i) aw[i] = std::bit_cast<float>(uint32_t{a[i]} << 16);
+  for (size_t i = 0; i < bw.size(); ++i) bw[i] = std::bit_cast<float>(uint32_t{b[i]} << 16);
+  VF sum[kProbeRows][2];
+  for (int r = 0; r < kProbeRows; ++r) sum[r][0] = sum[r][1] = hn::Zero(df);
+  for (int rep = 0; rep < repeats; ++rep) {
+    for (int p = 0; p < k; ++p) {
+      const VF b0 = hn::LoadU(df, bw.data() + (2 * p) * lanes);
+      const VF b1 = hn::LoadU(df, bw.data() + (2 * p + 1) * lanes);
+      for (int r = 0; r < kProbeRows; ++r) {
+        const VF ar = hn::Set(df, aw[p * kProbeRows + r]);
+        sum[r][0] = hn::MulAdd(ar, b0, sum[r][0]);
+        sum[r][1] = hn::MulAdd(ar, b1, sum[r][1]);
+      }
+    }
+  }
+  VF total = hn::Zero(df);
+  for (int r = 0; r < kProbeRows; ++r) total = hn::Add(total, hn::Add(sum[r][0], sum[r][1]));
+  *flops = int64_t{2} * repeats * k * kProbeRows * 2 * lanes;
   return hn::GetLane(hn::SumOfLanes(df, total));
 }
 

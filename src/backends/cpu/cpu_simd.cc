@@ -29,6 +29,7 @@ namespace pagedattn::cpu {
 HWY_EXPORT(RunAttentionTask);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(Bf16DotKernel);
+HWY_EXPORT(WidenedDotKernel);
 HWY_EXPORT(CurrentTarget);
 
 void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch) {
@@ -44,6 +45,12 @@ void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale,
 float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops) {
   apply_simd_target_from_environment();
   return HWY_DYNAMIC_DISPATCH(Bf16DotKernel)(a, b, k, repeats, flops);
+}
+
+float widened_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats,
+                         int64_t* flops) {
+  apply_simd_target_from_environment();
+  return HWY_DYNAMIC_DISPATCH(WidenedDotKernel)(a, b, k, repeats, flops);
 }
 
 int64_t dispatched_simd_target() {

@@ -20,6 +20,9 @@ void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale,
 // of a register-blocked product of a [rows x k] and a [k x columns] bf16 panel (a holds at least
 // 4 * k values, b 64 * k), cache-resident. Sets *flops (2 per multiply-add); returns a checksum.
 float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops);
+// The same product as the attention kernel computes it: the panels widened to float once, then
+// float multiply-adds.
+float widened_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops);
 
 // The Highway target bit of the code dispatch runs now.
 int64_t dispatched_simd_target();
