@@ -1,6 +1,7 @@
 // NaN propagates like the math (docs/attention.md): a NaN in a query or in a key that a row sees
-// makes that row's output NaN, one in a value it sees the same element of it, on every SIMD target; rows that do not see it stay finite,
-// and keys outside a request's context are never read (the runs' caches are NaN there).
+// makes that row's output NaN, one in a value it sees the same element of it, on every SIMD
+// target; rows that do not see it stay finite, and keys outside a request's context are never
+// read (the runs' caches are NaN there).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -353,9 +353,13 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
   float* acc = s.acc.data() + static_cast<int64_t>(qi) * dim;
   const float* values = c.values;
   int common_lo = 0, common_hi = c.count;
-  for (int i = 0; i < kQ; ++i) common_lo = std::max(common_lo, lo[i]), common_hi = std::min(common_hi, hi[i]);
+  for (int i = 0; i < kQ; ++i) {
+    common_lo = std::max(common_lo, lo[i]);
+    common_hi = std::min(common_hi, hi[i]);
+  }
   if (common_lo < common_hi) {
-    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc, c.prefetcher);
+    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc,
+                          c.prefetcher);
   }
   for (int i = 0; i < kQ; ++i) {
     const float one = 1.0f;
@@ -421,7 +425,8 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   // Issue points per tile: per group of keys scored and per block of value columns, for every
   // block of query vectors.
   const int lanes = static_cast<int>(hn::Lanes(df));
-  const int column_calls = dim / (kColumnVectors * lanes) + (dim % (kColumnVectors * lanes)) / lanes;
+  const int column_calls =
+      dim / (kColumnVectors * lanes) + (dim % (kColumnVectors * lanes)) / lanes;
   const int blocks = kv_heads * ((per_kv_head + kQueries - 1) / kQueries);
   const int calls = blocks * (kKeyTile / kKeys + column_calls);
   TilePrefetcher prefetcher;
@@ -435,9 +440,9 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
                task.kv_head_begin, kv_heads, first, count, s.v_tile.data());
     for (int h = 0; h < kv_heads; ++h) {
       const int64_t head_tile = static_cast<int64_t>(h) * kKeyTile * dim;
-      const BlockContext context{pass,  rp,    s,     s.k_tile.data() + head_tile,
-                                 s.v_tile.data() + head_tile, prefetcher, first, count, rows,
-                                 group, first_head, task.row_begin};
+      const BlockContext context{pass,  rp,    s, s.k_tile.data() + head_tile,
+                                 s.v_tile.data() + head_tile, prefetcher,
+                                 first, count, rows, group, first_head, task.row_begin};
       const int begin = h * per_kv_head, end = begin + per_kv_head;
       int qi = begin;
       for (; qi + kQueries <= end; qi += kQueries) attend_block<kQueries>(df, context, qi);

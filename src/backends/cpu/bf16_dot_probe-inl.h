@@ -65,7 +65,8 @@ float WidenedDotKernel(const uint16_t* a, const uint16_t* b, int k, int repeats,
   using VF = hn::Vec<decltype(df)>;
   const int lanes = static_cast<int>(hn::Lanes(df));
   // The panels widened once, as the attention kernel widens a tile once for many queries.
-  std::vector<float> aw(static_cast<size_t>(k) * kProbeRows), bw(static_cast<size_t>(k) * 2 * lanes);
+  std::vector<float> aw(static_cast<size_t>(k) * kProbeRows);
+  std::vector<float> bw(static_cast<size_t>(k) * 2 * lanes);
   for (size_t i = 0; i < aw.size(); ++i) aw[i] = std::bit_cast<float>(uint32_t{a[i]} << 16);
   for (size_t i = 0; i < bw.size(); ++i) bw[i] = std::bit_cast<float>(uint32_t{b[i]} << 16);
   VF sum[kProbeRows][2];
