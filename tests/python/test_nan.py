@@ -8,17 +8,7 @@ from conformance import torch
 from pagedattn import flashinfer_compat as fi
 from pagedattn import vllm_compat as vc
 
-# Today's CPU kernel gives finite output for some of these; the fix is on another branch.
-CPU_NAN_FIX = "CPU kernel NaN fix on branch cpu-simd"
 H, HKV, D, BS = 4, 2, 64, 16
-
-
-def expected_failure(reason):
-    """unittest's expectedFailure (strict: an unexpected success fails the run), with its reason."""
-    def mark(test):
-        test.__doc__ = "%s [expected failure: %s]" % (test.__doc__ or test.__name__, reason)
-        return unittest.expectedFailure(test)
-    return mark
 
 
 @cf.needs_torch
@@ -53,12 +43,10 @@ class NanPropagates(unittest.TestCase):
                     self.assertTrue(bool(row.isfinite().all()), "%s: head %d should be finite" % (name, h))
             self.assertTrue(bool(out[1].isfinite().all()), "%s: request 1 reads no NaN" % name)
 
-    @expected_failure(CPU_NAN_FIX)
     def test_nan_in_a_query(self):
         self.q[0, 1, 5] = float("nan")
         self.check({1})
 
-    @expected_failure(CPU_NAN_FIX)
     def test_nan_in_a_key_the_row_sees(self):
         self.k[1, 2, 0, 7] = float("nan")  # request 0's key 18, KV head 0 (query heads 0 and 1)
         self.check({0, 1})

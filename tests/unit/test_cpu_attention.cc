@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/simd_target.h"
 #include "support/cpu_run.h"
 #include "testing/host_batch.h"
 
@@ -160,9 +160,12 @@ TEST_P(CpuAttentionGrid, MatchesOracle) {
   EXPECT_TRUE(result->comparison.pass) << result->comparison.detail;
 }
 
-// The portable (non-AVX2) build of the kernel on a sample of the grid.
-TEST(CpuAttentionPortable, MatchesOracle) {
-  cpu::force_portable_kernel(true);
+// Every SIMD target this machine has (the best one runs the whole grid above) on a sample of the
+// grid.
+class CpuAttentionTargets : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CpuAttentionTargets, MatchesOracle) {
+  ASSERT_TRUE(cpu::force_simd_target(GetParam()).ok());
   const std::vector<GridCase> cases = grid();
   for (size_t i = 0; i < cases.size(); i += 5) {
     const GridCase& c = cases[i];
@@ -170,10 +173,17 @@ TEST(CpuAttentionPortable, MatchesOracle) {
     ASSERT_TRUE(batch.ok()) << batch.status().to_string();
     auto result = run_against_reference(*batch);
     ASSERT_TRUE(result.ok()) << result.status().to_string();
-    EXPECT_TRUE(result->comparison.pass) << c.name << "\n" << result->comparison.detail;
+    EXPECT_TRUE(result->comparison.pass) << GetParam() << " " << c.name << "\n"
+                                         << result->comparison.detail;
   }
-  cpu::force_portable_kernel(false);
+  ASSERT_TRUE(cpu::force_simd_target("best").ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Simd, CpuAttentionTargets,
+                         ::testing::ValuesIn(cpu::simd_targets_available()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 INSTANTIATE_TEST_SUITE_P(Grid, CpuAttentionGrid, ::testing::ValuesIn(grid()),
                          [](const ::testing::TestParamInfo<GridCase>& info) {

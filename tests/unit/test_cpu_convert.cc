@@ -1,52 +1,87 @@
-// The CPU kernel's branch-free element decoders (backends/cpu/attention_convert.inc) against the
-// reference codecs of common/numeric.h, on every f16, e4m3 and e5m2 code. The .inc is included
-// here the way the kernel builds include it: into a namespace of their own.
+// The CPU kernel's element widening (backends/cpu/kv_widen-inl.h, run through cpu::widen_row) on
+// every SIMD target this machine has, against the reference codecs of common/numeric.h on every
+// f16, e4m3 and e5m2 code; and the output rounding (backends/cpu/output_rows.h).
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_simd.h"
+#include "backends/cpu/output_rows.h"
+#include "backends/cpu/simd_target.h"
 #include "common/numeric.h"
 #include "pagedattn/types.h"
 
-namespace pagedattn::cpu::convert_test {
+namespace pagedattn::cpu {
 namespace {
-#include "backends/cpu/attention_convert.inc"
 
 // Same value, or both NaN (the NaN payloads may differ).
-void expect_same(float got, float want, uint32_t code) {
+void expect_same(float got, float want, uint32_t code, const std::string& target) {
   if (std::isnan(want)) {
-    EXPECT_TRUE(std::isnan(got)) << "code " << code;
+    EXPECT_TRUE(std::isnan(got)) << target << " code " << code;
   } else {
     EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
-        << "code " << code << ": " << got << " vs " << want;
+        << target << " code " << code << ": " << got << " vs " << want;
   }
 }
 
-TEST(CpuConvert, F16EveryCode) {
+class CpuConvert : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_TRUE(force_simd_target(GetParam()).ok()); }
+  void TearDown() override { ASSERT_TRUE(force_simd_target("best").ok()); }
+};
+
+TEST_P(CpuConvert, F16EveryCode) {
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c);
+  std::vector<float> got(65536);
+  widen_row(codes.data(), DType::kF16, 0, 65536, 1.0f, got.data());
   for (uint32_t c = 0; c < 65536; ++c) {
-    expect_same(f16_to_float(static_cast<uint16_t>(c)), f16_bits_to_float(static_cast<uint16_t>(c)),
-                c);
+    expect_same(got[c], f16_bits_to_float(static_cast<uint16_t>(c)), c, GetParam());
   }
 }
 
-TEST(CpuConvert, Fp8EveryCodeThroughLoadRow) {
+TEST_P(CpuConvert, Bf16EveryCode) {
+  std::vector<uint16_t> codes(65536);
+  for (uint32_t c = 0; c < 65536; ++c) codes[c] = static_cast<uint16_t>(c);
+  std::vector<float> got(65536);
+  widen_row(codes.data(), DType::kBF16, 0, 65536, 1.0f, got.data());
+  for (uint32_t c = 0; c < 65536; ++c) {
+    expect_same(got[c], bf16_bits_to_float(static_cast<uint16_t>(c)), c, GetParam());
+  }
+}
+
+TEST_P(CpuConvert, Fp8EveryCodeAndScale) {
   uint8_t codes[256];
   for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
-  float e4m3[256], e5m2[256];
-  load_row(codes, DType::kFP8E4M3, 0, 256, 1.0f, e4m3);
-  load_row(codes, DType::kFP8E5M2, 0, 256, 1.0f, e5m2);
-  for (uint32_t c = 0; c < 256; ++c) {
-    expect_same(e4m3[c], fp8_e4m3_to_float(static_cast<uint8_t>(c)), c);
-    expect_same(e5m2[c], fp8_e5m2_to_float(static_cast<uint8_t>(c)), c);
+  for (float scale : {1.0f, 0.37f}) {
+    float e4m3[256], e5m2[256];
+    widen_row(codes, DType::kFP8E4M3, 0, 256, scale, e4m3);
+    widen_row(codes, DType::kFP8E5M2, 0, 256, scale, e5m2);
+    for (uint32_t c = 0; c < 256; ++c) {
+      expect_same(e4m3[c], fp8_e4m3_to_float(static_cast<uint8_t>(c)) * scale, c, GetParam());
+      expect_same(e5m2[c], fp8_e5m2_to_float(static_cast<uint8_t>(c)) * scale, c, GetParam());
+    }
   }
 }
 
-TEST(CpuConvert, StoreRowRoundsLikeTheReferenceEncoders) {
+TEST_P(CpuConvert, OffsetsAreElements) {
+  const float values[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  float got[8];
+  widen_row(values, DType::kF32, 8, 8, 1.0f, got);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], values[8 + i]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, CpuConvert, ::testing::ValuesIn(simd_targets_available()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST(CpuOutputRows, RoundLikeTheReferenceEncoders) {
   // Every f16 value, its neighbours halfway between codes, and the specials, times 1.5.
   std::vector<float> values;
   for (uint32_t c = 0; c < 65536; c += 7) {
@@ -59,8 +94,8 @@ TEST(CpuConvert, StoreRowRoundsLikeTheReferenceEncoders) {
   values.push_back(1e-40f);  // a float subnormal
   const int n = static_cast<int>(values.size());
   std::vector<uint16_t> bf16(n), f16(n);
-  store_row(values.data(), n, 1.5f, DType::kBF16, bf16.data(), 0);
-  store_row(values.data(), n, 1.5f, DType::kF16, f16.data(), 0);
+  store_output_row(values.data(), n, 1.5f, DType::kBF16, bf16.data(), 0);
+  store_output_row(values.data(), n, 1.5f, DType::kF16, f16.data(), 0);
   for (int i = 0; i < n; ++i) {
     const float x = values[i] * 1.5f;
     if (std::isnan(x)) {
@@ -73,48 +108,17 @@ TEST(CpuConvert, StoreRowRoundsLikeTheReferenceEncoders) {
   }
 }
 
-}  // namespace
-}  // namespace pagedattn::cpu::convert_test
-
-// The AVX2 build's F16C decoders, included the way attention_kernel_avx2.cc includes them.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"  // store_row: tested above
-#define PAGEDATTN_CPU_F16C 1
-namespace pagedattn::cpu::convert_test_f16c {
-namespace {
-#include "backends/cpu/attention_convert.inc"
-
-TEST(CpuConvert, Fp8EveryCodeThroughF16c) {
-  if (!__builtin_cpu_supports("f16c")) GTEST_SKIP() << "skipped: this CPU has no F16C";
-  uint8_t codes[256];
-  for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
-  for (float scale : {1.0f, 0.37f}) {
-    float e4m3[256], e5m2[256];
-    load_row(codes, DType::kFP8E4M3, 0, 256, scale, e4m3);
-    load_row(codes, DType::kFP8E5M2, 0, 256, scale, e5m2);
-    for (uint32_t c = 0; c < 256; ++c) {
-      const float want4 = fp8_e4m3_to_float(static_cast<uint8_t>(c)) * scale;
-      const float want5 = fp8_e5m2_to_float(static_cast<uint8_t>(c)) * scale;
-      if (std::isnan(want4)) {
-        EXPECT_TRUE(std::isnan(e4m3[c])) << c;
-      } else {
-        EXPECT_EQ(std::bit_cast<uint32_t>(e4m3[c]), std::bit_cast<uint32_t>(want4)) << c;
-      }
-      if (std::isnan(want5)) {
-        EXPECT_TRUE(std::isnan(e5m2[c])) << c;
-      } else {
-        EXPECT_EQ(std::bit_cast<uint32_t>(e5m2[c]), std::bit_cast<uint32_t>(want5)) << c;
-      }
-    }
-  }
+TEST(CpuSimdTarget, ForcingNamesTheChoicesAndChangesNothingOnError) {
+  const std::string before = simd_target();
+  const Status s = force_simd_target("avx9000");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("choices: best, generic"), std::string::npos) << s.message();
+  EXPECT_EQ(simd_target(), before);
+  ASSERT_TRUE(force_simd_target("generic").ok());
+  EXPECT_EQ(simd_target(), simd_targets_available().back());
+  ASSERT_TRUE(force_simd_target("best").ok());
+  EXPECT_EQ(simd_target(), simd_targets_available().front());
 }
 
 }  // namespace
-}  // namespace pagedattn::cpu::convert_test_f16c
-#undef PAGEDATTN_CPU_F16C
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+}  // namespace pagedattn::cpu

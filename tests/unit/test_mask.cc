@@ -1,6 +1,6 @@
 // The one definition of visibility and score transforms (common/mask.h), and the soft
 // cap's accuracy for every cap: the definition itself in float against std::tanh in double, and
-// CPU_ATTN (both of its builds) against the float64 oracle at caps from 1 to 1e30.
+// CPU_ATTN (its best and its portable SIMD target) against the float64 oracle at caps from 1 to 1e30.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/simd_target.h"
 #include "common/mask.h"
 #include "kernels/attention/paged_attention.h"
 #include "support/cpu_run.h"
@@ -90,11 +90,11 @@ TEST(KernelGenerations, ALaunchOfAGenerationNotBuiltIsRejected) {
 }
 
 // CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale that makes the cap bite
-// at small caps; both kernel builds.
+// at small caps; the best and the portable SIMD target.
 class CpuSoftCap : public ::testing::TestWithParam<bool> {};
 
 TEST_P(CpuSoftCap, MatchesTheOracleAtEveryCap) {
-  cpu::force_portable_kernel(GetParam());
+  ASSERT_TRUE(cpu::force_simd_target(GetParam() ? "generic" : "best").ok());
   for (double cap : {1.0, 1e3, 1e6, 1e7, 1e9, 1e12, 1e15, 1e20, 1e25, 1e30, 3e38}) {
     testing::CaseSpec spec;
     spec.name = "softcap_" + std::to_string(cap);
@@ -114,7 +114,7 @@ TEST_P(CpuSoftCap, MatchesTheOracleAtEveryCap) {
     ASSERT_TRUE(result.ok()) << result.status().to_string();
     EXPECT_TRUE(result->comparison.pass) << spec.name << "\n" << result->comparison.detail;
   }
-  cpu::force_portable_kernel(false);
+  ASSERT_TRUE(cpu::force_simd_target("best").ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Builds, CpuSoftCap, ::testing::Values(false, true),

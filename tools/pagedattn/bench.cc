@@ -46,7 +46,7 @@ Ceilings measure_ceilings(const Device& device, bool quick) {
   Ceilings c;
   c.bandwidth = measure_read_ceiling(device);  // never quick: the figure serve uses too
   if (device.is_cpu()) {
-    c.compute = measure_host_matmul_rate(quick);
+    c.compute = measure_host_dot_rate(quick);
   } else {
 #if PAGEDATTN_WITH_CUDA
     c.compute = cuda_matmul_ceiling(device.index);

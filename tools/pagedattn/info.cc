@@ -2,6 +2,7 @@
 #include <iostream>
 #include <thread>
 
+#include "backends/cpu/simd_target.h"
 #include "commands.h"
 #include "common.h"
 #include "pagedattn/backend.h"
@@ -36,6 +37,12 @@ void add_info_command(CLI::App& app, int& exit_code) {
     }
     std::cout << "devices:\n"
               << "  cpu: " << std::thread::hardware_concurrency() << " hardware threads\n";
+    std::string targets;
+    for (const std::string& t : cpu::simd_targets_available()) {
+      targets += (targets.empty() ? "" : ", ") + t;
+    }
+    std::cout << "  cpu simd: " << cpu::simd_target() << " (of " << targets
+              << "; PAGEDATTN_CPU_SIMD chooses another)\n";
     const std::vector<CudaDeviceInfo> devices = cuda_devices();
     if (devices.empty()) {
       std::cout << "  cuda: none" << (PAGEDATTN_WITH_CUDA ? " found" : " (built without CUDA)")

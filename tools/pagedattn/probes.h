@@ -21,9 +21,10 @@ std::string describe_ceiling(const Ceiling& c, const std::string& unit);
 
 // Host: all hardware threads summing a buffer larger than the last-level cache; best of passes.
 Ceiling measure_host_read_bandwidth();
-// Host: float32 FMA rate of a register-blocked matmul micro-kernel on cache-resident panels, all
-// hardware threads (AVX2+FMA when the CPU has it, else plain C++).
-Ceiling measure_host_matmul_rate(bool quick);
+// Host: the rate of bf16 products accumulated in float32 (the precision of CPU_ATTN's dot products)
+// of a register-blocked micro-kernel on cache-resident panels, all hardware threads, on the SIMD
+// target CPU_ATTN runs (the same Highway dispatch).
+Ceiling measure_host_dot_rate(bool quick);
 
 #if PAGEDATTN_WITH_CUDA
 // CUDA device: a vectorized read kernel over a buffer much larger than L2 (probes_cuda.cu).

@@ -1,52 +1,24 @@
-// The driver of the CPU attention kernel: splits a pass into tasks, picks the instruction-set
-// build, and runs the tasks on the thread pool.
+// The driver of the CPU attention kernel: splits a pass into tasks and runs them on the thread
+// pool; each task runs the SIMD build chosen at run time (cpu_simd.h).
 #include "backends/cpu/attention_kernel.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
 #include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/cpu_simd.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace pagedattn::cpu {
 namespace {
 
-// Query vectors (rows x heads of a group) that share one converted key tile in a task.
+// Query vectors (rows x heads of a group) that share one widened key tile in a task.
 constexpr int kQueryVectorsPerTask = 64;
-
-using TaskFn = void (*)(const AttentionPass&, const Task&, Scratch&);
-
-std::atomic<bool> portable_forced{false};
-
-TaskFn pick_task_fn() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
-    return &avx2::run_task;
-  }
-#endif
-  return &generic::run_task;
-}
 
 }  // namespace
 
-void force_portable_kernel(bool force) {
-  portable_forced.store(force);
-}
-
 void run_attention_pass(const AttentionPass& pass) {
-  static const TaskFn best_task_fn = pick_task_fn();
-  const TaskFn task_fn = portable_forced.load() ? &generic::run_task : best_task_fn;
-
   // A task holds about kQueryVectorsPerTask query vectors: decode tasks take several KV heads (one
   // pass over each token's contiguous NHD row), prefill tasks take rows of one KV head. Heads are
   // split further while there are too few tasks to keep every thread busy.
@@ -81,7 +53,7 @@ void run_attention_pass(const AttentionPass& pass) {
 
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
     thread_local Scratch scratch;
-    task_fn(pass, tasks[order[i]], scratch);
+    run_attention_task(pass, tasks[order[i]], scratch);
   });
 }
 

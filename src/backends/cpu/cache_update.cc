@@ -11,10 +11,6 @@
 namespace pagedattn::cpu {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 Status check_new_tokens(const TensorView& t, std::string_view what, const AttentionImplParams& p,
                         int64_t num_tokens) {
   if (!t.defined()) return invalid_argument(std::string(what) + " is required");
@@ -23,8 +19,9 @@ Status check_new_tokens(const TensorView& t, std::string_view what, const Attent
   PAGEDATTN_RETURN_IF_ERROR(expect_device(t, what, Device::cpu()));
   if (t.size(0) < num_tokens || t.size(1) != p.num_kv_heads || t.size(2) != p.head_size) {
     return invalid_argument(std::string(what) + " is " + t.describe() +
-                            "; expected [>= " + str(num_tokens) + ", " + str(p.num_kv_heads) +
-                            ", " + str(p.head_size) + "] (num_tokens = slot_mapping's length)");
+                            "; expected [>= " + std::to_string(num_tokens) + ", " +
+                            std::to_string(p.num_kv_heads) + ", " + std::to_string(p.head_size) +
+                            "] (num_tokens = slot_mapping's length)");
   }
   return ok_status();
 }
@@ -64,8 +61,9 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = slots[t * slot_mapping.stride(0)];
     if (slot != -1 && (slot < 0 || slot >= num_slots)) {
-      return invalid_argument("slot_mapping[" + str(t) + "] = " + str(slot) +
-                              " is outside the cache (allowed: -1 or [0, " + str(num_slots) + "))");
+      return invalid_argument("slot_mapping[" + std::to_string(t) + "] = " + std::to_string(slot) +
+                              " is outside the cache (allowed: -1 or [0, " +
+                              std::to_string(num_slots) + "))");
     }
   }
 

@@ -13,10 +13,6 @@
 namespace pagedattn::cpu {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64_t min_tokens,
                   int heads, int dim) {
   if (!t.defined()) return invalid_argument(std::string(what) + " is required");
@@ -24,12 +20,13 @@ Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(t, what, {dtype}));
   PAGEDATTN_RETURN_IF_ERROR(expect_device(t, what, Device::cpu()));
   if (t.size(0) < min_tokens || t.size(1) != heads || t.size(2) != dim) {
-    return invalid_argument(std::string(what) + " is " + t.describe() + "; expected [>= " +
-                            str(min_tokens) + ", " + str(heads) + ", " + str(dim) + "]");
+    return invalid_argument(std::string(what) + " is " + t.describe() +
+                            "; expected [>= " + std::to_string(min_tokens) + ", " +
+                            std::to_string(heads) + ", " + std::to_string(dim) + "]");
   }
   if (t.stride(2) != 1) {
     return invalid_argument(std::string(what) + " must have unit stride along head_size, got " +
-                            str(t.stride(2)));
+                            std::to_string(t.stride(2)));
   }
   return ok_status();
 }
@@ -51,7 +48,7 @@ Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
       kv_cache, "kv_cache", {num_blocks, 2, md.block_size, p.num_kv_heads, p.head_size}));
   if (kv_cache.stride(4) != 1) {
     return invalid_argument("kv_cache must have unit stride along head_size, got " +
-                            str(kv_cache.stride(4)));
+                            std::to_string(kv_cache.stride(4)));
   }
   PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
   const TensorView& table = md.block_table;
@@ -64,8 +61,9 @@ Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
     for (int64_t c = 0; c < needed; ++c) {
       const int64_t id = table.data_as<const int32_t>()[r * table.stride(0) + c * table.stride(1)];
       if (id < 0 || id >= num_blocks) {
-        return invalid_argument("block_table[" + str(r) + "][" + str(c) + "] = " + str(id) +
-                                " is outside kv_cache's blocks [0, " + str(num_blocks) + ")");
+        return invalid_argument("block_table[" + std::to_string(r) + "][" + std::to_string(c) +
+                                "] = " + std::to_string(id) + " is outside kv_cache's blocks [0, " +
+                                std::to_string(num_blocks) + ")");
       }
     }
   }
@@ -95,8 +93,8 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(output, "output", p.dtype, num_tokens, p.num_heads, p.head_size));
   if (output.size(0) != num_tokens) {
-    return invalid_argument("output has " + str(output.size(0)) + " tokens, query has " +
-                            str(num_tokens));
+    return invalid_argument("output has " + std::to_string(output.size(0)) + " tokens, query has " +
+                            std::to_string(num_tokens));
   }
   if (output_lse.defined()) {
     PAGEDATTN_RETURN_IF_ERROR(expect_dtype(output_lse, "output_lse", {DType::kF32}));
@@ -174,8 +172,9 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     const int seq_len = md.seq_lens[r];
     if (encoder) {
       if (seq_len != rp.q_len) {
-        return invalid_argument("encoder attention needs seq_len == query_len; request " + str(r) +
-                                " has seq_len " + str(seq_len) + ", query_len " + str(rp.q_len));
+        return invalid_argument("encoder attention needs seq_len == query_len; request " +
+                                std::to_string(r) + " has seq_len " + std::to_string(seq_len) +
+                                ", query_len " + std::to_string(rp.q_len));
       }
       rp.token_base = rp.q_start;
     } else {

@@ -10,10 +10,6 @@
 namespace pagedattn::cpu {
 namespace {
 
-std::string str(int64_t v) {
-  return std::to_string(v);
-}
-
 class CpuAttentionImpl final : public AttentionImpl {
  public:
   explicit CpuAttentionImpl(AttentionImplParams params) : AttentionImpl(std::move(params)) {}
@@ -50,7 +46,7 @@ Status validate_params(const AttentionImplParams& p) {
                          " is not supported by CPU_ATTN (allowed: decoder, encoder, encoder_only)");
   }
   if (p.kernel_generation != 0) {
-    return unimplemented("kernel_generation = " + str(p.kernel_generation) +
+    return unimplemented("kernel_generation = " + std::to_string(p.kernel_generation) +
                          " is not served by CPU_ATTN (allowed: 0; its one generation is cpu)");
   }
   return ok_status();
@@ -61,7 +57,7 @@ Status validate_params(const AttentionImplParams& p) {
 Status check_served(int head_size, DType dtype) {
   if (head_size < 32 || head_size > 512 || head_size % 8 != 0) {
     return invalid_argument(
-        "head_size = " + str(head_size) +
+        "head_size = " + std::to_string(head_size) +
         " is not supported by CPU_ATTN (allowed: multiples of 8 from 32 to 512)");
   }
   if (dtype != DType::kF32 && dtype != DType::kF16 && dtype != DType::kBF16) {
@@ -83,14 +79,14 @@ Status check_scales(const KVScales& scales, int num_kv_heads) {
     PAGEDATTN_RETURN_IF_ERROR(expect_device(*scale, what, Device::cpu()));
     if (scale->rank() != 1 || (scale->size(0) != 1 && scale->size(0) != num_kv_heads)) {
       return invalid_argument(std::string(what) + " is " + scale->describe() +
-                              " (allowed: f32 [1] per tensor or [" + str(num_kv_heads) +
+                              " (allowed: f32 [1] per tensor or [" + std::to_string(num_kv_heads) +
                               "] per KV head)");
     }
     for (int64_t i = 0; i < scale->size(0); ++i) {
       const float v = scale->data_as<const float>()[i * scale->stride(0)];
       if (!std::isfinite(v) || v <= 0.0f) {
-        return invalid_argument(std::string(what) + "[" + str(i) + "] = " + std::to_string(v) +
-                                " must be finite and positive");
+        return invalid_argument(std::string(what) + "[" + std::to_string(i) +
+                                "] = " + std::to_string(v) + " must be finite and positive");
       }
     }
   }

@@ -1,0 +1,11 @@
+# Google Highway (Debian: libhwy-dev) for CPU_ATTN's SIMD code: src/backends/cpu/cpu_simd.cc is
+# compiled once per target below, and the best one the CPU supports runs (chosen at run time).
+find_package(hwy 1.0 REQUIRED)
+
+add_library(pagedattn_highway INTERFACE)
+target_link_libraries(pagedattn_highway INTERFACE hwy::hwy)
+# Targets: AVX3 (AVX-512), AVX2, SSE4 and the portable baseline (HWY_SCALAR with GCC 12.2, whose
+# EMU128 Highway marks broken), NEON on Arm. SSSE3 adds nothing but compile time; the kernel keeps
+# arrays of vectors, which the sizeless SVE and RVV vectors do not allow.
+target_compile_definitions(pagedattn_highway INTERFACE
+  "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128|HWY_RVV)")

@@ -1,0 +1,482 @@
+// The CPU attention kernel for one task, per SIMD target: online softmax over tiles of kKeyTile
+// keys; inside a tile, one KV head at a time, its keys and values widened to float once and used
+// by every query vector of its group (GQA packing) and every query row of the task, a few query
+// vectors at a time so that their partial sums stay in registers.
+
+// Per-target include guard (Highway re-includes this file once per target).
+#if defined(PAGEDATTN_CPU_ATTENTION_TASK_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PAGEDATTN_CPU_ATTENTION_TASK_INL_H_
+#undef PAGEDATTN_CPU_ATTENTION_TASK_INL_H_
+#else
+#define PAGEDATTN_CPU_ATTENTION_TASK_INL_H_
+#endif
+
+#include <hwy/cache_control.h>
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/kv_widen-inl.h"
+#include "backends/cpu/output_rows.h"
+#include "common/mask.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedattn::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using mask::alibi_bias;
+using mask::KeyRange;
+using mask::make_soft_cap;
+using mask::MaskRule;
+using mask::soft_cap_applies;
+using mask::soft_capped;
+using mask::SoftCap;
+using mask::visible_keys;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Query vectors scored together: kQueries x kKeys partial sums in registers, which x86 before
+// AVX-512 (16 vector registers) only holds for two queries.
+constexpr int kQueries =
+    (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3) ? 2 : 4;
+static_assert(kQueries <= kQueryBlock);
+constexpr int kKeys = 4;           // keys scored together
+constexpr int kColumnVectors = 4;  // value columns accumulated together, in vectors
+static_assert(kKeyTile % kKeys == 0);
+
+// Element offset of key j's row (KV head 0) in the cache or in the new-token tensor.
+inline int64_t key_offset(const KvSource& kv, const RequestPass& rp, int j) {
+  if (rp.blocks == nullptr) return (rp.token_base + j) * kv.token_stride;
+  return rp.blocks[j / kv.block_size] * kv.block_stride + (j % kv.block_size) * kv.token_stride;
+}
+
+// Prefetches the next tile's K and V rows a few cache lines at a time from inside the arithmetic
+// loops, so that memory traffic overlaps the current tile's compute (a burst would fill the miss
+// buffers and stall just the same).
+class TilePrefetcher {
+ public:
+  // The rows of keys [first, first + count) of KV heads [h0, h0 + heads), spread over `calls`
+  // calls of issue().
+  void plan(const AttentionPass& pass, const RequestPass& rp, int h0, int heads, int first,
+            int count, int calls) {
+    pass_ = &pass;
+    rp_ = &rp;
+    h0_ = h0;
+    heads_ = heads;
+    first_ = first;
+    elem_ = static_cast<int64_t>(dtype_size(pass.kv.dtype));
+    row_lines_ = static_cast<int>((pass.head_size * elem_ + 63) / 64);
+    lines_ = count * heads * 2 * row_lines_;
+    per_call_ = (lines_ + calls - 1) / std::max(calls, 1);
+    next_ = key_ = plane_ = head_ = line_ = 0;
+  }
+  HWY_INLINE void issue() {
+    for (int n = 0; n < per_call_ && next_ < lines_; ++n, ++next_) {
+      if (line_ == 0) row_ = row_address();
+      __builtin_prefetch(row_ + 64 * line_, 0, 2);  // into L2: more misses in flight than L1
+      if (++line_ < row_lines_) continue;
+      // Next row in the cache's order (NHD): heads of a plane, the planes, then the next key.
+      line_ = 0;
+      if (++head_ < heads_) continue;
+      head_ = 0;
+      if (++plane_ < 2) continue;
+      plane_ = 0;
+      ++key_;
+    }
+  }
+
+ private:
+  const char* row_address() const {
+    const KvSource& kv = pass_->kv;
+    const int64_t element = key_offset(kv, *rp_, first_ + key_) + (h0_ + head_) * kv.head_stride;
+    return static_cast<const char*>(plane_ == 0 ? kv.k_base : kv.v_base) + element * elem_;
+  }
+
+  const AttentionPass* pass_ = nullptr;
+  const RequestPass* rp_ = nullptr;
+  int h0_ = 0, heads_ = 1, first_ = 0, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
+  int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;
+  const char* row_ = nullptr;
+  int64_t elem_ = 1;
+};
+
+// The sum of each vector's lanes, stored to out[0..3]: pairs of vectors interleaved and added
+// within 128-bit blocks, then the blocks added, instead of four separate reductions.
+template <class DF, class V>
+HWY_INLINE void store_lane_sums(DF df, V a, V b, V c, V d, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c);
+  out[3] = hn::GetLane(d);
+#else
+  const auto ab = hn::Add(hn::InterleaveLower(a, b), hn::InterleaveUpper(df, a, b));
+  const auto cd = hn::Add(hn::InterleaveLower(c, d), hn::InterleaveUpper(df, c, d));
+  const hn::Repartition<uint64_t, DF> d64;
+  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
+  auto sums = hn::Add(hn::BitCast(df, hn::InterleaveLower(ab64, cd64)),
+                      hn::BitCast(df, hn::InterleaveUpper(d64, ab64, cd64)));
+  if constexpr (hn::MaxLanes(DF()) > 4) {
+    const hn::Half<DF> dh;
+    const auto half = hn::Add(hn::LowerHalf(dh, sums), hn::UpperHalf(dh, sums));
+    if constexpr (hn::MaxLanes(DF()) > 8) {
+      const hn::Half<decltype(dh)> dq;
+      hn::StoreU(hn::Add(hn::LowerHalf(dq, half), hn::UpperHalf(dq, half)), dq, out);
+    } else {
+      hn::StoreU(half, dh, out);
+    }
+  } else {
+    hn::StoreU(sums, df, out);
+  }
+#endif
+}
+
+// s[i * kKeyTile + k] = q_i . key k for the kQ query vectors at q (row stride dim) and the keys
+// [k0, k1) of the tile, k0 and k1 multiples of kKeys.
+template <int kQ, class DF>
+HWY_INLINE void score_keys(DF df, const float* HWY_RESTRICT q, const float* HWY_RESTRICT keys,
+                           int dim, int k0, int k1, float* HWY_RESTRICT s,
+                           TilePrefetcher& prefetcher) {
+  using V = hn::Vec<DF>;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  for (int k = k0; k < k1; k += kKeys) {
+    prefetcher.issue();
+    const float* key = keys + static_cast<int64_t>(k) * dim;
+    V acc[kQ][kKeys];
+    for (int i = 0; i < kQ; ++i) {
+      for (int j = 0; j < kKeys; ++j) acc[i][j] = hn::Zero(df);
+    }
+    for (int d = 0; d < dim; d += lanes) {
+      V kv[kKeys];
+      for (int j = 0; j < kKeys; ++j) kv[j] = hn::LoadU(df, key + j * dim + d);
+      for (int i = 0; i < kQ; ++i) {
+        const V qv = hn::LoadU(df, q + i * dim + d);
+        for (int j = 0; j < kKeys; ++j) acc[i][j] = hn::MulAdd(qv, kv[j], acc[i][j]);
+      }
+    }
+    for (int i = 0; i < kQ; ++i) {
+      store_lane_sums(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3], s + i * kKeyTile + k);
+    }
+  }
+}
+
+// exp(x), except that NaN stays NaN (Highway's Exp maps it to 0): a NaN in the data must reach
+// the output.
+template <class DF, class V>
+HWY_INLINE V exp_keeping_nan(DF df, V x) {
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(df, x));
+}
+
+// Online softmax of one query vector over one tile: turns its scores s[0, kKeyTile) into weights
+// (0 outside the visible keys [lo, hi)), updates its running max m and denominator l, and returns
+// the factor its accumulated output must be scaled by.
+template <class DF>
+HWY_INLINE float softmax_update(DF df, const AttentionPass& pass, int head, int64_t pos,
+                                int64_t key0, int lo, int hi, float* HWY_RESTRICT s, float& m,
+                                float& l) {
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  if (soft_cap_applies(pass.soft_cap)) {
+    const SoftCap<float> cap = make_soft_cap(pass.scale, pass.soft_cap, 1.0f);
+    for (int k = lo; k < hi; ++k) s[k] = soft_capped(cap, s[k]);
+  } else {
+    for (int k = 0; k < kKeyTile; k += lanes) {
+      hn::StoreU(hn::Mul(hn::LoadU(df, s + k), hn::Set(df, pass.scale)), df, s + k);
+    }
+  }
+  if (pass.alibi_slopes != nullptr) {
+    const float slope = pass.alibi_slopes[head];
+    for (int k = lo; k < hi; ++k) s[k] -= alibi_bias(slope, pos, key0 + k);
+  }
+  const auto vlo = hn::Set(df, static_cast<float>(lo));
+  const auto vhi = hn::Set(df, static_cast<float>(hi));
+  auto max_lanes = hn::Set(df, kNegInf);
+  auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
+  for (int k = 0; k < kKeyTile; k += lanes) {
+    const auto index = hn::Iota(df, static_cast<float>(k));
+    const auto visible = hn::And(hn::Ge(index, vlo), hn::Lt(index, vhi));
+    const auto v = hn::IfThenElse(visible, hn::LoadU(df, s + k), hn::Set(df, kNegInf));
+    hn::StoreU(v, df, s + k);
+    max_lanes = hn::Max(max_lanes, v);
+    nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
+  }
+  // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
+  const float tile_max = hn::AllFalse(df, nan_lanes)
+                             ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
+                             : std::numeric_limits<float>::quiet_NaN();
+  const float m_new = std::isnan(tile_max) || tile_max > m ? tile_max : m;
+  if (m_new == kNegInf) {  // nothing visible yet: no weight, nothing to rescale
+    for (int k = 0; k < kKeyTile; k += lanes) hn::StoreU(hn::Zero(df), df, s + k);
+    return 1.0f;
+  }
+  auto sum_lanes = hn::Zero(df);
+  for (int k = 0; k < kKeyTile; k += lanes) {
+    const auto v = hn::LoadU(df, s + k);
+    const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
+                                      exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
+    hn::StoreU(w, df, s + k);
+    sum_lanes = hn::Add(sum_lanes, w);
+  }
+  const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
+
+  l = l * correction + hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+  m = m_new;
+  return correction;
+}
+
+// acc_i = acc_i * correction_i + sum over keys k in [k0, k1) of w_i[k] * value k, for the kQ query
+// vectors, kC vectors of columns from column d on.
+template <int kQ, int kC, class DF>
+HWY_INLINE void accumulate_columns(DF df, const float* HWY_RESTRICT w,
+                                   const float* HWY_RESTRICT correction,
+                                   const float* HWY_RESTRICT values, int dim, int k0, int k1, int d,
+                                   float* HWY_RESTRICT acc, TilePrefetcher& prefetcher) {
+  using V = hn::Vec<DF>;
+  prefetcher.issue();
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  V a[kQ][kC];
+  for (int i = 0; i < kQ; ++i) {
+    const V c = hn::Set(df, correction[i]);
+    for (int j = 0; j < kC; ++j) a[i][j] = hn::Mul(hn::LoadU(df, acc + i * dim + d + j * lanes), c);
+  }
+  for (int k = k0; k < k1; ++k) {
+    const float* row = values + static_cast<int64_t>(k) * dim + d;
+    V v[kC];
+    for (int j = 0; j < kC; ++j) v[j] = hn::LoadU(df, row + j * lanes);
+    for (int i = 0; i < kQ; ++i) {
+      const V wi = hn::Set(df, w[i * kKeyTile + k]);
+      for (int j = 0; j < kC; ++j) a[i][j] = hn::MulAdd(wi, v[j], a[i][j]);
+    }
+  }
+  for (int i = 0; i < kQ; ++i) {
+    for (int j = 0; j < kC; ++j) hn::StoreU(a[i][j], df, acc + i * dim + d + j * lanes);
+  }
+}
+
+template <int kQ, class DF>
+HWY_INLINE void accumulate_values(DF df, const float* HWY_RESTRICT w,
+                                  const float* HWY_RESTRICT correction,
+                                  const float* HWY_RESTRICT values, int dim, int k0, int k1,
+                                  float* HWY_RESTRICT acc, TilePrefetcher& prefetcher) {
+  if (k0 >= k1 && std::all_of(correction, correction + kQ, [](float c) { return c == 1.0f; })) {
+    return;
+  }
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  int d = 0;
+  for (; d + kColumnVectors * lanes <= dim; d += kColumnVectors * lanes) {
+    accumulate_columns<kQ, kColumnVectors>(df, w, correction, values, dim, k0, k1, d, acc,
+                                           prefetcher);
+  }
+  for (; d < dim; d += lanes) {
+    accumulate_columns<kQ, 1>(df, w, correction, values, dim, k0, k1, d, acc, prefetcher);
+  }
+}
+
+// Widens keys [first, first + count) of KV heads [h0, h0 + heads) of one plane into `tile`
+// ([heads][kKeyTile][dim]; rows past count zeroed, so that whole groups of keys read finite
+// numbers). Keys are read in the cache's order, each token's heads together, so that a page
+// streams from memory once for every head of the task.
+template <class DF>
+HWY_INLINE void widen_tile(DF df, const AttentionPass& pass, const RequestPass& rp,
+                           const void* base, const float* scales, int64_t scale_stride, int h0,
+                           int heads, int first, int count, float* HWY_RESTRICT tile) {
+  const KvSource& kv = pass.kv;
+  const int dim = pass.head_size;
+  const int64_t head_tile = static_cast<int64_t>(kKeyTile) * dim;
+  with_dtype(kv.dtype, [&](auto type) {
+    for (int i = 0; i < count; ++i) {
+      const int64_t row = key_offset(kv, rp, first + i);
+      for (int h = 0; h < heads; ++h) {
+        const int kv_head = h0 + h;
+        const float scale = scales == nullptr ? 1.0f : scales[kv_head * scale_stride];
+        widen_scaled<decltype(type)::value>(df, base, row + kv_head * kv.head_stride, dim,
+                                            widen_multiplier(kv.dtype, scale),
+                                            tile + h * head_tile + static_cast<int64_t>(i) * dim);
+      }
+    }
+  });
+  for (int h = 0; h < heads; ++h) {
+    float* head = tile + h * head_tile;
+    std::fill(head + static_cast<int64_t>(count) * dim, head + head_tile, 0.0f);
+  }
+}
+
+// What one block of query vectors needs to know about the task.
+struct BlockContext {
+  const AttentionPass& pass;
+  const RequestPass& rp;
+  Scratch& s;
+  const float* keys;    // the KV head's widened tile of keys [kKeyTile][dim]
+  const float* values;  // and of values
+  TilePrefetcher& prefetcher;  // the next tile's rows
+  int first;          // the tile's first key, pass-local
+  int count;          // keys in the tile
+  int rows;           // query rows of the task
+  int group;          // query heads per KV head
+  int first_head;     // query head of the task's first KV head's first query vector
+  int row_begin;      // the task's first row within the request
+};
+
+// The kQ query vectors from index qi (all of one KV head) against the current tile.
+template <int kQ, class DF>
+HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
+  Scratch& s = c.s;
+  const int dim = c.pass.head_size;
+  int lo[kQ], hi[kQ];
+  int block_lo = c.count, block_hi = 0;
+  for (int i = 0; i < kQ; ++i) {
+    lo[i] = std::max(s.lo[qi + i] - c.first, 0);
+    hi[i] = std::min(s.hi[qi + i] - c.first, c.count);
+    if (lo[i] < hi[i]) block_lo = std::min(block_lo, lo[i]), block_hi = std::max(block_hi, hi[i]);
+  }
+  if (block_lo >= block_hi) return;
+  const int k0 = block_lo / kKeys * kKeys;
+  const int k1 = (block_hi + kKeys - 1) / kKeys * kKeys;
+  float* w = s.p.data();
+  score_keys<kQ>(df, s.q.data() + static_cast<int64_t>(qi) * dim, c.keys, dim, k0, k1, w,
+                 c.prefetcher);
+  float correction[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    // Vectors are ordered (KV head, row, head of the group) within the task.
+    const int local = qi + i;
+    const int row = (local / c.group) % c.rows;
+    const int head = c.first_head + (local / (c.group * c.rows)) * c.group + local % c.group;
+    const int64_t pos = static_cast<int64_t>(c.rp.query_pos0) + c.row_begin + row;
+    const int64_t key0 = static_cast<int64_t>(c.rp.key_pos0) + c.first;
+    correction[i] = softmax_update(df, c.pass, head, pos, key0, std::min(lo[i], hi[i]), hi[i],
+                                   w + i * kKeyTile, s.m[local], s.l[local]);
+  }
+  // Values: keys every vector of the block sees together; the rest (the diagonal of a causal
+  // prefill) one vector at a time, so that no value a row does not see is ever multiplied in.
+  float* acc = s.acc.data() + static_cast<int64_t>(qi) * dim;
+  const float* values = c.values;
+  int common_lo = 0, common_hi = c.count;
+  for (int i = 0; i < kQ; ++i) {
+    common_lo = std::max(common_lo, lo[i]);
+    common_hi = std::min(common_hi, hi[i]);
+  }
+  if (common_lo < common_hi) {
+    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc,
+                          c.prefetcher);
+  }
+  for (int i = 0; i < kQ; ++i) {
+    const float one = 1.0f;
+    float* acc_i = acc + static_cast<int64_t>(i) * dim;
+    const float* w_i = w + i * kKeyTile;
+    if (common_lo < common_hi) {
+      accumulate_values<1>(df, w_i, &one, values, dim, lo[i], common_lo, acc_i, c.prefetcher);
+      accumulate_values<1>(df, w_i, &one, values, dim, common_hi, hi[i], acc_i, c.prefetcher);
+    } else if (lo[i] < hi[i]) {
+      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i,
+                           c.prefetcher);
+    }
+  }
+}
+
+template <class DF>
+void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s) {
+  const RequestPass& rp = pass.requests[task.request];
+  const int dim = pass.head_size;
+  const int group = pass.num_heads / pass.num_kv_heads;
+  const int rows = task.row_end - task.row_begin;
+  const int kv_heads = task.kv_head_end - task.kv_head_begin;
+  const int per_kv_head = rows * group;  // query vectors of one KV head
+  const int nq = kv_heads * per_kv_head;
+  const int first_head = task.kv_head_begin * group;
+  s.reserve(nq, kv_heads, dim);
+
+  // Query vectors, their visible key ranges (pass-local key indices) and softmax state.
+  const MaskRule rule{pass.causal, pass.window.left, pass.window.right};
+  int task_lo = rp.kv_len;
+  int task_hi = 0;
+  for (int r = 0; r < rows; ++r) {
+    const int64_t token = rp.q_start + task.row_begin + r;
+    const int64_t pos = static_cast<int64_t>(rp.query_pos0) + task.row_begin + r;
+    // The pass holds keys [key_pos0, key_pos0 + kv_len) of the sequence.
+    const KeyRange<int64_t> visible =
+        visible_keys<int64_t>(rule, int64_t{rp.key_pos0} + rp.kv_len, pos);
+    const int64_t lo = std::max<int64_t>(visible.lo - rp.key_pos0, 0);
+    const int64_t hi = std::max(lo, visible.hi + 1 - rp.key_pos0);
+    for (int h = 0; h < kv_heads; ++h) {
+      for (int g = 0; g < group; ++g) {
+        const int i = (h * rows + r) * group + g;
+        const int head = first_head + h * group + g;
+        with_dtype(pass.query_dtype, [&](auto type) {
+          widen_scaled<decltype(type)::value>(
+              df, pass.query, token * pass.q_token_stride + head * pass.q_head_stride, dim, 1.0f,
+              s.q.data() + static_cast<int64_t>(i) * dim);
+        });
+        s.lo[i] = static_cast<int>(lo);
+        s.hi[i] = static_cast<int>(hi);
+        const bool sink = pass.sinks != nullptr;
+        s.m[i] = sink ? pass.sinks[head] : kNegInf;  // the sink joins the denominator only
+        s.l[i] = sink ? 1.0f : 0.0f;
+      }
+    }
+    if (lo < hi) {
+      task_lo = std::min(task_lo, static_cast<int>(lo));
+      task_hi = std::max(task_hi, static_cast<int>(hi));
+    }
+  }
+  std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
+
+  // Issue points per tile: per group of keys scored and per block of value columns, for every
+  // block of query vectors.
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const int column_calls =
+      dim / (kColumnVectors * lanes) + (dim % (kColumnVectors * lanes)) / lanes;
+  const int blocks = kv_heads * ((per_kv_head + kQueries - 1) / kQueries);
+  const int calls = blocks * (kKeyTile / kKeys + column_calls);
+  TilePrefetcher prefetcher;
+  for (int first = task_lo; first < task_hi; first += kKeyTile) {
+    const int count = std::min(kKeyTile, task_hi - first);
+    prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, first + kKeyTile,
+                    std::min(kKeyTile, task_hi - first - count), calls);
+    widen_tile(df, pass, rp, pass.kv.k_base, pass.kv.k_scale, pass.kv.k_scale_stride,
+               task.kv_head_begin, kv_heads, first, count, s.k_tile.data());
+    widen_tile(df, pass, rp, pass.kv.v_base, pass.kv.v_scale, pass.kv.v_scale_stride,
+               task.kv_head_begin, kv_heads, first, count, s.v_tile.data());
+    for (int h = 0; h < kv_heads; ++h) {
+      const int64_t head_tile = static_cast<int64_t>(h) * kKeyTile * dim;
+      const BlockContext context{pass,  rp,    s, s.k_tile.data() + head_tile,
+                                 s.v_tile.data() + head_tile, prefetcher,
+                                 first, count, rows, group, first_head, task.row_begin};
+      const int begin = h * per_kv_head, end = begin + per_kv_head;
+      int qi = begin;
+      for (; qi + kQueries <= end; qi += kQueries) attend_block<kQueries>(df, context, qi);
+      for (; qi < end; ++qi) attend_block<1>(df, context, qi);
+    }
+  }
+
+  // Normalise and store; a row with no visible key and no sink gets 0 and -inf.
+  for (int i = 0; i < nq; ++i) {
+    const int row = (i / group) % rows;
+    const int head = first_head + (i / per_kv_head) * group + i % group;
+    const int64_t token = rp.q_start + task.row_begin + row;
+    const bool empty = s.l[i] == 0.0f;
+    store_output_row(s.acc.data() + static_cast<int64_t>(i) * dim, dim,
+                     empty ? 0.0f : 1.0f / s.l[i], pass.output_dtype, pass.output,
+                     token * pass.o_token_stride + head * pass.o_head_stride);
+    if (pass.lse != nullptr) {
+      pass.lse[head * pass.lse_head_stride + token * pass.lse_token_stride] =
+          empty ? kNegInf : s.m[i] + std::log(s.l[i]);
+    }
+  }
+}
+
+// The exported task: whole vectors where head_size allows, else 8 lanes (head_size is a multiple
+// of 8).
+void RunAttentionTask(const AttentionPass& pass, const Task& task, Scratch& scratch) {
+  const hn::ScalableTag<float> full;
+  if (pass.head_size % static_cast<int>(hn::Lanes(full)) == 0) {
+    return run_task_on(full, pass, task, scratch);
+  }
+  return run_task_on(hn::CappedTag<float, 8>(), pass, task, scratch);
+}
+
+}  // namespace pagedattn::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

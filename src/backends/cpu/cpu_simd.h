@@ -1,0 +1,30 @@
+// The entry points of CPU_ATTN's SIMD code. Each runs the build of the target chosen at run time
+// (simd_target.h); cpu_simd.cc is the one place where that choice is made.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/attention_kernel_internal.h"
+#include "pagedattn/types.h"
+
+namespace pagedattn::cpu {
+
+// One task of an attention pass (attention_task-inl.h).
+void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
+
+// n elements of `dtype` at src (element offset `offset`) as float, times `scale`: how the kernel
+// reads queries, keys and values (kv_widen-inl.h). n is a multiple of 8.
+void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst);
+
+// The bf16 dot-product micro-kernel of the compute probe (bf16_dot_probe-inl.h): `repeats` passes
+// of a register-blocked product of a [rows x k] and a [k x columns] bf16 panel (a holds at least
+// 4 * k values, b 64 * k), cache-resident. Sets *flops (2 per multiply-add); returns a checksum.
+float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops);
+// The same product as the attention kernel computes it: the panels widened to float once, then
+// float multiply-adds.
+float widened_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops);
+
+// The Highway target bit of the code dispatch runs now.
+int64_t dispatched_simd_target();
+
+}  // namespace pagedattn::cpu

@@ -1,0 +1,129 @@
+// Elements of any CPU_ATTN dtype widened to float vectors in registers. FP8 goes through f16, which
+// Highway widens with the hardware where it can: e5m2 is an f16's top byte; e4m3's exponent and
+// mantissa, placed in f16's fields, are the value times 2^-8 (exactly, subnormals included), so
+// callers fold 2^8 into the scale (kE4m3Unscale); e4m3's NaN code gets an f16 NaN.
+
+// Per-target include guard (Highway re-includes this file once per target).
+#if defined(PAGEDATTN_CPU_KV_WIDEN_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef PAGEDATTN_CPU_KV_WIDEN_INL_H_
+#undef PAGEDATTN_CPU_KV_WIDEN_INL_H_
+#else
+#define PAGEDATTN_CPU_KV_WIDEN_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "pagedattn/types.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace pagedattn::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// What widened e4m3 codes are multiplied by to become values.
+constexpr float kE4m3Unscale = 256.0f;
+
+// Highway 1.0.3 widens f16 in software on these targets and turns infinities and NaN into finite
+// numbers; the others convert in hardware (F16C, AVX-512, NEON).
+constexpr bool kF16InSoftware = HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3 ||
+                                HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128;
+
+// f16 bits to float: exponent and mantissa shifted into float position and rebiased by 2^112
+// (subnormals included); inf and NaN, whose rebias would be wrong, get the exponent all ones.
+template <class DF, class VU16>
+HWY_INLINE hn::Vec<DF> f16_bits_to_float(DF df, VU16 h) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::RebindToSigned<DF> di32;
+  const auto bits = hn::PromoteTo(du32, h);
+  const auto sign = hn::ShiftLeft<16>(hn::And(bits, hn::Set(du32, 0x8000u)));
+  const auto rest = hn::And(bits, hn::Set(du32, 0x7FFFu));
+  const auto moved = hn::ShiftLeft<13>(rest);
+  const auto scaled = hn::Mul(hn::BitCast(df, moved), hn::Set(df, 0x1p112f));
+  const auto special = hn::RebindMask(
+      df, hn::Gt(hn::BitCast(di32, rest), hn::Set(di32, 0x7BFF)));
+  const auto inf_nan = hn::BitCast(df, hn::Or(moved, hn::Set(du32, 0x7F800000u)));
+  return hn::Or(hn::IfThenElse(special, inf_nan, scaled), hn::BitCast(df, sign));
+}
+
+template <class DF, class VU16>
+HWY_INLINE hn::Vec<DF> widen_f16_bits(DF df, VU16 h) {
+  if constexpr (kF16InSoftware) {
+    return f16_bits_to_float(df, h);
+  } else {
+    const hn::Rebind<hwy::float16_t, DF> df16;
+    return hn::PromoteTo(df, hn::BitCast(df16, h));
+  }
+}
+
+// Lanes(df) elements of type kType starting at element i of `row`, as floats (e4m3 still / 2^8).
+template <DType kType, class DF>
+HWY_INLINE hn::Vec<DF> widen(DF df, const void* row, int64_t i) {
+  if constexpr (kType == DType::kF32) {
+    return hn::LoadU(df, static_cast<const float*>(row) + i);
+  } else if constexpr (kType == DType::kBF16) {  // a bf16 is a float's top half
+    const hn::RebindToUnsigned<DF> du32;
+    const hn::Rebind<uint16_t, DF> du16;
+    const auto bits = hn::PromoteTo(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
+    return hn::BitCast(df, hn::ShiftLeft<16>(bits));
+  } else if constexpr (kType == DType::kF16) {
+    const hn::Rebind<uint16_t, DF> du16;
+    return widen_f16_bits(df, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
+  } else {
+    const hn::Rebind<uint8_t, DF> du8;
+    const hn::Rebind<uint16_t, DF> du16;
+    auto h = hn::PromoteTo(du16, hn::LoadU(du8, static_cast<const uint8_t*>(row) + i));
+    if constexpr (kType == DType::kFP8E5M2) {
+      h = hn::ShiftLeft<8>(h);
+    } else {
+      const auto rest = hn::And(h, hn::Set(du16, 0x7F));
+      const auto sign = hn::ShiftLeft<8>(hn::And(h, hn::Set(du16, 0x80)));
+      const auto nan = hn::IfThenElseZero(hn::Eq(rest, hn::Set(du16, 0x7F)), hn::Set(du16, 0x7E00));
+      h = hn::Or(hn::Or(sign, hn::ShiftLeft<7>(rest)), nan);
+    }
+    return widen_f16_bits(df, h);
+  }
+}
+
+// dst[0, n) = row[offset, offset + n) * multiplier; n a multiple of Lanes(df).
+template <DType kType, class DF>
+HWY_INLINE void widen_scaled(DF df, const void* row, int64_t offset, int n, float multiplier,
+                             float* HWY_RESTRICT dst) {
+  const auto m = hn::Set(df, multiplier);
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  for (int d = 0; d < n; d += lanes) {
+    hn::StoreU(hn::Mul(widen<kType>(df, row, offset + d), m), df, dst + d);
+  }
+}
+
+// The multiplier that turns widened codes of `dtype` into values with dequantization `scale`.
+inline float widen_multiplier(DType dtype, float scale) {
+  return dtype == DType::kFP8E4M3 ? scale * kE4m3Unscale : scale;
+}
+
+// Calls fn(std::integral_constant<DType, t>{}) for the runtime dtype t (unknown dtypes read as
+// e4m3, like the rest of the backend's FP8 handling).
+template <class Fn>
+HWY_INLINE void with_dtype(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kF32: return fn(std::integral_constant<DType, DType::kF32>{});
+    case DType::kF16: return fn(std::integral_constant<DType, DType::kF16>{});
+    case DType::kBF16: return fn(std::integral_constant<DType, DType::kBF16>{});
+    case DType::kFP8E5M2: return fn(std::integral_constant<DType, DType::kFP8E5M2>{});
+    default: return fn(std::integral_constant<DType, DType::kFP8E4M3>{});
+  }
+}
+
+// The exported widening of one row (tests run it on every target).
+void WidenRow(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst) {
+  const hn::CappedTag<float, 8> df;  // n is a multiple of 8
+  with_dtype(dtype, [&](auto type) {
+    widen_scaled<decltype(type)::value>(df, src, offset, n, widen_multiplier(dtype, scale), dst);
+  });
+}
+
+}  // namespace pagedattn::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
