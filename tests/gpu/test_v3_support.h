@@ -18,7 +18,7 @@ namespace pagedattn::test {
 
 inline bool hopper_device_present() {
   const StatusOr<const CudaDeviceInfo*> device = runtime::current_cuda_device();
-  return device.ok() && (*device)->capability == ComputeCapability{9, 0};
+  return device.ok() && (*device)->capability.major == 9 && (*device)->capability.minor == 0;
 }
 
 // The v3 head sizes this build has.
