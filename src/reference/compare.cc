@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 
 #include "common/numeric.h"
@@ -115,6 +116,11 @@ Comparison compare_to_reference(const TensorView& output, const TensorView& lse,
   }
   c.pass = ok;
   return c;
+}
+
+std::ostream& operator<<(std::ostream& out, const Comparison& c) {
+  return out << "max_abs " << c.max_abs_error << ", rel_frob " << c.rel_frobenius << ", lse "
+             << c.max_lse_error << (c.detail.empty() ? "" : "\n") << c.detail;
 }
 
 }  // namespace pagedattn::reference

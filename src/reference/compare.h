@@ -3,6 +3,7 @@
 // the LSE within 1e-2 + 1e-3 * |ref| (both -inf counts as equal).
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct Comparison {
   double max_lse_error = 0.0;
   std::string detail;  // first failures, human readable
 };
+// "max_abs X, rel_frob Y, lse Z" and the detail on the lines below, for test messages.
+std::ostream& operator<<(std::ostream& out, const Comparison& c);
 
 // output: host [T, Hq, D] any float dtype; lse: host [Hq, T] f32 or undefined.
 Comparison compare_to_reference(const TensorView& output, const TensorView& lse,
