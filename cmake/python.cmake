@@ -83,7 +83,7 @@ add_dependencies(pagedattn_python pagedattn_python_files)
 # for pip is made from that (python/build_backend/); a plain `cmake --install` leaves it out.
 install(TARGETS pagedattn_python LIBRARY DESTINATION pagedattn COMPONENT python EXCLUDE_FROM_ALL)
 install(FILES ${pagedattn_python_package} DESTINATION pagedattn COMPONENT python EXCLUDE_FROM_ALL)
-install(FILES $<TARGET_FILE:pagedattn> RENAME libpagedattn.so.${PROJECT_VERSION_MAJOR}
+install(FILES $<TARGET_FILE:pagedattn> RENAME $<TARGET_SONAME_FILE_NAME:pagedattn>
         DESTINATION pagedattn COMPONENT python EXCLUDE_FROM_ALL)
 
 # tests/python/test_*.py, one CTest entry each, run by the interpreter the module was built for
