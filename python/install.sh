@@ -12,8 +12,10 @@ source scripts/ensure_deps.sh
 pagedattn_ensure_deps
 python=${PYTHON:-/usr/bin/python3}
 echo "building for $python ($("$python" -c 'import sys; print(sys.version.split()[0])'))"
-describe='import pagedattn as pa; i = pa.build_info()
-print(f"pagedattn {i[\"version\"]} from {i[\"source_dir\"]} at {i[\"commit\"][:7]}{\" (dirty)\" if i[\"dirty\"] else \"\"}, CUDA {\"on\" if i[\"cuda\"] else \"off\"}, in {i[\"package_dir\"]}")'
+describe='import pagedattn as pa
+i = pa.build_info()
+print("pagedattn %s from %s at %s%s, CUDA %s, in %s" % (i["version"], i["source_dir"], i["commit"][:7],
+      " (dirty)" if i["dirty"] else "", "on" if i["cuda"] else "off", i["package_dir"]))'
 before=$(cd / && "$python" -c "$describe" 2>/dev/null) || before=""
 # Outside a venv: the user site, past Debian's externally-managed marker (it guards /usr, which a
 # --user install leaves alone).
