@@ -1,23 +1,31 @@
 #!/usr/bin/env bash
-# Builds the library and the Python package with what this machine has (CUDA too when nvcc is
-# installed; no downloads at build time) and installs the package, with libpagedattn beside its
-# module, into the interpreter's user site-packages (or PAGEDATTN_PYTHON_INSTALL_DIR).
-# PYTHON: the interpreter to build for (default /usr/bin/python3, where Debian's python3-torch
-# and python3-numpy live). Other knobs as scripts/test.sh: PAGEDATTN_CUDA_ARCHS, PAGEDATTN_CMAKE_ARGS.
+# Installs the Python package for PYTHON (default /usr/bin/python3, where Debian's python3-numpy and
+# python3-torch live: README.md, Python) after the Debian packages the build needs. The build is
+# pip's (pyproject.toml, python/build_backend/), so both ways give the same package: the module and
+# libpagedattn in the user site-packages (in the venv when PYTHON is a venv's), CUDA only when
+# nvidia-smi lists a GPU unless PAGEDATTN_CUDA=ON|OFF|AUTO says otherwise. PAGEDATTN_CUDA_ARCHS,
+# PAGEDATTN_HEAD_SIZES and PAGEDATTN_CMAKE_ARGS work as for scripts/test.sh. Says which build it
+# replaced, if any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure_deps.sh
 pagedattn_ensure_deps
 python=${PYTHON:-/usr/bin/python3}
-args=(-DCMAKE_BUILD_TYPE=Release -DPAGEDATTN_PYTHON=ON "-DPython3_EXECUTABLE=$python")
-[[ -n "${PAGEDATTN_CUDA_ARCHS:-}" ]] && args+=("-DPAGEDATTN_CUDA_ARCHS=${PAGEDATTN_CUDA_ARCHS}")
-[[ -n "${PAGEDATTN_PYTHON_INSTALL_DIR:-}" ]] && args+=("-DPAGEDATTN_PYTHON_INSTALL_DIR=${PAGEDATTN_PYTHON_INSTALL_DIR}")
-# shellcheck disable=SC2206
-args+=(${PAGEDATTN_CMAKE_ARGS:-})
-cmake -S . -B build "${args[@]}"
-cmake --build build --target pagedattn_python -j "$(nproc)"
-cmake --install build --component python
-site=$(sed -n 's/^PAGEDATTN_PYTHON_INSTALL_DIR:[A-Z]*=//p' build/CMakeCache.txt)
-(cd / && PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$python" -c "import pagedattn as pa
-print('pagedattn', pa.__version__, 'installed in', pa.__path__[0], '; backends:',
-      [b.name for b in pa.registered_backends()], '; default device:', pa.default_device())")
+echo "building for $python ($("$python" -c 'import sys; print(sys.version.split()[0])'))"
+describe='import pagedattn as pa
+i = pa.build_info()
+print("pagedattn %s from %s at %s%s, CUDA %s, in %s" % (i["version"], i["source_dir"], i["commit"][:7],
+      " (dirty)" if i["dirty"] else "", "on" if i["cuda"] else "off", i["package_dir"]))'
+before=$(cd / && "$python" -c "$describe" 2>/dev/null) || before=""
+# Outside a venv: the user site, past Debian's externally-managed marker (it guards /usr, which a
+# --user install leaves alone).
+flags=()
+if "$python" -c 'import sys; sys.exit(sys.prefix != sys.base_prefix)'; then
+  flags=(--user --break-system-packages)
+fi
+"$python" -m pip install --no-build-isolation "${flags[@]}" .
+after=$(cd / && "$python" -c "$describe")
+echo "installed: $after"
+if [[ -n "$before" && "$before" != "$after" ]]; then
+  echo "replaced:  $before"
+fi

@@ -4,16 +4,20 @@
 # docs/serve.md). Arguments go to `serve`, e.g. `bash scripts/demo.sh --backend all`. The plot and
 # the JSON land in serve-out/ (ignored by git).
 # Builds only the tool, in build-demo/; the CUDA kernels only when a GPU is visible (nvidia-smi),
-# since nothing else could run them. PAGEDATTN_CMAKE_ARGS, PAGEDATTN_CUDA_ARCHS and
-# PAGEDATTN_HEAD_SIZES work as for scripts/test.sh.
+# since nothing else could run them, unless PAGEDATTN_CUDA=ON|OFF|AUTO says otherwise (as for the
+# Python package). PAGEDATTN_CMAKE_ARGS, PAGEDATTN_CUDA_ARCHS and PAGEDATTN_HEAD_SIZES work as for
+# scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure_deps.sh
 pagedattn_ensure_deps
 args=(-DCMAKE_BUILD_TYPE=Release -DPAGEDATTN_BUILD_TESTS=OFF)
-if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
-  args+=(-DPAGEDATTN_CUDA=OFF)
+cuda=${PAGEDATTN_CUDA:-}
+if [[ -z "$cuda" ]]; then
+  cuda=OFF
+  if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then cuda=AUTO; fi
 fi
+args+=("-DPAGEDATTN_CUDA=$cuda")
 [[ -n "${PAGEDATTN_CUDA_ARCHS:-}" ]] && args+=("-DPAGEDATTN_CUDA_ARCHS=${PAGEDATTN_CUDA_ARCHS}")
 [[ -n "${PAGEDATTN_HEAD_SIZES:-}" ]] && args+=("-DPAGEDATTN_HEAD_SIZES=${PAGEDATTN_HEAD_SIZES}")
 # shellcheck disable=SC2206

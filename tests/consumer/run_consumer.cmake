@@ -20,7 +20,7 @@ function(run step)
   endif()
 endfunction()
 
-# The C++ package only: the python component goes to an absolute site-packages outside any prefix.
+# The C++ package only (a full install leaves the python component out too; it is for wheels).
 run(install ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --component Unspecified)
 if(DEFINED CLI)
   # No LD_LIBRARY_PATH: the tool must find the prefix's library through its own RPATH.

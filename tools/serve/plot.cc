@@ -25,7 +25,7 @@ const char* kind_colour(StepKind kind) {
   switch (kind) {
     case StepKind::kDecodeOnly: return "#4477aa";
     case StepKind::kMixed: return "#228833";
-    case StepKind::kPrefill: return "#ee6677";
+    case StepKind::kPrefill: return "#cc3311";
   }
   return "black";
 }
@@ -35,9 +35,9 @@ void marker(Svg& svg, StepKind kind, double x, double y) {
   const std::string fill = std::string("fill=\"") + kind_colour(kind) + "\"";
   switch (kind) {
     case StepKind::kDecodeOnly: svg.circle(x, y, 2.2, fill); break;
-    case StepKind::kMixed: svg.rect(x - 2.5, y - 2.5, 5, 5, fill); break;
+    case StepKind::kMixed: svg.rect(x - 3, y - 3, 6, 6, fill); break;
     case StepKind::kPrefill:
-      svg.polygon({{x, y - 3.5}, {x - 3.5, y + 2.5}, {x + 3.5, y + 2.5}}, fill);
+      svg.polygon({{x, y - 4.5}, {x - 4.5, y + 3.5}, {x + 4.5, y + 3.5}}, fill);
       break;
   }
 }
@@ -164,9 +164,10 @@ std::string step_time_svg(const std::vector<EngineRun>& runs, const std::string&
   svg.text(kLeft, 26, title, "font-size=\"16\" font-weight=\"bold\"");
   double x = kLeft;
   for (StepKind k : kKinds) {
+    const std::string label = std::string(step_kind_name(k)) + " step";
     marker(svg, k, x + 4, 46);
-    svg.text(x + 12, 50, std::string(step_kind_name(k)) + " step", "");
-    x += 120;
+    svg.text(x + 12, 50, label, "");
+    x += 36 + 6.5 * static_cast<double>(label.size());  // about 6.5 px a character at 12 px
   }
   svg.line(x, 46, x + 24, 46, "stroke=\"#4477aa\" stroke-dasharray=\"6 4\"");
   svg.text(x + 30, 50, "median of the decode-only steps", "");
