@@ -14,7 +14,7 @@
 
 #include "kernels/decode/decode_attention.h"
 #include "pagedattn/device_info.h"
-#include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/kernel.cuh"
 #include "plan/decode_plan.h"
 #include "testing/read_probe.cuh"
 

@@ -30,7 +30,7 @@
 #include <span>
 #include <vector>
 
-#include "kernels/decode/decode_work.h"
+#include "kernels/decode/work.h"
 #include "pagedattn/status.h"
 #include "plan/decode_whole_plan.h"
 

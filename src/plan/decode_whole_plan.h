@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/decode/decode_work.h"
+#include "kernels/decode/work.h"
 
 namespace pagedattn::plan::detail {
 

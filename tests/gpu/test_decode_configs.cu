@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cuda_test_support.h"
-#include "kernels/decode/decode_kernel.cuh"
+#include "kernels/decode/kernel.cuh"
 #include "test_flashinfer_decode_harness.h"
 
 namespace pagedattn::test {

@@ -1,7 +1,7 @@
 // The FP8 prefill kernel's Vᵀ on an sm_90 device: the pre-pass that writes it once per launch
-// (prefill_fp8_vt.h), byte for byte against a host model of the layout the P·V wgmma reads (row n
+// (v3/fp8/v_transpose.h), byte for byte against a host model of the layout the P·V wgmma reads (row n
 // = head column n, one 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm
-// of prefill_fp8_operands.cuh), from paged caches with shuffled pages, the slots a request does
+// of v3/fp8/operands.cuh), from paged caches with shuffled pages, the slots a request does
 // not use NaN, and a workspace too small. Built for sm_90a only (tests/hopper.cmake).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 
 #include "cuda_test_support.h"
 #include "device/wgmma.cuh"
-#include "kernels/attention/v3/prefill_fp8_vt.h"
+#include "kernels/attention/v3/fp8/v_transpose.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -23,7 +23,7 @@ namespace {
 
 namespace v3 = kernels::attention::v3;
 
-// Position q of a 16-key chunk holds key perm(q) (prefill_fp8_operands.cuh).
+// Position q of a 16-key chunk holds key perm(q) (v3/fp8/operands.cuh).
 int chunk_key(int q) {
   return 8 * ((q % 4) / 2) + 2 * (q / 4) + q % 2;
 }

@@ -25,9 +25,9 @@
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
-#include "kernels/attention/v3/prefill_fp8_operands.cuh"
-#include "kernels/attention/v3/prefill_fp8_shape.cuh"
-#include "kernels/attention/v3/prefill_fp8_vt.h"
+#include "kernels/attention/v3/fp8/operands.cuh"
+#include "kernels/attention/v3/fp8/traits.cuh"
+#include "kernels/attention/v3/fp8/v_transpose.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
@@ -366,13 +366,13 @@ TEST(HopperPrimitives, WgmmaE4m3MatchesFloat64) {
   check_wgmma_e4m3<true, true>(14);
 }
 
-// The FP8 kernel's P·V for head size kD: Vᵀ as the pre-pass wrote it (prefill_fp8_vt.h: one
+// The FP8 kernel's P·V for head size kD: Vᵀ as the pre-pass wrote it (v3/fp8/v_transpose.h: one
 // 128-key image, keys from valid_keys on zeroed, their bytes NaN in the cache) copied into shared
 // memory, P [64][kBlockN] floats packed from the accumulator layout by pack_p_fp8, then O [64][kD]
 // by the RS wgmma, 128 columns per product.
 template <int kD>
 __global__ void fp8_pv_product(const float* p, const uint8_t* vt_image, float* out) {
-  using S = kernels::attention::v3::PrefillFp8Shape<kD>;
+  using S = kernels::attention::v3::PrefillFp8Traits<kD>;
   __shared__ __align__(1024) uint8_t vt_s[S::kVtTileBytes];
   for (int c = threadIdx.x; c < S::kVtTileBytes / 16; c += blockDim.x) {
     reinterpret_cast<uint4*>(vt_s)[c] = reinterpret_cast<const uint4*>(vt_image)[c];
@@ -413,7 +413,7 @@ __global__ void fp8_pv_product(const float* p, const uint8_t* vt_image, float* o
 
 template <int kD>
 void check_fp8_pv(int valid_keys, uint32_t seed) {
-  using S = kernels::attention::v3::PrefillFp8Shape<kD>;
+  using S = kernels::attention::v3::PrefillFp8Traits<kD>;
   constexpr int kN = S::kBlockN;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(0.0f, 300.0f);  // P's range (max offset 8)

@@ -14,7 +14,7 @@ namespace pagedattn::flashinfer {
 
 struct DecodePass {
   bool kernel = false;  // the decode kernel serves this layer (else decodes run as prefills)
-  const void* plan = nullptr;  // device, kernels/decode/decode_work.h layout
+  const void* plan = nullptr;  // device, kernels/decode/work.h layout
   float* partial_out = nullptr;
   float* partial_lse = nullptr;
   int num_ctas = 0;

@@ -12,7 +12,7 @@
 
 namespace pagedattn::kernels::attention {
 
-// The merge rule of both split combines (this one and the decode family's, decode_merge.cuh):
+// The merge rule of both split combines (this one and the decode family's, decode/split_merge.cuh):
 // parts k < n with LSE lse_at(k) and 4 f32 columns part_at(k) each, plus the sink (when not null)
 // as one more part with zero output, merged by LSE weight in part order (deterministic). Returns
 // the merged columns; `lse` gets the merged LSE (natural log, -inf when every part is empty). An

@@ -10,7 +10,7 @@
 #include "pagedattn/config.h"
 
 #if PAGEDATTN_WITH_CUDA
-#include "kernels/decode/decode_dispatch.h"
+#include "kernels/decode/dispatch.h"
 #endif
 
 namespace pagedattn::kernels {

@@ -1,6 +1,6 @@
 // Host interface of the GQA-packed decode kernel family: one CTA holds the query rows of a KV
 // group (q_len * G rows, 16 per tile), so each K/V byte it reads serves every query head of the
-// group; a fixed grid of CTAs walks the units of a host-made plan (kernels/decode/decode_work.h),
+// group; a fixed grid of CTAs walks the units of a host-made plan (kernels/decode/work.h),
 // and the CTA that finishes a split segment's last unit merges its units by LSE. Host-only
 // header: no CUDA types. The launcher is the family's one dispatch point (head size, dtypes ->
 // template parameters).
@@ -54,7 +54,7 @@ struct DecodeAttentionParams {
   float* lse = nullptr;
   int64_t lse_head_stride = 0;
 
-  // The plan on the device (decode_work.h layout) and the f32 partials of split segments:
+  // The plan on the device (decode/work.h layout) and the f32 partials of split segments:
   // partial_out [rows, head_size], partial_lse [rows]. num_ctas is the grid the plan was made for.
   const void* plan = nullptr;
   float* partial_out = nullptr;

@@ -1,5 +1,5 @@
 // FP8 -> 16-bit conversion of a K/V tile in shared memory for the v2 paged attention kernel: the
-// raw tile that tile_loads.cuh copied becomes the padded compute layout the MMAs read.
+// raw tile that v2/mainloop_load.cuh copied becomes the padded compute layout the MMAs read.
 #pragma once
 
 #include "device/fp8.cuh"

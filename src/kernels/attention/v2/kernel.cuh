@@ -1,5 +1,5 @@
 // The v2 paged varlen attention kernel (mma.sync, sm_80+): one CTA runs the cp.async pipeline over
-// its split's K/V tiles (tile_loads, fp8_convert, mainloop) and writes its rows (epilogue); the
+// its split's K/V tiles (mainloop_load, fp8_convert, mainloop) and writes its rows (epilogue); the
 // tile scheduler says which work that is. Also the host-side launch of one instantiation.
 //
 // Requests whose packed rows fit the decode-shaped tile (decode, short spec-verify with small GQA
@@ -17,7 +17,7 @@
 #include "kernels/attention/v2/fp8_convert.cuh"
 #include "kernels/attention/v2/kv_source.cuh"
 #include "kernels/attention/v2/mainloop.cuh"
-#include "kernels/attention/v2/tile_loads.cuh"
+#include "kernels/attention/v2/mainloop_load.cuh"
 #include "kernels/attention/v2/tile_scheduler.cuh"
 
 namespace pagedattn::kernels::attention::v2 {

@@ -1,6 +1,6 @@
 // Launches the v3 prefill kernel: checks what it serves and that the device is compute capability
 // 9.0, encodes the Q and paged K/V tensor maps, picks the grid, launches the head size's kernel
-// (prefill_hd<D>_sm90.cu). Built for sm_90a alone (the _sm90 suffix).
+// (v3/instantiations/prefill_v3_hd<D>_sm90.cu). Built for sm_90a alone (the _sm90 suffix).
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -15,9 +15,9 @@
 #include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v3/launch.h"
-#include "kernels/attention/v3/prefill_fp8_launch.h"
-#include "kernels/attention/v3/prefill_instance.h"
-#include "kernels/attention/v3/prefill_shape.cuh"
+#include "kernels/attention/v3/fp8/launch.h"
+#include "kernels/attention/v3/instance.h"
+#include "kernels/attention/v3/traits.cuh"
 #include "kernels/paged_kv_map.h"
 #include "runtime/check.h"
 #include "runtime/current_device.h"
@@ -27,17 +27,17 @@ namespace {
 
 using attention::v3::prefill_head_size_built;
 using attention::v3::PrefillArgs;
-using attention::v3::PrefillShape;
+using attention::v3::PrefillTraits;
 
-// f(PrefillShape<d>{}) for d one of the v3 head sizes (kPrefillHeadSizes).
+// f(PrefillTraits<d>{}) for d one of the v3 head sizes (kPrefillHeadSizes).
 template <typename F>
 auto with_shape(int d, F f) {
   switch (d) {
-    case 64: return f(PrefillShape<64>{});
-    case 96: return f(PrefillShape<96>{});
-    case 128: return f(PrefillShape<128>{});
-    case 192: return f(PrefillShape<192>{});
-    default: return f(PrefillShape<256>{});
+    case 64: return f(PrefillTraits<64>{});
+    case 96: return f(PrefillTraits<96>{});
+    case 128: return f(PrefillTraits<128>{});
+    case 192: return f(PrefillTraits<192>{});
+    default: return f(PrefillTraits<256>{});
   }
 }
 

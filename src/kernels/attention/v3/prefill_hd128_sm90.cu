@@ -1,7 +1,0 @@
-// The v3 prefill kernel for head size 128 (sm_90a; empty when the build does not keep 128).
-#include "kernels/attention/v3/prefill_instance.cuh"
-
-namespace pagedattn::kernels::attention::v3 {
-template Status launch_prefill_kernel<128>(const CUtensorMap&, const CUtensorMap&,
-                                           const PrefillArgs&, int, cudaStream_t);
-}  // namespace pagedattn::kernels::attention::v3
