@@ -11,43 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "common/numeric.h"
 #include "pagedattn/backend.h"
 #include "reference/attention_ref.h"
 #include "reference/compare.h"
 #include "testing/batch_params.h"
 #include "testing/device_batch.h"
 #include "testing/host_batch.h"
+#include "testing/host_cache_write.h"
 #include "testing/step_runner.h"
 
 namespace pagedattn::test {
-
-// The new tokens of `batch` written into `cache` (a host cache laid out like the batch's) the way
-// semantics.md says: slot -1 skipped, FP8 = saturate(x / scale) rounded to nearest even.
-inline void write_new_tokens_on_host(const testing::HostBatch& batch, const TensorView& cache) {
-  const int64_t bs = cache.size(2), hkv = cache.size(3), d = cache.size(4);
-  const int64_t num_tokens = batch.slot_mapping.view().size(0);
-  const int64_t* slots = batch.slot_mapping.data<int64_t>();
-  const bool fp8 = is_fp8(cache.dtype());
-  for (int plane = 0; plane < 2; ++plane) {
-    const testing::HostTensor& src = plane == 0 ? batch.key : batch.value;
-    const testing::HostTensor& scales = plane == 0 ? batch.k_scale : batch.v_scale;
-    const int64_t num_scales = scales.view().numel();
-    for (int64_t t = 0; t < num_tokens; ++t) {
-      if (slots[t] < 0) continue;
-      const int64_t base = (slots[t] / bs) * cache.stride(0) + plane * cache.stride(1) +
-                           (slots[t] % bs) * cache.stride(2);
-      for (int64_t h = 0; h < hkv; ++h) {
-        const float s = scales.data<float>()[num_scales == 1 ? 0 : h];
-        for (int64_t e = 0; e < d; ++e) {
-          const float x = load_as_float(src.view().data(), src.view().dtype(), (t * hkv + h) * d + e);
-          store_from_float(cache.data(), cache.dtype(), base + h * cache.stride(3) + e,
-                           fp8 ? x / s : x);
-        }
-      }
-    }
-  }
-}
 
 // A host copy of the batch's cache with the new tokens written on the host.
 inline KVCacheAllocation host_cache_after_write(const testing::HostBatch& batch) {
@@ -58,7 +31,10 @@ inline KVCacheAllocation host_cache_after_write(const testing::HostBatch& batch)
       KVCacheAllocation::allocate(shape, src.dtype(), batch.kv_cache.layout(), Device::cpu());
   EXPECT_TRUE(copy.ok()) << copy.status().to_string();
   std::memcpy(copy->view().data(), src.data(), static_cast<size_t>(src.nbytes()));
-  write_new_tokens_on_host(batch, copy->view());
+  testing::write_tokens_on_host(
+      batch.key.view(), batch.value.view(),
+      {batch.slot_mapping.data<int64_t>(), static_cast<size_t>(batch.slot_mapping.view().size(0))},
+      batch.scales(), copy->view());
   return std::move(copy).value();
 }
 

@@ -13,6 +13,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "common/numeric.h"
 #include "testing/host_batch.h"
+#include "testing/host_cache_write.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -46,34 +47,8 @@ void expect_cache_after_update(const HostBatch& b, const std::vector<unsigned ch
                                const std::vector<int64_t>& slots, const KVScales& scales) {
   const TensorView& c = b.kv_cache.view();
   std::vector<unsigned char> want = before;
-  const size_t elem = dtype_size(c.dtype());
-  const int hkv = b.spec.num_kv_heads, dim = b.spec.head_size, bs = b.spec.block_size;
-  for (size_t t = 0; t < slots.size(); ++t) {
-    if (slots[t] < 0) continue;
-    for (int plane = 0; plane < 2; ++plane) {
-      const HostTensor& src = plane == 0 ? b.key : b.value;
-      const TensorView& scale = plane == 0 ? scales.k_scale : scales.v_scale;
-      for (int h = 0; h < hkv; ++h) {
-        for (int d = 0; d < dim; ++d) {
-          const int64_t s_index = (static_cast<int64_t>(t) * hkv + h) * dim + d;
-          const int64_t c_index = (slots[t] / bs) * c.stride(0) + plane * c.stride(1) +
-                                  (slots[t] % bs) * c.stride(2) + h * c.stride(3) + d;
-          unsigned char* dst = want.data() + c_index * elem;
-          if (is_fp8(c.dtype())) {
-            const float sc = scale.data_as<float>()[scale.numel() == 1 ? 0 : h];
-            const float x = load_as_float(src.view().data(), b.spec.dtype, s_index) / sc;
-            *dst = c.dtype() == DType::kFP8E4M3 ? float_to_fp8_e4m3(x) : float_to_fp8_e5m2(x);
-          } else if (c.dtype() == b.spec.dtype) {
-            std::memcpy(dst, static_cast<const unsigned char*>(src.view().data()) + s_index * elem,
-                        elem);
-          } else {
-            store_from_float(dst, c.dtype(), 0,
-                             load_as_float(src.view().data(), b.spec.dtype, s_index));
-          }
-        }
-      }
-    }
-  }
+  const TensorView want_view(want.data(), c.dtype(), c.device(), c.shape(), c.strides());
+  testing::write_tokens_on_host(b.key.view(), b.value.view(), slots, scales, want_view);
   const std::vector<unsigned char> got = bytes_of(c);
   ASSERT_EQ(got.size(), want.size());
   int64_t differing = 0;
