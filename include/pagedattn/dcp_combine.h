@@ -28,7 +28,9 @@ StatusOr<DcpCommBackend> parse_dcp_comm_backend(std::string_view name);
 
 // partial_out: [T, H, D] f32, f16 or bf16, any strides; partial_lse: [H, T] f32, any strides;
 // out: [T, H / N, D] partial_out's dtype, contiguous; out_lse: [H / N, T] f32, any strides.
-// H must be a multiple of N. Every rank calls it with the same shapes. This build combines host
+// H must be a multiple of N. Every rank calls it with the same shapes, dtypes and devices, which is
+// all the checks read, so a refusal happens on every rank before any collective (a rank that alone
+// returned early would leave the others waiting in the first one). This build combines host
 // buffers over a host Communicator (stream null); device buffers are Unimplemented until the GPU
 // kernels land.
 Status dcp_combine(Communicator& comm, DcpCommBackend backend, const TensorView& partial_out,
