@@ -3,8 +3,9 @@
 # an include of a layer above fails to compile ("file not found"); tests/layers.cmake proves it.
 # Headers are included as "<folder>/<file>", as everywhere in src/.
 #
-#   backends  ->  plan, ops  ->  kernels  ->  device, runtime  ->  common
+#   backends  ->  plan, ops, dcp  ->  kernels  ->  device, runtime  ->  common
 #   core      ->  runtime, common                 (the public API's types, validation, selector)
+#   dcp       ->  runtime, common                 (decode context parallelism: communicators, sharding, combine)
 #   testing   ->  reference  ->  common           (the oracle and test support, not installed)
 set(pagedattn_layer_uses_common "")
 set(pagedattn_layer_uses_runtime common)
@@ -13,7 +14,8 @@ set(pagedattn_layer_uses_kernels device runtime common)
 set(pagedattn_layer_uses_plan kernels device runtime common)
 set(pagedattn_layer_uses_ops kernels device runtime common)
 set(pagedattn_layer_uses_core runtime common)
-set(pagedattn_layer_uses_backends plan ops kernels device runtime common)
+set(pagedattn_layer_uses_dcp runtime common)  # DCP (docs/dcp.md)
+set(pagedattn_layer_uses_backends plan ops dcp kernels device runtime common)
 set(pagedattn_layer_uses_reference common)
 set(pagedattn_layer_uses_testing reference runtime common)
 
