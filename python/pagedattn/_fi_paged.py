@@ -59,6 +59,9 @@ def bind_backend(backend, device):
             ", ".join(repr(b.name.lower()) for b in _C.registered_backends())))
     if found.unavailable_reason():
         raise ValueError("backend %r (%s): %s" % (backend, found.name, found.unavailable_reason()))
+    if found.name != "CPU_ATTN" and not device.startswith("cuda"):
+        raise ValueError("backend %r (%s): runs on CUDA devices; the workspace is on %s (allowed there: 'auto' "
+                         "or 'cpu')" % (backend, found.name, device))
     return found, _FLASHINFER_GENERATIONS.get(backend, 0)
 
 
