@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/numeric.h"
 #include "runtime/device_buffer.h"
 #include "cuda_test_support.h"
 #include "kernels/cache_write.h"

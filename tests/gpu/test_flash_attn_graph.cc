@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/numeric.h"
 #include "cuda_test_support.h"
 #include "graph_step.h"
 #include "test_flash_attn_support.h"
