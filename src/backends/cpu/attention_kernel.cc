@@ -24,8 +24,9 @@ void run_attention_pass(const AttentionPass& pass) {
   // split further while there are too few tasks to keep every thread busy.
   const int group = pass.num_heads / pass.num_kv_heads;
   const size_t enough_tasks = 4 * static_cast<size_t>(cpu_thread_count());
-  std::vector<Task> tasks;
-  std::vector<int64_t> cost;
+  thread_local std::vector<Task> tasks;  // reused: no allocation per pass
+  thread_local std::vector<int64_t> cost;
+  thread_local std::vector<int> order;
   for (int heads_cap = pass.num_kv_heads;; heads_cap = std::max(1, heads_cap / 2)) {
     tasks.clear();
     cost.clear();
@@ -47,13 +48,16 @@ void run_attention_pass(const AttentionPass& pass) {
     if (tasks.size() >= enough_tasks || heads_cap == 1) break;
   }
   // Longest first, so that the last tasks to start are short ones.
-  std::vector<int> order(tasks.size());
+  order.resize(tasks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
 
+  // The caller's lists, by pointer: a thread_local named in the lambda would be the worker's own.
+  const Task* task_list = tasks.data();
+  const int* task_order = order.data();
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
     thread_local Scratch scratch;
-    run_attention_task(pass, tasks[order[i]], scratch);
+    run_attention_task(pass, task_list[task_order[i]], scratch);
   });
 }
 
