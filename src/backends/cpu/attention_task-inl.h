@@ -319,33 +319,38 @@ inline bool use_onednn_chunks(const AttentionPass& pass, int per_kv_head) {
          !soft_cap_applies(pass.soft_cap) && onednn_tiles_available();
 }
 
-// dst[0, n) = src[0, n) rounded to bf16 (nearest even; NaN stays NaN); n a multiple of Lanes(df).
+// The bf16 bits of w rounded to nearest even (NaN stays NaN), in the low half of 32-bit lanes.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
+  const hn::RebindToSigned<DF> di32;
+  const auto bits = hn::BitCast(di32, w);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
+  const auto top = hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits),
+                                  rounded);
+  return hn::And(top, hn::Set(di32, 0xFFFF));
+}
+
+// dst[0, n) = src[0, n) rounded to bf16; n a multiple of Lanes(df).
 template <class DF>
 HWY_INLINE void round_to_bf16(DF df, const float* HWY_RESTRICT src, int n,
                               uint16_t* HWY_RESTRICT dst) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  const hn::RebindToSigned<DF> di32;
   const hn::Rebind<uint16_t, DF> du16;
   const int lanes = static_cast<int>(hn::Lanes(df));
   for (int i = 0; i < n; i += lanes) {
-    const auto bits = hn::BitCast(di32, hn::LoadU(df, src + i));
-    const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
-    const auto rounded = hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd);
-    const auto top = hn::And(hn::ShiftRight<16>(rounded), hn::Set(di32, 0xFFFF));
-    const auto nan = hn::RebindMask(di32, hn::IsNaN(hn::LoadU(df, src + i)));
-    const auto kept = hn::IfThenElse(nan, hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 0xFFFF)),
-                                     top);
-    hn::StoreU(hn::DemoteTo(du16, kept), du16, dst + i);
+    hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, hn::LoadU(df, src + i))), du16, dst + i);
   }
 #else
   (void)df, (void)src, (void)n, (void)dst;
 #endif
 }
 
-// Online softmax of one query vector over n scores, all visible: weights to p (bf16), running max
-// m and denominator l updated; returns the factor its accumulated output must be scaled by.
+// Online softmax of one query vector over n raw scores s, all visible: weights of scale * s to p
+// (bf16), running max m and denominator l updated; returns the factor its accumulated output must
+// be scaled by.
 template <class DF>
-HWY_INLINE float softmax_chunk(DF df, float scale, float* HWY_RESTRICT s, int n,
+HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, int n,
                                uint16_t* HWY_RESTRICT p, float& m, float& l) {
   const int lanes = static_cast<int>(hn::Lanes(df));
   const auto vscale = hn::Set(df, scale);
@@ -353,7 +358,6 @@ HWY_INLINE float softmax_chunk(DF df, float scale, float* HWY_RESTRICT s, int n,
   auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
   for (int k = 0; k < n; k += lanes) {
     const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
-    hn::StoreU(v, df, s + k);
     max_lanes = hn::Max(max_lanes, v);
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
@@ -366,17 +370,22 @@ HWY_INLINE float softmax_chunk(DF df, float scale, float* HWY_RESTRICT s, int n,
     std::fill(p, p + n, uint16_t{0});
     return 1.0f;
   }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const hn::Rebind<uint16_t, DF> du16;
   auto sum_lanes = hn::Zero(df);
   for (int k = 0; k < n; k += lanes) {
-    const auto v = hn::LoadU(df, s + k);
+    const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
     const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
                                       exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
-    hn::StoreU(w, df, s + k);
+    hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
     sum_lanes = hn::Add(sum_lanes, w);
   }
-  round_to_bf16(df, s, n, p);
+  const float sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+#else
+  const float sum = 0.0f;
+#endif
   const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
-  l = l * correction + hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+  l = l * correction + sum;
   m = m_new;
   return correction;
 }
