@@ -65,8 +65,7 @@ std::string onednn_tiles_description() {
   if (!onednn_tiles_available()) return name + " (no bf16 dot products here: not used)";
   return name + ", " +
          (dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx ? "avx512_core_amx"
-                                                                           : "avx512_core_bf16") +
-         " (prefill tile products)";
+                                                                           : "avx512_core_bf16");
 }
 
 void matmul_abt(const uint16_t* a, const uint16_t* b, int m, int n, int k, float* c) {
