@@ -319,6 +319,7 @@ inline bool use_onednn_chunks(const AttentionPass& pass, int per_kv_head) {
          !soft_cap_applies(pass.soft_cap) && onednn_tiles_available();
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL  // the only targets that use chunks
 // The bf16 bits of w rounded to nearest even (NaN stays NaN), in the low half of 32-bit lanes.
 template <class DF>
 HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
@@ -335,15 +336,11 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
 template <class DF>
 HWY_INLINE void round_to_bf16(DF df, const float* HWY_RESTRICT src, int n,
                               uint16_t* HWY_RESTRICT dst) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   const hn::Rebind<uint16_t, DF> du16;
   const int lanes = static_cast<int>(hn::Lanes(df));
   for (int i = 0; i < n; i += lanes) {
     hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, hn::LoadU(df, src + i))), du16, dst + i);
   }
-#else
-  (void)df, (void)src, (void)n, (void)dst;
-#endif
 }
 
 // Online softmax of one query vector over n raw scores s, all visible: weights of scale * s to p
@@ -370,7 +367,6 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     std::fill(p, p + n, uint16_t{0});
     return 1.0f;
   }
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   const hn::Rebind<uint16_t, DF> du16;
   auto sum_lanes = hn::Zero(df);
   for (int k = 0; k < n; k += lanes) {
@@ -381,9 +377,6 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     sum_lanes = hn::Add(sum_lanes, w);
   }
   const float sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
-#else
-  const float sum = 0.0f;
-#endif
   const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
   l = l * correction + sum;
   m = m_new;
@@ -426,6 +419,7 @@ HWY_INLINE void attend_chunk(DF df, const AttentionPass& pass, const RequestPass
     }
   }
 }
+#endif
 
 // What one block of query vectors needs to know about the task.
 struct BlockContext {
@@ -549,9 +543,11 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   }
   std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
   const bool chunks = use_onednn_chunks(pass, per_kv_head) && all_hi - all_lo >= kMinChunkKeys;
-  if (chunks) {
-    s.reserve_chunks(nq, dim);
-    round_to_bf16(df, s.q.data(), nq * dim, s.q16.data());  // exact: the queries are bf16
+  if constexpr (kChunksOnOnednn) {
+    if (chunks) {
+      s.reserve_chunks(nq, dim);
+      round_to_bf16(df, s.q.data(), nq * dim, s.q16.data());  // exact: the queries are bf16
+    }
   }
 
   // Issue points per tile: per group of keys scored and per block of value columns, for every
@@ -563,9 +559,9 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   const int calls = blocks * (kKeyTile / kKeys + column_calls);
   TilePrefetcher prefetcher;
   for (int first = task_lo; first < task_hi; first += kKeyTile) {
-    if (chunks && first >= all_lo) {
+    if constexpr (kChunksOnOnednn) {
       const int n = std::min(kChunk, all_hi - first) / kKeyTile * kKeyTile;
-      if (n >= kMinChunkKeys) {
+      if (chunks && first >= all_lo && n >= kMinChunkKeys) {
         attend_chunk(df, pass, rp, s, task.kv_head_begin, kv_heads, per_kv_head, first, n);
         first += n - kKeyTile;
         continue;
