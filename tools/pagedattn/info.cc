@@ -2,6 +2,7 @@
 #include <iostream>
 #include <thread>
 
+#include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/simd_target.h"
 #include "commands.h"
 #include "common.h"
@@ -42,7 +43,8 @@ void add_info_command(CLI::App& app, int& exit_code) {
       targets += (targets.empty() ? "" : ", ") + t;
     }
     std::cout << "  cpu simd: " << cpu::simd_target() << " (of " << targets
-              << "; PAGEDATTN_CPU_SIMD chooses another)\n";
+              << "; PAGEDATTN_CPU_SIMD chooses another)\n"
+              << "  cpu prefill products: " << cpu::onednn_tiles_description() << "\n";
     const std::vector<CudaDeviceInfo> devices = cuda_devices();
     if (devices.empty()) {
       std::cout << "  cuda: none" << (PAGEDATTN_WITH_CUDA ? " found" : " (built without CUDA)")

@@ -8,13 +8,21 @@
 
 #include "backends/cpu/attention_kernel_internal.h"
 #include "backends/cpu/cpu_simd.h"
+#include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace pagedattn::cpu {
 namespace {
 
-// Query vectors (rows x heads of a group) that share one widened key tile in a task.
+// Query vectors (rows x heads of a group) that share one widened key tile in a task; more where
+// prefill chunks run on oneDNN, whose products gain from taller operands.
 constexpr int kQueryVectorsPerTask = 64;
+constexpr int kQueryVectorsPerOnednnTask = 256;
+
+int query_vectors_per_task(const AttentionPass& pass) {
+  const bool bf16 = pass.kv.dtype == DType::kBF16 && pass.query_dtype == DType::kBF16;
+  return bf16 && onednn_tiles_available() ? kQueryVectorsPerOnednnTask : kQueryVectorsPerTask;
+}
 
 }  // namespace
 
@@ -23,16 +31,18 @@ void run_attention_pass(const AttentionPass& pass) {
   // pass over each token's contiguous NHD row), prefill tasks take rows of one KV head. Heads are
   // split further while there are too few tasks to keep every thread busy.
   const int group = pass.num_heads / pass.num_kv_heads;
+  const int per_task = query_vectors_per_task(pass);
   const size_t enough_tasks = 4 * static_cast<size_t>(cpu_thread_count());
-  std::vector<Task> tasks;
-  std::vector<int64_t> cost;
+  thread_local std::vector<Task> tasks;  // reused: no allocation per pass
+  thread_local std::vector<int64_t> cost;
+  thread_local std::vector<int> order;
   for (int heads_cap = pass.num_kv_heads;; heads_cap = std::max(1, heads_cap / 2)) {
     tasks.clear();
     cost.clear();
     for (int r = 0; r < static_cast<int>(pass.requests.size()); ++r) {
       const RequestPass& rp = pass.requests[r];
       if (rp.q_len == 0) continue;
-      const int rows = std::min(rp.q_len, std::max(1, kQueryVectorsPerTask / group));
+      const int rows = std::min(rp.q_len, std::max(1, per_task / group));
       const int heads = std::clamp(kQueryVectorsPerTask / (group * rows), 1, heads_cap);
       for (int row = 0; row < rp.q_len; row += rows) {
         const int row_end = std::min(rp.q_len, row + rows);
@@ -47,13 +57,16 @@ void run_attention_pass(const AttentionPass& pass) {
     if (tasks.size() >= enough_tasks || heads_cap == 1) break;
   }
   // Longest first, so that the last tasks to start are short ones.
-  std::vector<int> order(tasks.size());
+  order.resize(tasks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
 
+  // The caller's lists, by pointer: a thread_local named in the lambda would be the worker's own.
+  const Task* task_list = tasks.data();
+  const int* task_order = order.data();
   parallel_for(static_cast<int64_t>(tasks.size()), [&](int64_t i) {
     thread_local Scratch scratch;
-    run_attention_task(pass, tasks[order[i]], scratch);
+    run_attention_task(pass, task_list[task_order[i]], scratch);
   });
 }
 

@@ -11,6 +11,7 @@ namespace pagedattn::cpu {
 
 constexpr int kKeyTile = 32;     // keys widened to float and processed together
 constexpr int kQueryBlock = 4;   // at most this many query vectors are scored together
+constexpr int kChunk = 256;      // most keys of one oneDNN product (onednn_tiles.h)
 
 // One unit of parallel work: query rows [row_begin, row_end) of a request, all query heads of KV
 // heads [kv_head_begin, kv_head_end), against every key the rows can see.
@@ -33,6 +34,13 @@ struct Scratch {
   std::vector<float> k_tile;  // [KV heads, kKeyTile, D] the task's keys, widened
   std::vector<float> v_tile;  // [KV heads, kKeyTile, D]
   std::vector<float> p;       // [kQueryBlock, kKeyTile] scores, then softmax weights
+  // Chunks of keys on oneDNN: bf16 queries, keys, values and weights; float scores and products.
+  std::vector<uint16_t> q16;      // [nq, D]
+  std::vector<uint16_t> k16, v16;  // [kChunk, D]
+  std::vector<uint16_t> p16;      // [nq, kChunk]
+  std::vector<float> scores;      // [nq, kChunk]
+  std::vector<float> product;     // [nq, D]
+  std::vector<float> correction;  // [nq] rescale of each output after a chunk's softmax
 
   void reserve(int nq, int kv_heads, int dim) {
     const size_t rows = static_cast<size_t>(nq) * dim;
@@ -42,6 +50,15 @@ struct Scratch {
     const size_t tile = static_cast<size_t>(kv_heads) * kKeyTile * dim;
     if (k_tile.size() < tile) k_tile.resize(tile), v_tile.resize(tile);
     if (p.size() < static_cast<size_t>(kQueryBlock) * kKeyTile) p.resize(kQueryBlock * kKeyTile);
+  }
+
+  void reserve_chunks(int nq, int dim) {
+    const size_t rows = static_cast<size_t>(nq) * dim, chunk = static_cast<size_t>(kChunk) * dim;
+    if (q16.size() < rows) q16.resize(rows), product.resize(rows);
+    if (correction.size() < static_cast<size_t>(nq)) correction.resize(nq);
+    if (k16.size() < chunk) k16.resize(chunk), v16.resize(chunk);
+    const size_t weights = static_cast<size_t>(nq) * kChunk;
+    if (p16.size() < weights) p16.resize(weights), scores.resize(weights);
   }
 };
 

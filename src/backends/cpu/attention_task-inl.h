@@ -18,10 +18,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/attention_kernel_internal.h"
 #include "backends/cpu/kv_widen-inl.h"
+#include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/output_rows.h"
 #include "common/mask.h"
 
@@ -303,6 +305,122 @@ HWY_INLINE void widen_tile(DF df, const AttentionPass& pass, const RequestPass& 
   }
 }
 
+
+// Chunks of keys that every query vector of a task sees whole run their two products on oneDNN
+// (bf16 in, float out) where it has bf16 dot products: bf16 caches and queries on AVX-512, with no
+// ALiBi or soft cap (which would need the scores per key before the softmax sees them).
+constexpr bool kChunksOnOnednn = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+constexpr int kMinChunkVectors = 16;  // fewer query vectors per KV head: the tile path is faster
+constexpr int kMinChunkKeys = 64;     // fewer keys: the call costs more than it saves
+
+inline bool use_onednn_chunks(const AttentionPass& pass, int per_kv_head) {
+  return kChunksOnOnednn && per_kv_head >= kMinChunkVectors && pass.kv.dtype == DType::kBF16 &&
+         pass.query_dtype == DType::kBF16 && pass.alibi_slopes == nullptr &&
+         !soft_cap_applies(pass.soft_cap) && onednn_tiles_available();
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL  // the only targets that use chunks
+// The bf16 bits of w rounded to nearest even (NaN stays NaN), in the low half of 32-bit lanes.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
+  const hn::RebindToSigned<DF> di32;
+  const auto bits = hn::BitCast(di32, w);
+  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
+  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
+  const auto top = hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits),
+                                  rounded);
+  return hn::And(top, hn::Set(di32, 0xFFFF));
+}
+
+// dst[0, n) = src[0, n) rounded to bf16; n a multiple of Lanes(df).
+template <class DF>
+HWY_INLINE void round_to_bf16(DF df, const float* HWY_RESTRICT src, int n,
+                              uint16_t* HWY_RESTRICT dst) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  for (int i = 0; i < n; i += lanes) {
+    hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, hn::LoadU(df, src + i))), du16, dst + i);
+  }
+}
+
+// Online softmax of one query vector over n raw scores s, all visible: weights of scale * s to p
+// (bf16), running max m and denominator l updated; returns the factor its accumulated output must
+// be scaled by.
+template <class DF>
+HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, int n,
+                               uint16_t* HWY_RESTRICT p, float& m, float& l) {
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const auto vscale = hn::Set(df, scale);
+  auto max_lanes = hn::Set(df, kNegInf);
+  auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
+  for (int k = 0; k < n; k += lanes) {
+    const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
+    max_lanes = hn::Max(max_lanes, v);
+    nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
+  }
+  // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
+  const float chunk_max = hn::AllFalse(df, nan_lanes)
+                              ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
+                              : std::numeric_limits<float>::quiet_NaN();
+  const float m_new = std::isnan(chunk_max) || chunk_max > m ? chunk_max : m;
+  if (m_new == kNegInf) {  // every score -inf: no weight, nothing to rescale
+    std::fill(p, p + n, uint16_t{0});
+    return 1.0f;
+  }
+  const hn::Rebind<uint16_t, DF> du16;
+  auto sum_lanes = hn::Zero(df);
+  for (int k = 0; k < n; k += lanes) {
+    const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
+    const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
+                                      exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
+    hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
+    sum_lanes = hn::Add(sum_lanes, w);
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+  const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
+  l = l * correction + sum;
+  m = m_new;
+  return correction;
+}
+
+// Keys [first, first + n) against every query vector of KV heads [h0, h0 + heads) (per_kv_head
+// each, from s.q16), all of which see them: gathered into contiguous bf16 rows, scored and summed
+// by oneDNN, the online softmax between the two products in float.
+template <class DF>
+HWY_INLINE void attend_chunk(DF df, const AttentionPass& pass, const RequestPass& rp, Scratch& s,
+                             int h0, int heads, int per_kv_head, int first, int n) {
+  const KvSource& kv = pass.kv;
+  const int dim = pass.head_size;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const size_t row_bytes = static_cast<size_t>(dim) * sizeof(uint16_t);
+  for (int h = 0; h < heads; ++h) {
+    for (int j = 0; j < n; ++j) {
+      const int64_t row = key_offset(kv, rp, first + j) + (h0 + h) * kv.head_stride;
+      std::memcpy(&s.k16[static_cast<size_t>(j) * dim],
+                  static_cast<const uint16_t*>(kv.k_base) + row, row_bytes);
+      std::memcpy(&s.v16[static_cast<size_t>(j) * dim],
+                  static_cast<const uint16_t*>(kv.v_base) + row, row_bytes);
+    }
+    const int64_t q0 = static_cast<int64_t>(h) * per_kv_head;
+    matmul_abt(&s.q16[q0 * dim], s.k16.data(), per_kv_head, n, dim, s.scores.data());
+    for (int i = 0; i < per_kv_head; ++i) {
+      s.correction[i] = softmax_chunk(df, pass.scale, &s.scores[static_cast<size_t>(i) * n], n,
+                                      &s.p16[static_cast<size_t>(i) * n], s.m[q0 + i],
+                                      s.l[q0 + i]);
+    }
+    matmul_ab(s.p16.data(), s.v16.data(), per_kv_head, n, dim, s.product.data());
+    for (int i = 0; i < per_kv_head; ++i) {
+      float* acc = &s.acc[(q0 + i) * dim];
+      const float* product = &s.product[static_cast<size_t>(i) * dim];
+      const auto c = hn::Set(df, s.correction[i]);
+      for (int d = 0; d < dim; d += lanes) {
+        hn::StoreU(hn::MulAdd(hn::LoadU(df, acc + d), c, hn::LoadU(df, product + d)), df, acc + d);
+      }
+    }
+  }
+}
+#endif
+
 // What one block of query vectors needs to know about the task.
 struct BlockContext {
   const AttentionPass& pass;
@@ -391,6 +509,7 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   const MaskRule rule{pass.causal, pass.window.left, pass.window.right};
   int task_lo = rp.kv_len;
   int task_hi = 0;
+  int all_lo = 0, all_hi = rp.kv_len;  // keys every row of the task sees
   for (int r = 0; r < rows; ++r) {
     const int64_t token = rp.q_start + task.row_begin + r;
     const int64_t pos = static_cast<int64_t>(rp.query_pos0) + task.row_begin + r;
@@ -419,8 +538,17 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
       task_lo = std::min(task_lo, static_cast<int>(lo));
       task_hi = std::max(task_hi, static_cast<int>(hi));
     }
+    all_lo = std::max(all_lo, static_cast<int>(lo));
+    all_hi = std::min(all_hi, static_cast<int>(hi));
   }
   std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
+  const bool chunks = use_onednn_chunks(pass, per_kv_head) && all_hi - all_lo >= kMinChunkKeys;
+  if constexpr (kChunksOnOnednn) {
+    if (chunks) {
+      s.reserve_chunks(nq, dim);
+      round_to_bf16(df, s.q.data(), nq * dim, s.q16.data());  // exact: the queries are bf16
+    }
+  }
 
   // Issue points per tile: per group of keys scored and per block of value columns, for every
   // block of query vectors.
@@ -431,6 +559,14 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   const int calls = blocks * (kKeyTile / kKeys + column_calls);
   TilePrefetcher prefetcher;
   for (int first = task_lo; first < task_hi; first += kKeyTile) {
+    if constexpr (kChunksOnOnednn) {
+      const int n = std::min(kChunk, all_hi - first) / kKeyTile * kKeyTile;
+      if (chunks && first >= all_lo && n >= kMinChunkKeys) {
+        attend_chunk(df, pass, rp, s, task.kv_head_begin, kv_heads, per_kv_head, first, n);
+        first += n - kKeyTile;
+        continue;
+      }
+    }
     const int count = std::min(kKeyTile, task_hi - first);
     prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, first + kKeyTile,
                     std::min(kKeyTile, task_hi - first - count), calls);

@@ -32,9 +32,11 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
   const int prefix_len = md.common_prefix_len;
   const int prefix_blocks = prefix_len / md.block_size;
   const int64_t elements = num_tokens * heads * dim;
-  std::vector<float> prefix_out(elements), suffix_out(elements), merged(elements);
-  std::vector<float> prefix_lse(heads * num_tokens), suffix_lse(heads * num_tokens),
-      merged_lse(heads * num_tokens);
+  // Reused across calls (every element is written before it is read): no allocation per step.
+  thread_local std::vector<float> prefix_out, suffix_out, merged, prefix_lse, suffix_lse,
+      merged_lse;
+  for (std::vector<float>* v : {&prefix_out, &suffix_out, &merged}) v->resize(elements);
+  for (std::vector<float>* v : {&prefix_lse, &suffix_lse, &merged_lse}) v->resize(heads * num_tokens);
 
   // Prefix: every query token sees every shared key (they all precede it). The shared blocks are
   // request 0's first blocks, the same ids in every row.

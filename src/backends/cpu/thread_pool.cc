@@ -3,75 +3,95 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace pagedattn::cpu {
 namespace {
 
+// How long an idle worker (or the waiting caller) polls before it sleeps: longer than the gap
+// between the passes of one forward, far shorter than the gap between steps of a quiet engine.
+constexpr auto kSpin = std::chrono::microseconds(300);
+
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads) {
-    for (int i = 1; i < num_threads; ++i) {
-      std::thread([this] { worker_loop(); }).detach();
-    }
-    num_workers_ = num_threads - 1;
+  explicit ThreadPool(int num_threads) : num_workers_(num_threads - 1) {
+    for (int i = 0; i < num_workers_; ++i) std::thread([this] { worker_loop(); }).detach();
   }
 
-  void run(int64_t n, const std::function<void(int64_t)>& fn) {
+  void run(int64_t n, void (*fn)(void*, int64_t), void* context) {
     if (n <= 0) return;
     std::lock_guard<std::mutex> caller_lock(caller_mutex_);
     if (num_workers_ == 0 || n == 1) {
-      for (int64_t i = 0; i < n; ++i) fn(i);
+      for (int64_t i = 0; i < n; ++i) fn(context, i);
       return;
     }
+    fn_ = fn;
+    context_ = context;
+    n_ = n;
+    next_.store(0, std::memory_order_relaxed);
+    pending_.store(num_workers_, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      fn_ = &fn;
-      n_ = n;
-      next_.store(0);
-      busy_ = num_workers_;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
+      if (sleepers_ > 0) wake_.notify_all();
     }
-    wake_.notify_all();
     drain();
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return busy_ == 0; });
-    fn_ = nullptr;
+    if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
   }
 
  private:
+  template <class Pred>
+  static bool spin_until(Pred ready) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i) {
+      if (ready()) return true;
+      if ((i & 63) == 63 && std::chrono::steady_clock::now() - start > kSpin) return ready();
+      if ((i & 7) == 7) std::this_thread::yield();  // leave the core to other work on a busy host
+    }
+  }
+
   void drain() {
-    for (int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) (*fn_)(i);
+    for (int64_t i = next_.fetch_add(1); i < n_; i = next_.fetch_add(1)) fn_(context_, i);
   }
 
   void worker_loop() {
     uint64_t seen = 0;
     for (;;) {
-      {
+      auto fresh = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+      if (!spin_until(fresh)) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
+        ++sleepers_;
+        wake_.wait(lock, fresh);
+        --sleepers_;
       }
+      seen = generation_.load(std::memory_order_acquire);
       drain();
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);  // pairs with the caller's check under the lock
+        done_.notify_one();
+      }
     }
   }
 
+  const int num_workers_;
   std::mutex caller_mutex_;  // one parallel_for at a time
-  std::mutex mutex_;
+  std::mutex mutex_;         // guards sleeping on wake_ and done_
   std::condition_variable wake_;
   std::condition_variable done_;
-  const std::function<void(int64_t)>* fn_ = nullptr;
+  int sleepers_ = 0;
+  std::atomic<uint64_t> generation_{0};
+  void (*fn_)(void*, int64_t) = nullptr;
+  void* context_ = nullptr;
   int64_t n_ = 0;
   std::atomic<int64_t> next_{0};
-  int busy_ = 0;
-  uint64_t generation_ = 0;
-  int num_workers_ = 0;
+  std::atomic<int> pending_{0};
 };
 
 }  // namespace
@@ -87,10 +107,10 @@ int cpu_thread_count() {
   return count;
 }
 
-void parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
+void parallel_for(int64_t n, void (*fn)(void*, int64_t), void* context) {
   // Never destroyed: the detached workers may outlive static destruction at exit.
   static ThreadPool* pool = new ThreadPool(cpu_thread_count());
-  pool->run(n, fn);
+  pool->run(n, fn, context);
 }
 
 }  // namespace pagedattn::cpu
