@@ -38,7 +38,8 @@ TensorView view(std::vector<char>& bytes, DType dtype) {
 class CollectiveTest : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(CollectiveTest, AllGatherPutsRankChunksInRankOrder) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const DType dtype = std::get<1>(GetParam());
   const int64_t n = 37;
   auto ranks = group(world_size);
   std::vector<std::vector<char>> recv(world_size);
@@ -58,7 +59,8 @@ TEST_P(CollectiveTest, AllGatherPutsRankChunksInRankOrder) {
 }
 
 TEST_P(CollectiveTest, ReduceScatterSumsEachRanksChunk) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const DType dtype = std::get<1>(GetParam());
   const int64_t n = 29;
   auto ranks = group(world_size);
   std::vector<std::vector<char>> recv(world_size);
@@ -78,7 +80,8 @@ TEST_P(CollectiveTest, ReduceScatterSumsEachRanksChunk) {
 }
 
 TEST_P(CollectiveTest, AllToAllSwapsChunks) {
-  const auto [world_size, dtype] = GetParam();
+  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const DType dtype = std::get<1>(GetParam());
   const int64_t chunk = 13;
   auto ranks = group(world_size);
   std::vector<std::vector<char>> recv(world_size);
