@@ -166,10 +166,11 @@ HWY_INLINE void score_keys(DF df, const float* HWY_RESTRICT q, const float* HWY_
 }
 
 // exp(x), except that NaN stays NaN (Highway's Exp maps it to 0): a NaN in the data must reach
-// the output.
+// the output. NaN lanes go into Exp as 0: its float-to-int step is undefined for NaN.
 template <class DF, class V>
 HWY_INLINE V exp_keeping_nan(DF df, V x) {
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(df, x));
+  const auto nan = hn::IsNaN(x);
+  return hn::IfThenElse(nan, x, hn::Exp(df, hn::IfThenZeroElse(nan, x)));
 }
 
 // Online softmax of one query vector over one tile: turns its scores s[0, kKeyTile) into weights
