@@ -1,6 +1,8 @@
 // FLASH_ATTN end to end on the GPU (cache write, build, forward) against the float64 oracle: the
 // GPU backends' grid (backend_grid.h), batches that make the builder split KV, deterministic mode,
 // encoder layers in a causal step, and what it refuses.
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,63 +124,62 @@ TEST(FlashAttnDeterminism, OutputDoesNotDependOnTheBatch) {
   }
 }
 
-// The plan behind it: a decode long enough to split (14 splits on 132 SMs) runs unsplit, and on
-// v2, when deterministic.
-TEST(FlashAttnDeterminism, BuilderNeverSplits) {
-  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+// The main pass FLASH_ATTN plans for one 4096-key decode (14 splits on 132 SMs by default), with
+// `adjust` applied to its builder's parameters; nullopt (and a failure) where the build fails.
+std::optional<gpu::PassMetadata> long_decode_main_pass(
+    const std::function<void(BuilderParams&)>& adjust) {
   CaseSpec s;
   s.seq_lens = {4096};
   s.query_lens = {1};
   StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
-  ASSERT_TRUE(batch.ok());
-  auto dev = testing::upload_batch(*batch, 0);
-  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
-  for (const bool deterministic : {false, true}) {
-    BuilderParams bp = builder_params_for(*batch);
-    bp.num_sms = 132;
-    bp.deterministic = deterministic;
-    auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
-    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
-    auto md = (*builder)->build(0, (*dev)->metadata());
-    ASSERT_TRUE(md.ok()) << md.status().to_string();
-    const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md);
-    if (deterministic) {
-      EXPECT_EQ(fa.main.max_splits_used, 1);
-      EXPECT_EQ(fa.main.max_num_splits, 1);
-      EXPECT_EQ(fa.main.kernel, gpu::PassKernel::kV2);
-    } else {
-      EXPECT_GT(fa.main.max_splits_used, 1);
-    }
+  auto dev = batch.ok() ? testing::upload_batch(*batch, 0) : batch.status();
+  if (!dev.ok()) {
+    ADD_FAILURE() << dev.status().to_string();
+    return std::nullopt;
   }
+  BuilderParams bp = builder_params_for(*batch);
+  bp.num_sms = 132;
+  adjust(bp);
+  auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
+  auto md = builder.ok() ? (*builder)->build(0, (*dev)->metadata()) : builder.status();
+  if (!md.ok()) {
+    ADD_FAILURE() << md.status().to_string();
+    return std::nullopt;
+  }
+  return dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md).main;
 }
 
-// max_num_splits bounds the schedule of a decode that would split 14 ways on 132 SMs, and the
-// bounded run still matches the oracle.
+// The plan behind it: a decode long enough to split runs unsplit, and on v2, when deterministic.
+TEST(FlashAttnDeterminism, BuilderNeverSplits) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  const auto free = long_decode_main_pass([](BuilderParams&) {});
+  ASSERT_TRUE(free.has_value());
+  EXPECT_GT(free->max_splits_used, 1);
+  const auto fixed = long_decode_main_pass([](BuilderParams& bp) { bp.deterministic = true; });
+  ASSERT_TRUE(fixed.has_value());
+  EXPECT_EQ(fixed->max_splits_used, 1);
+  EXPECT_EQ(fixed->max_num_splits, 1);
+  EXPECT_EQ(fixed->kernel, gpu::PassKernel::kV2);
+}
+
+// max_num_splits bounds that decode's schedule; a negative bound is refused.
 TEST(FlashAttnDeterminism, MaxNumSplitsBoundsTheSchedule) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
-  CaseSpec s;
-  s.seq_lens = {4096};
-  s.query_lens = {1};
-  StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
-  ASSERT_TRUE(batch.ok());
-  auto dev = testing::upload_batch(*batch, 0);
-  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
   for (const int bound : {1, 3}) {
-    BuilderParams bp = builder_params_for(*batch);
-    bp.num_sms = 132;
-    bp.max_num_splits = bound;
-    auto builder = find_backend("FLASH_ATTN")->make_builder(bp);
-    ASSERT_TRUE(builder.ok()) << builder.status().to_string();
-    auto md = (*builder)->build(0, (*dev)->metadata());
-    ASSERT_TRUE(md.ok()) << md.status().to_string();
-    const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md);
-    EXPECT_EQ(fa.main.max_num_splits, bound);
-    EXPECT_EQ(fa.main.max_splits_used, bound);
+    const auto pass = long_decode_main_pass([&](BuilderParams& bp) { bp.max_num_splits = bound; });
+    ASSERT_TRUE(pass.has_value());
+    EXPECT_EQ(pass->max_num_splits, bound);
+    EXPECT_EQ(pass->max_splits_used, bound);
   }
-  BuilderParams negative = builder_params_for(*batch);
+  BuilderParams negative;
+  negative.num_heads = 32;
+  negative.num_kv_heads = 8;
+  negative.head_size = 128;
+  negative.device = Device::cuda(0);
   negative.max_num_splits = -1;
   const Status refused = find_backend("FLASH_ATTN")->make_builder(negative).status();
-  EXPECT_NE(refused.message().find("max_num_splits = -1"), std::string::npos) << refused.to_string();
+  EXPECT_NE(refused.message().find("max_num_splits = -1"), std::string::npos)
+      << refused.to_string();
 }
 
 // FLASH_ATTN reads attn_type: encoder layers run bidirectionally in a causal step.
@@ -223,7 +224,8 @@ TEST(FlashAttnBackend, RejectsWhatItCannotServe) {
   bp.block_size = 24;
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> b = backend->make_builder(bp);
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("block_size = 24"), std::string::npos) << b.status().message();
+  EXPECT_NE(b.status().message().find("block_size = 24"), std::string::npos)
+      << b.status().message();
   bp.block_size = 16;
   StatusOr<std::unique_ptr<AttentionMetadataBuilder>> good = backend->make_builder(bp);
   ASSERT_TRUE(good.ok()) << good.status().to_string();
