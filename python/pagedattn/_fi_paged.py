@@ -48,7 +48,7 @@ def bind_backend(backend, device):
     if backend == "auto":
         for name in ["FLASHINFER"] + list(_C.backend_priority(device)):
             found = _C.find_backend(name)
-            if not found.unavailable_reason() and (name != "FLASHINFER" or device.startswith("cuda")):
+            if not found.unavailable_reason() and found.supports_device(device):
                 return found, 0
         raise ValueError("backend = 'auto': no backend serves %s" % device)
     name = "flashinfer" if backend in _FLASHINFER_GENERATIONS else backend
@@ -59,9 +59,9 @@ def bind_backend(backend, device):
             ", ".join(repr(b.name.lower()) for b in _C.registered_backends())))
     if found.unavailable_reason():
         raise ValueError("backend %r (%s): %s" % (backend, found.name, found.unavailable_reason()))
-    if found.name != "CPU_ATTN" and not device.startswith("cuda"):
-        raise ValueError("backend %r (%s): runs on CUDA devices; the workspace is on %s (allowed there: 'auto' "
-                         "or 'cpu')" % (backend, found.name, device))
+    if not found.supports_device(device):
+        raise ValueError("backend %r (%s) does not run on %s, where the workspace is (allowed there: 'auto', or a "
+                         "backend of that device)" % (backend, found.name, device))
     return found, _FLASHINFER_GENERATIONS.get(backend, 0)
 
 

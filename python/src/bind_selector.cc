@@ -82,6 +82,12 @@ void bind_selector(py::module_& m) {
       .def("supports_head_size", &AttentionBackend::supports_head_size, "head_size"_a)
       .def("supported_head_sizes_text", &AttentionBackend::supported_head_sizes_text)
       .def("supports_block_size", &AttentionBackend::supports_block_size, "block_size"_a)
+      .def(
+          "supports_device",
+          [](const AttentionBackend& b, py::handle device) {
+            return b.supports_device(device_arg(device, "device").kind);
+          },
+          "device"_a, "Whether the backend runs on this kind of device (\"cpu\", \"cuda:0\", ...).")
       .def("preferred_block_size", &AttentionBackend::preferred_block_size, "default_block_size"_a = 16)
       .def("unavailable_reason", &AttentionBackend::unavailable_reason)
       .def("validate_configuration",
