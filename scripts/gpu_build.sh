@@ -30,14 +30,16 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target pagedattn pagedattn_cli pagedattn
   pagedattn_gpu_bench
 
 # Only our own subfolders are replaced; others' staging under .device/ stays.
-rm -rf "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools"
-mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools"
+rm -rf "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools" "$STAGE/include"
+mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools" "$STAGE/include/pagedattn"
 cp "$BUILD_DIR/tests/pagedattn_gpu_tests" "$BUILD_DIR/tests/pagedattn_hopper_tests" \
   "$BUILD_DIR/tests/pagedattn_unit_tests" \
   "$BUILD_DIR/tests/pagedattn_parity_tests" \
   "$BUILD_DIR/tools/pagedattn" "$BUILD_DIR/bench/pagedattn_kernel_bench" \
   "$BUILD_DIR/bench/pagedattn_gpu_bench" "$STAGE/bin/"
 cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"
+# The configured header, for scripts/gpu_python.sh's module build there.
+cp "$BUILD_DIR/include/pagedattn/config.h" "$STAGE/include/pagedattn/"
 cudart=$(ldd "$BUILD_DIR/tests/pagedattn_gpu_tests" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$STAGE/lib/"
 strip --strip-unneeded "$STAGE/bin/"* "$STAGE/lib/libpagedattn.so.0"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE, from the repo root, with .device/ carried (scripts/gpu_build.sh): builds the
+# Python module for that machine's Python (3.12 there, 3.11 here) against the staged libpagedattn and
+# runs the Python suites with a CUDA device visible (the conformance grids' GPU variants included).
+#   run(command="bash scripts/gpu_python.sh", carry=[".device"])
+#   PAGEDATTN_FULL_GRID=1 bash scripts/gpu_python.sh     every case of the peers' grids
+#   TESTS="test_conformance_vllm" bash scripts/gpu_python.sh   some suites only
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STAGE=${STAGE:-$ROOT/.device}
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$OUT"
+source scripts/stage_unpack.sh && unpack_stage "$STAGE"
+pkg=$(mktemp -d)/pagedattn
+mkdir -p "$pkg" "$pkg/../generated"
+cp python/pagedattn/*.py "$pkg/"
+cmake -DSOURCE_DIR="$ROOT" -DOUTPUT="$pkg/../generated/pagedattn_build_info.h" -DBUILD_TYPE=Release \
+  -DPYTHON_VERSION="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+  -P cmake/build_info.cmake >/dev/null
+ext=$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+objs=()
+for src in python/src/*.cc; do
+  obj=$pkg/../$(basename "$src" .cc).o
+  objs+=("$obj")
+  g++ -std=c++20 -O2 -fPIC -fvisibility=hidden -Iinclude -I"$STAGE/include" -Ipython/src \
+    -I"$pkg/../generated" $(python3 -m pybind11 --includes) -c "$src" -o "$obj" &
+done
+wait
+g++ -shared -o "$pkg/_C$ext" "${objs[@]}" -L"$STAGE/lib" -l:libpagedattn.so.0 -Wl,-rpath,"$STAGE/lib" ||
+  { echo "python module build failed" | tee "$OUT/python_tests.txt"; exit 1; }
+export PYTHONPATH=$(dirname "$pkg") LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+python3 -c "import pagedattn, torch; print(pagedattn.build_info()); print(torch.cuda.get_device_name())"
+cd tests/python
+suites=${TESTS:-$(ls test_*.py | sed 's/\.py$//')}
+: >"$OUT/python_tests.txt"; : >"$OUT/python_tests.log"
+for t in $suites; do
+  log=$(mktemp)
+  timeout "${SUITE_TIMEOUT:-300}" python3 -m unittest -v "$t" >"$log" 2>&1
+  echo "python $t: rc $? $(grep -E '^(OK|FAILED)' "$log" | tail -1)" | tee -a "$OUT/python_tests.txt"
+  { echo "=== $t"; cat "$log"; } >>"$OUT/python_tests.log"
+done
