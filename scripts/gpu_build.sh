@@ -42,9 +42,16 @@ cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"
 cp "$BUILD_DIR/include/pagedattn/config.h" "$STAGE/include/pagedattn/"
 cudart=$(ldd "$BUILD_DIR/tests/pagedattn_gpu_tests" | awk '/libcudart/ {print $3}')
 [[ -n "$cudart" ]] && cp -L "$cudart" "$STAGE/lib/"
+# The CPU backend's libraries (Highway, oneDNN and its OpenMP), which the GPU machine lacks.
+for dep in libhwy libdnnl libgomp libOpenCL; do
+  path=$(ldd "$BUILD_DIR/src/libpagedattn.so.0" | awk -v d="$dep" '$1 ~ "^" d "\\." {print $3}')
+  [[ -n "$path" ]] && cp -L "$path" "$STAGE/lib/"
+done
 strip --strip-unneeded "$STAGE/bin/"* "$STAGE/lib/libpagedattn.so.0"
-# Compressed: with every head size the library is over 50 MiB (scripts/stage_unpack.sh unpacks it).
+# Compressed: with every head size the library is over 50 MiB, oneDNN 40 (scripts/stage_unpack.sh
+# unpacks them).
 xz -f -T "$JOBS" -6 "$STAGE/lib/libpagedattn.so.0"
+[[ -f "$STAGE/lib/libdnnl.so.2" ]] && xz -f -T "$JOBS" -6 "$STAGE/lib/libdnnl.so.2"
 # The team's shared case files and peer tools when this checkout sits beside them, else our own cases.
 if [[ -d "$SHARED" ]]; then
   cp "$SHARED"/cases/*.json "$STAGE/cases/"

@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-STAGE=$ROOT/.device
+STAGE=${STAGE:-$ROOT/.device}
 OUT=${OUT:-$ROOT/out}
 STAGES=${STAGES:-"tests check bench peer"}
 mkdir -p "$OUT"
