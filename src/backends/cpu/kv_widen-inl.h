@@ -97,6 +97,37 @@ HWY_INLINE void widen_scaled(DF df, const void* row, int64_t offset, int n, floa
   }
 }
 
+// 2 * Lanes(df) elements of type kType from element i of `row`, as two float vectors in registers.
+// bf16 comes in as 32-bit pairs: v0 holds the even elements (a pair's low half shifted up), v1 the
+// odd ones (the high half masked), two operations for two vectors; other types come in order.
+// pair_position says where each element lands.
+template <DType kType, class DF>
+HWY_INLINE void widen_pair(DF df, const void* row, int64_t i, hn::Vec<DF>& v0, hn::Vec<DF>& v1) {
+  if constexpr (kType == DType::kBF16 && HWY_TARGET != HWY_SCALAR) {
+    const hn::RebindToUnsigned<DF> du32;
+    const hn::Repartition<uint16_t, DF> du16;  // 2 * Lanes(df) lanes
+    const auto pairs =
+        hn::BitCast(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
+    v0 = hn::BitCast(df, hn::ShiftLeft<16>(pairs));  // little-endian: the even element is low
+    v1 = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xFFFF0000u)));
+  } else {
+    v0 = widen<kType>(df, row, i);
+    v1 = widen<kType>(df, row, i + static_cast<int64_t>(hn::Lanes(df)));
+  }
+}
+
+// Where element j of a row lands when widen_pair reads it `lanes` floats per vector: each run of
+// 2 * lanes elements becomes v0's lanes then v1's.
+template <DType kType>
+inline int pair_position(int lanes, int j) {
+  if constexpr (kType != DType::kBF16) {
+    return j;
+  } else {
+    const int r = j % (2 * lanes);
+    return j - r + (r % 2) * lanes + r / 2;
+  }
+}
+
 // The multiplier that turns widened codes of `dtype` into values with dequantization `scale`.
 inline float widen_multiplier(DType dtype, float scale) {
   return dtype == DType::kFP8E4M3 ? scale * kE4m3Unscale : scale;
