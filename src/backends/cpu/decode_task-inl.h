@@ -81,7 +81,8 @@ template <DType kType, int kQ, int kP, class DF>
 HWY_INLINE void accumulate_rows(DF df, const float* HWY_RESTRICT w,
                                 const float* HWY_RESTRICT correction, const void* values,
                                 const int64_t* HWY_RESTRICT rows, int64_t offset, int count,
-                                int dim, int d, float* HWY_RESTRICT acc) {
+                                int dim, int d, float* HWY_RESTRICT acc,
+                                TilePrefetcher& prefetcher) {
   using V = hn::Vec<DF>;
   const int lanes = static_cast<int>(hn::Lanes(df));
   V a[kQ][2 * kP];
@@ -92,6 +93,7 @@ HWY_INLINE void accumulate_rows(DF df, const float* HWY_RESTRICT w,
     }
   }
   for (int k = 0; k < count; ++k) {
+    prefetcher.issue();
     V v[2 * kP];
     for (int p = 0; p < kP; ++p) {
       widen_pair<kType>(df, values, rows[k] + offset + d + 2 * p * lanes, v[2 * p], v[2 * p + 1]);
@@ -139,14 +141,12 @@ HWY_INLINE void decode_block(DF df, const DecodeTile& t, int kv_head, float scor
   float* acc = t.s.acc.data() + static_cast<int64_t>(qi) * dim;
   int d = 0;
   for (; d + kValuePairs * pair <= dim; d += kValuePairs * pair) {
-    t.prefetcher.issue();
     accumulate_rows<kType, kQ, kValuePairs>(df, w, correction, kv.v_base, t.rows, offset, t.count,
-                                            dim, d, acc);
+                                            dim, d, acc, t.prefetcher);
   }
   for (; d < dim; d += pair) {
-    t.prefetcher.issue();
     accumulate_rows<kType, kQ, 1>(df, w, correction, kv.v_base, t.rows, offset, t.count, dim, d,
-                                  acc);
+                                  acc, t.prefetcher);
   }
 }
 
@@ -194,12 +194,12 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
   }
   std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
 
-  // Prefetch issue points per tile: per group of keys scored and per pass over value columns, for
-  // every block of query vectors.
+  // Prefetch issue points per tile: per group of keys scored and per key of each pass over value
+  // columns, for every block of query vectors.
   const int pair = 2 * lanes;
   const int column_calls = dim / (kValuePairs * pair) + (dim % (kValuePairs * pair)) / pair;
   const int blocks = kv_heads * ((group + kDecodeQueries - 1) / kDecodeQueries);
-  const int calls = blocks * (kKeyTile / kDecodeKeys + column_calls);
+  const int calls = blocks * (kKeyTile / kDecodeKeys + column_calls * kKeyTile);
   TilePrefetcher prefetcher;
   int64_t rows[kKeyTile];
   for (int first = lo; first < hi; first += kKeyTile) {

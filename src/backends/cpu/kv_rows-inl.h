@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backends/cpu/attention_kernel.h"
+#include "backends/cpu/attention_kernel_internal.h"
 #include "pagedattn/types.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -31,16 +32,18 @@ inline int64_t key_offset(const KvSource& kv, const RequestPass& rp, int j) {
 // buffers and stall just the same).
 class TilePrefetcher {
  public:
-  // The rows of keys [first, first + count) of KV heads [h0, h0 + heads), spread over `calls`
-  // calls of issue().
+  // The rows of keys [first, first + count) (count <= kKeyTile) of KV heads [h0, h0 + heads),
+  // spread over `calls` calls of issue().
   void plan(const AttentionPass& pass, const RequestPass& rp, int h0, int heads, int first,
             int count, int calls) {
-    pass_ = &pass;
-    rp_ = &rp;
-    h0_ = h0;
+    const KvSource& kv = pass.kv;
+    elem_ = static_cast<int64_t>(dtype_size(kv.dtype));
+    planes_[0] = static_cast<const char*>(kv.k_base) + h0 * kv.head_stride * elem_;
+    planes_[1] = static_cast<const char*>(kv.v_base) + h0 * kv.head_stride * elem_;
+    head_bytes_ = kv.head_stride * elem_;
     heads_ = heads;
-    first_ = first;
-    elem_ = static_cast<int64_t>(dtype_size(pass.kv.dtype));
+    // Divisions by the block size here, once per key, not per line issued.
+    for (int k = 0; k < count; ++k) rows_[k] = key_offset(kv, rp, first + k) * elem_;
     row_lines_ = static_cast<int>((pass.head_size * elem_ + 63) / 64);
     lines_ = count * heads * 2 * row_lines_;
     per_call_ = (lines_ + calls - 1) / std::max(calls, 1);
@@ -48,7 +51,7 @@ class TilePrefetcher {
   }
   HWY_INLINE void issue() {
     for (int n = 0; n < per_call_ && next_ < lines_; ++n, ++next_) {
-      if (line_ == 0) row_ = row_address();
+      if (line_ == 0) row_ = planes_[plane_] + rows_[key_] + head_ * head_bytes_;
       __builtin_prefetch(row_ + 64 * line_, 0, 2);  // into L2: more misses in flight than L1
       if (++line_ < row_lines_) continue;
       // Next row in the cache's order (NHD): heads of a plane, the planes, then the next key.
@@ -62,18 +65,12 @@ class TilePrefetcher {
   }
 
  private:
-  const char* row_address() const {
-    const KvSource& kv = pass_->kv;
-    const int64_t element = key_offset(kv, *rp_, first_ + key_) + (h0_ + head_) * kv.head_stride;
-    return static_cast<const char*>(plane_ == 0 ? kv.k_base : kv.v_base) + element * elem_;
-  }
-
-  const AttentionPass* pass_ = nullptr;
-  const RequestPass* rp_ = nullptr;
-  int h0_ = 0, heads_ = 1, first_ = 0, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
+  const char* planes_[2] = {nullptr, nullptr};  // K and V at KV head h0
+  int64_t rows_[kKeyTile] = {};                  // byte offset of each key's row
+  int64_t head_bytes_ = 0, elem_ = 1;
+  int heads_ = 1, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
   int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;
   const char* row_ = nullptr;
-  int64_t elem_ = 1;
 };
 
 }  // namespace pagedattn::cpu::HWY_NAMESPACE
