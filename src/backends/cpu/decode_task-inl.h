@@ -38,6 +38,7 @@ static_assert(kDecodeQueries <= kQueryBlock);
 constexpr int kDecodeKeys = 4;  // keys scored together
 constexpr int kValuePairs = 2;  // pairs of value vectors accumulated together
 static_assert(kKeyTile % kDecodeKeys == 0);
+constexpr int kPrefetchTiles = 2;  // how far ahead the prefetcher reads, in tiles
 
 // Tasks the decode kernel serves: one query row, no score modifier that needs scores one by one.
 inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
@@ -204,8 +205,9 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
   int64_t rows[kKeyTile];
   for (int first = lo; first < hi; first += kKeyTile) {
     const int count = std::min(kKeyTile, hi - first);
-    prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, first + kKeyTile,
-                    std::min(kKeyTile, hi - first - count), calls);
+    const int ahead = first + kPrefetchTiles * kKeyTile;
+    prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, ahead,
+                    std::clamp(hi - ahead, 0, kKeyTile), calls);
     for (int k = 0; k < count; ++k) rows[k] = key_offset(kv, rp, first + k);
     const DecodeTile tile{pass, s, rows, count, prefetcher};
     for (int h = 0; h < kv_heads; ++h) {
