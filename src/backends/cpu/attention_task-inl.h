@@ -315,7 +315,7 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
     float* w_i = w + i * kKeyTile;
     const int lo_i = std::min(lo[i], hi[i]);
     const float scale = apply_score_mods(c.pass, head, pos, key0, lo_i, hi[i], w_i);
-    correction[i] = softmax_tile(df, scale, lo_i, hi[i], w_i, s.m[local], s.l[local]);
+    correction[i] = softmax_tile<kKeyTile>(df, scale, lo_i, hi[i], w_i, s.m[local], s.l[local]);
   }
   // Values: keys every vector of the block sees together; the rest (the diagonal of a causal
   // prefill) one vector at a time, so that no value a row does not see is ever multiplied in.

@@ -2,7 +2,7 @@
 // heads of one request. Keys and values are read from the cache straight into registers (bf16 as
 // even/odd pairs, FP8 and f16 through f16), never widened into a tile in memory; the scores of a
 // few query vectors of a GQA group against a few keys at a time stay in registers, and an online
-// softmax runs per tile of kKeyTile keys. The queries and the accumulated outputs are kept in the
+// softmax runs per tile of kDecodeTile keys. The queries and the accumulated outputs are kept in the
 // lane order widen_pair produces (pair_position), so that no element is shuffled per key.
 
 // Per-target include guard (Highway re-includes this file once per target).
@@ -37,8 +37,8 @@ constexpr int kDecodeQueries =
 static_assert(kDecodeQueries <= kQueryBlock);
 constexpr int kDecodeKeys = 4;  // keys scored together
 constexpr int kValuePairs = 2;  // pairs of value vectors accumulated together
-static_assert(kKeyTile % kDecodeKeys == 0);
-constexpr int kPrefetchTiles = 2;  // how far ahead the prefetcher reads, in tiles
+static_assert(kDecodeTile % kDecodeKeys == 0);
+constexpr int kPrefetchTiles = 1;  // how far ahead the prefetcher reads, in tiles
 
 // Tasks the decode kernel serves: one query row, no score modifier that needs scores one by one.
 inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
@@ -47,7 +47,7 @@ inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
 }
 
 // The dot products of kQ query vectors at q (row stride dim, pair order) with kK keys whose rows
-// start at element rows[j] + offset of `keys`, stored to s[i * kKeyTile + j].
+// start at element rows[j] + offset of `keys`, stored to s[i * kDecodeTile + j].
 template <DType kType, int kQ, int kK, class DF>
 HWY_INLINE void score_rows(DF df, const float* HWY_RESTRICT q, const void* keys,
                            const int64_t* HWY_RESTRICT rows, int64_t offset, int dim,
@@ -69,9 +69,9 @@ HWY_INLINE void score_rows(DF df, const float* HWY_RESTRICT q, const void* keys,
   }
   for (int i = 0; i < kQ; ++i) {
     if constexpr (kK == 4) {
-      store_lane_sums(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3], s + i * kKeyTile);
+      store_lane_sums(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3], s + i * kDecodeTile);
     } else {
-      for (int j = 0; j < kK; ++j) s[i * kKeyTile + j] = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
+      for (int j = 0; j < kK; ++j) s[i * kDecodeTile + j] = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
     }
   }
 }
@@ -100,7 +100,7 @@ HWY_INLINE void accumulate_rows(DF df, const float* HWY_RESTRICT w,
       widen_pair<kType>(df, values, rows[k] + offset + d + 2 * p * lanes, v[2 * p], v[2 * p + 1]);
     }
     for (int i = 0; i < kQ; ++i) {
-      const V wi = hn::Set(df, w[i * kKeyTile + k]);
+      const V wi = hn::Set(df, w[i * kDecodeTile + k]);
       for (int j = 0; j < 2 * kP; ++j) a[i][j] = hn::MulAdd(wi, v[j], a[i][j]);
     }
   }
@@ -135,7 +135,7 @@ HWY_INLINE void decode_block(DF df, const DecodeTile& t, int kv_head, float scor
   for (; k < t.count; ++k) score_rows<kType, kQ, 1>(df, q, kv.k_base, t.rows + k, offset, dim, w + k);
   float correction[kQ];
   for (int i = 0; i < kQ; ++i) {
-    correction[i] = softmax_tile(df, score_scale, 0, t.count, w + i * kKeyTile, t.s.m[qi + i],
+    correction[i] = softmax_tile<kDecodeTile>(df, score_scale, 0, t.count, w + i * kDecodeTile, t.s.m[qi + i],
                                  t.s.l[qi + i]);
   }
   const int pair = 2 * static_cast<int>(hn::Lanes(df));
@@ -200,14 +200,14 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
   const int pair = 2 * lanes;
   const int column_calls = dim / (kValuePairs * pair) + (dim % (kValuePairs * pair)) / pair;
   const int blocks = kv_heads * ((group + kDecodeQueries - 1) / kDecodeQueries);
-  const int calls = blocks * (kKeyTile / kDecodeKeys + column_calls * kKeyTile);
+  const int calls = blocks * (kDecodeTile / kDecodeKeys + column_calls * kDecodeTile);
   TilePrefetcher prefetcher;
-  int64_t rows[kKeyTile];
-  for (int first = lo; first < hi; first += kKeyTile) {
-    const int count = std::min(kKeyTile, hi - first);
-    const int ahead = first + kPrefetchTiles * kKeyTile;
+  int64_t rows[kDecodeTile];
+  for (int first = lo; first < hi; first += kDecodeTile) {
+    const int count = std::min(kDecodeTile, hi - first);
+    const int ahead = first + kPrefetchTiles * kDecodeTile;
     prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, ahead,
-                    std::clamp(hi - ahead, 0, kKeyTile), calls);
+                    std::clamp(hi - ahead, 0, kDecodeTile), calls);
     for (int k = 0; k < count; ++k) rows[k] = key_offset(kv, rp, first + k);
     const DecodeTile tile{pass, s, rows, count, prefetcher};
     for (int h = 0; h < kv_heads; ++h) {

@@ -74,13 +74,16 @@ HWY_INLINE hn::Vec<DF> widen(DF df, const void* row, int64_t i) {
     const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint16_t, DF> du16;
     auto h = hn::PromoteTo(du16, hn::LoadU(du8, static_cast<const uint8_t*>(row) + i));
-    if constexpr (kType == DType::kFP8E5M2) {
-      h = hn::ShiftLeft<8>(h);
-    } else {
-      const auto rest = hn::And(h, hn::Set(du16, 0x7F));
-      const auto sign = hn::ShiftLeft<8>(hn::And(h, hn::Set(du16, 0x80)));
-      const auto nan = hn::IfThenElseZero(hn::Eq(rest, hn::Set(du16, 0x7F)), hn::Set(du16, 0x7E00));
-      h = hn::Or(hn::Or(sign, hn::ShiftLeft<7>(rest)), nan);
+    h = hn::ShiftLeft<8>(h);  // e5m2 is now an f16
+    if constexpr (kType == DType::kFP8E4M3) {
+      // An arithmetic shift by one copies the sign into f16's top exponent bit, which the mask
+      // clears: sign, then exponent and mantissa one bit lower. e4m3's NaN code (all of exponent
+      // and mantissa set) lands on 0x3F80 and is replaced by an f16 NaN.
+      const hn::RebindToSigned<decltype(du16)> di16;
+      h = hn::And(hn::BitCast(du16, hn::ShiftRight<1>(hn::BitCast(di16, h))),
+                  hn::Set(du16, 0xBFFF));
+      const auto nan = hn::Eq(hn::And(h, hn::Set(du16, 0x7FFF)), hn::Set(du16, 0x3F80));
+      h = hn::IfThenElse(nan, hn::Set(du16, 0x7E00), h);
     }
     return widen_f16_bits(df, h);
   }

@@ -81,10 +81,10 @@ inline float apply_score_mods(const AttentionPass& pass, int head, int64_t pos, 
   return 1.0f;
 }
 
-// Online softmax of one query vector over one tile: turns its scores s[0, kKeyTile) times `scale`
+// Online softmax of one query vector over one tile: turns its scores s[0, kTile) times `scale`
 // into weights (0 outside the visible keys [lo, hi)), updates its running max m and denominator l,
 // and returns the factor its accumulated output must be scaled by.
-template <class DF>
+template <int kTile, class DF>
 HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RESTRICT s, float& m,
                               float& l) {
   const int lanes = static_cast<int>(hn::Lanes(df));
@@ -93,7 +93,7 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
   const auto vhi = hn::Set(df, static_cast<float>(hi));
   auto max_lanes = hn::Set(df, kNegInf);
   auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
-  for (int k = 0; k < kKeyTile; k += lanes) {
+  for (int k = 0; k < kTile; k += lanes) {
     const auto index = hn::Iota(df, static_cast<float>(k));
     const auto visible = hn::And(hn::Ge(index, vlo), hn::Lt(index, vhi));
     const auto v =
@@ -108,11 +108,11 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
                              : std::numeric_limits<float>::quiet_NaN();
   const float m_new = std::isnan(tile_max) || tile_max > m ? tile_max : m;
   if (m_new == kNegInf) {  // nothing visible yet: no weight, nothing to rescale
-    for (int k = 0; k < kKeyTile; k += lanes) hn::StoreU(hn::Zero(df), df, s + k);
+    for (int k = 0; k < kTile; k += lanes) hn::StoreU(hn::Zero(df), df, s + k);
     return 1.0f;
   }
   auto sum_lanes = hn::Zero(df);
-  for (int k = 0; k < kKeyTile; k += lanes) {
+  for (int k = 0; k < kTile; k += lanes) {
     const auto v = hn::LoadU(df, s + k);
     const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
                                       exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
