@@ -12,8 +12,8 @@ namespace pagedattn::cpu {
 constexpr int kKeyTile = 32;     // keys widened to float and processed together
 constexpr int kDecodeTile = 64;  // keys of one online-softmax step of the decode kernel
 constexpr int kMaxTile = kDecodeTile > kKeyTile ? kDecodeTile : kKeyTile;
-constexpr int kQueryBlock = 4;   // at most this many query vectors are scored together
-constexpr int kChunk = 256;      // most keys of one oneDNN product (onednn_tiles.h)
+constexpr int kQueryBlock = 4;  // at most this many query vectors are scored together
+constexpr int kChunk = 256;     // most keys of one oneDNN product (onednn_tiles.h)
 
 // One unit of parallel work: query rows [row_begin, row_end) of a request, all query heads of KV
 // heads [kv_head_begin, kv_head_end), against every key the rows can see.
@@ -38,12 +38,12 @@ struct Scratch {
   std::vector<float> p;       // [kQueryBlock, tile] scores, then softmax weights
   std::vector<float> row;     // [D] one query or output row in element order (decode kernel)
   // Chunks of keys on oneDNN: bf16 queries, keys, values and weights; float scores and products.
-  std::vector<uint16_t> q16;      // [nq, D]
+  std::vector<uint16_t> q16;       // [nq, D]
   std::vector<uint16_t> k16, v16;  // [kChunk, D]
-  std::vector<uint16_t> p16;      // [nq, kChunk]
-  std::vector<float> scores;      // [nq, kChunk]
-  std::vector<float> product;     // [nq, D]
-  std::vector<float> correction;  // [nq] rescale of each output after a chunk's softmax
+  std::vector<uint16_t> p16;       // [nq, kChunk]
+  std::vector<float> scores;       // [nq, kChunk]
+  std::vector<float> product;      // [nq, D]
+  std::vector<float> correction;   // [nq] rescale of each output after a chunk's softmax
 
   void reserve(int nq, int kv_heads, int dim) {
     const size_t rows = static_cast<size_t>(nq) * dim;

@@ -25,9 +25,9 @@
 #include "backends/cpu/decode_task-inl.h"
 #include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
-#include "backends/cpu/tile_math-inl.h"
 #include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/output_rows.h"
+#include "backends/cpu/tile_math-inl.h"
 #include "common/mask.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -154,7 +154,6 @@ HWY_INLINE void widen_tile(DF df, const AttentionPass& pass, const RequestPass& 
   }
 }
 
-
 // Chunks of keys that every query vector of a task sees whole run their two products on oneDNN
 // (bf16 in, float out) where it has bf16 dot products: bf16 caches and queries on AVX-512, with no
 // ALiBi or soft cap (which would need the scores per key before the softmax sees them).
@@ -176,8 +175,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
   const auto bits = hn::BitCast(di32, w);
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
-  const auto top = hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits),
-                                  rounded);
+  const auto top =
+      hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits), rounded);
   return hn::And(top, hn::Set(di32, 0xFFFF));
 }
 
@@ -208,9 +207,8 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
   // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
-  const float chunk_max = hn::AllFalse(df, nan_lanes)
-                              ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
-                              : std::numeric_limits<float>::quiet_NaN();
+  const float chunk_max = hn::AllFalse(df, nan_lanes) ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
+                                                      : std::numeric_limits<float>::quiet_NaN();
   const float m_new = std::isnan(chunk_max) || chunk_max > m ? chunk_max : m;
   if (m_new == kNegInf) {  // every score -inf: no weight, nothing to rescale
     std::fill(p, p + n, uint16_t{0});
@@ -254,8 +252,7 @@ HWY_INLINE void attend_chunk(DF df, const AttentionPass& pass, const RequestPass
     matmul_abt(&s.q16[q0 * dim], s.k16.data(), per_kv_head, n, dim, s.scores.data());
     for (int i = 0; i < per_kv_head; ++i) {
       s.correction[i] = softmax_chunk(df, pass.scale, &s.scores[static_cast<size_t>(i) * n], n,
-                                      &s.p16[static_cast<size_t>(i) * n], s.m[q0 + i],
-                                      s.l[q0 + i]);
+                                      &s.p16[static_cast<size_t>(i) * n], s.m[q0 + i], s.l[q0 + i]);
     }
     matmul_ab(s.p16.data(), s.v16.data(), per_kv_head, n, dim, s.product.data());
     for (int i = 0; i < per_kv_head; ++i) {
@@ -275,15 +272,15 @@ struct BlockContext {
   const AttentionPass& pass;
   const RequestPass& rp;
   Scratch& s;
-  const float* keys;    // the KV head's widened tile of keys [kKeyTile][dim]
-  const float* values;  // and of values
+  const float* keys;           // the KV head's widened tile of keys [kKeyTile][dim]
+  const float* values;         // and of values
   TilePrefetcher& prefetcher;  // the next tile's rows
-  int first;          // the tile's first key, pass-local
-  int count;          // keys in the tile
-  int rows;           // query rows of the task
-  int group;          // query heads per KV head
-  int first_head;     // query head of the task's first KV head's first query vector
-  int row_begin;      // the task's first row within the request
+  int first;                   // the tile's first key, pass-local
+  int count;                   // keys in the tile
+  int rows;                    // query rows of the task
+  int group;                   // query heads per KV head
+  int first_head;              // query head of the task's first KV head's first query vector
+  int row_begin;               // the task's first row within the request
 };
 
 // The kQ query vectors from index qi (all of one KV head) against the current tile.
@@ -327,8 +324,7 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
     common_hi = std::min(common_hi, hi[i]);
   }
   if (common_lo < common_hi) {
-    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc,
-                          c.prefetcher);
+    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc, c.prefetcher);
   }
   for (int i = 0; i < kQ; ++i) {
     const float one = 1.0f;
@@ -338,8 +334,7 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
       accumulate_values<1>(df, w_i, &one, values, dim, lo[i], common_lo, acc_i, c.prefetcher);
       accumulate_values<1>(df, w_i, &one, values, dim, common_hi, hi[i], acc_i, c.prefetcher);
     } else if (lo[i] < hi[i]) {
-      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i,
-                           c.prefetcher);
+      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i, c.prefetcher);
     }
   }
 }
@@ -427,9 +422,18 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
                task.kv_head_begin, kv_heads, first, count, s.v_tile.data());
     for (int h = 0; h < kv_heads; ++h) {
       const int64_t head_tile = static_cast<int64_t>(h) * kKeyTile * dim;
-      const BlockContext context{pass,  rp,    s, s.k_tile.data() + head_tile,
-                                 s.v_tile.data() + head_tile, prefetcher,
-                                 first, count, rows, group, first_head, task.row_begin};
+      const BlockContext context{pass,
+                                 rp,
+                                 s,
+                                 s.k_tile.data() + head_tile,
+                                 s.v_tile.data() + head_tile,
+                                 prefetcher,
+                                 first,
+                                 count,
+                                 rows,
+                                 group,
+                                 first_head,
+                                 task.row_begin};
       const int begin = h * per_kv_head, end = begin + per_kv_head;
       int qi = begin;
       for (; qi + kQueries <= end; qi += kQueries) attend_block<kQueries>(df, context, qi);

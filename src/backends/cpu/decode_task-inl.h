@@ -2,8 +2,8 @@
 // heads of one request. Keys and values are read from the cache straight into registers (bf16 as
 // even/odd pairs, FP8 and f16 through f16), never widened into a tile in memory; the scores of a
 // few query vectors of a GQA group against a few keys at a time stay in registers, and an online
-// softmax runs per tile of kDecodeTile keys. The queries and the accumulated outputs are kept in the
-// lane order widen_pair produces (pair_position), so that no element is shuffled per key.
+// softmax runs per tile of kDecodeTile keys. The queries and the accumulated outputs are kept in
+// the lane order widen_pair produces (pair_position), so that no element is shuffled per key.
 
 // Per-target include guard (Highway re-includes this file once per target).
 #if defined(PAGEDATTN_CPU_DECODE_TASK_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -64,14 +64,16 @@ HWY_INLINE void score_rows(DF df, const float* HWY_RESTRICT q, const void* keys,
     for (int i = 0; i < kQ; ++i) {
       const V q0 = hn::LoadU(df, q + i * dim + d);
       const V q1 = hn::LoadU(df, q + i * dim + d + lanes);
-      for (int j = 0; j < kK; ++j) acc[i][j] = hn::MulAdd(q1, k1[j], hn::MulAdd(q0, k0[j], acc[i][j]));
+      for (int j = 0; j < kK; ++j)
+        acc[i][j] = hn::MulAdd(q1, k1[j], hn::MulAdd(q0, k0[j], acc[i][j]));
     }
   }
   for (int i = 0; i < kQ; ++i) {
     if constexpr (kK == 4) {
       store_lane_sums(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3], s + i * kDecodeTile);
     } else {
-      for (int j = 0; j < kK; ++j) s[i * kDecodeTile + j] = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
+      for (int j = 0; j < kK; ++j)
+        s[i * kDecodeTile + j] = hn::GetLane(hn::SumOfLanes(df, acc[i][j]));
     }
   }
 }
@@ -113,8 +115,8 @@ HWY_INLINE void accumulate_rows(DF df, const float* HWY_RESTRICT w,
 struct DecodeTile {
   const AttentionPass& pass;
   Scratch& s;
-  const int64_t* rows;  // element offset of each key's row, KV head 0
-  int count;            // keys in the tile
+  const int64_t* rows;         // element offset of each key's row, KV head 0
+  int count;                   // keys in the tile
   TilePrefetcher& prefetcher;  // the next tile's rows
 };
 
@@ -132,11 +134,12 @@ HWY_INLINE void decode_block(DF df, const DecodeTile& t, int kv_head, float scor
     t.prefetcher.issue();
     score_rows<kType, kQ, kDecodeKeys>(df, q, kv.k_base, t.rows + k, offset, dim, w + k);
   }
-  for (; k < t.count; ++k) score_rows<kType, kQ, 1>(df, q, kv.k_base, t.rows + k, offset, dim, w + k);
+  for (; k < t.count; ++k)
+    score_rows<kType, kQ, 1>(df, q, kv.k_base, t.rows + k, offset, dim, w + k);
   float correction[kQ];
   for (int i = 0; i < kQ; ++i) {
-    correction[i] = softmax_tile<kDecodeTile>(df, score_scale, 0, t.count, w + i * kDecodeTile, t.s.m[qi + i],
-                                 t.s.l[qi + i]);
+    correction[i] = softmax_tile<kDecodeTile>(df, score_scale, 0, t.count, w + i * kDecodeTile,
+                                              t.s.m[qi + i], t.s.l[qi + i]);
   }
   const int pair = 2 * static_cast<int>(hn::Lanes(df));
   float* acc = t.s.acc.data() + static_cast<int64_t>(qi) * dim;
@@ -244,9 +247,8 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
 // The decode task on the widest vectors whose pairs divide head_size (a multiple of 8).
 template <class DF>
 void RunDecodeTaskOn(DF df, const AttentionPass& pass, const Task& task, Scratch& s) {
-  with_dtype(pass.kv.dtype, [&](auto type) {
-    run_decode_task<decltype(type)::value>(df, pass, task, s);
-  });
+  with_dtype(pass.kv.dtype,
+             [&](auto type) { run_decode_task<decltype(type)::value>(df, pass, task, s); });
 }
 
 inline void run_decode(const AttentionPass& pass, const Task& task, Scratch& s) {

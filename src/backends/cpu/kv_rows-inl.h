@@ -66,7 +66,7 @@ class TilePrefetcher {
 
  private:
   const char* planes_[2] = {nullptr, nullptr};  // K and V at KV head h0
-  int64_t rows_[kMaxTile] = {};                  // byte offset of each key's row
+  int64_t rows_[kMaxTile] = {};                 // byte offset of each key's row
   int64_t head_bytes_ = 0, elem_ = 1;
   int heads_ = 1, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
   int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;

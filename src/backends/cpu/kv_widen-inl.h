@@ -41,8 +41,7 @@ HWY_INLINE hn::Vec<DF> f16_bits_to_float(DF df, VU16 h) {
   const auto rest = hn::And(bits, hn::Set(du32, 0x7FFFu));
   const auto moved = hn::ShiftLeft<13>(rest);
   const auto scaled = hn::Mul(hn::BitCast(df, moved), hn::Set(df, 0x1p112f));
-  const auto special = hn::RebindMask(
-      df, hn::Gt(hn::BitCast(di32, rest), hn::Set(di32, 0x7BFF)));
+  const auto special = hn::RebindMask(df, hn::Gt(hn::BitCast(di32, rest), hn::Set(di32, 0x7BFF)));
   const auto inf_nan = hn::BitCast(df, hn::Or(moved, hn::Set(du32, 0x7F800000u)));
   return hn::Or(hn::IfThenElse(special, inf_nan, scaled), hn::BitCast(df, sign));
 }
@@ -109,8 +108,7 @@ HWY_INLINE void widen_pair(DF df, const void* row, int64_t i, hn::Vec<DF>& v0, h
   if constexpr (kType == DType::kBF16 && HWY_TARGET != HWY_SCALAR) {
     const hn::RebindToUnsigned<DF> du32;
     const hn::Repartition<uint16_t, DF> du16;  // 2 * Lanes(df) lanes
-    const auto pairs =
-        hn::BitCast(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
+    const auto pairs = hn::BitCast(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
     v0 = hn::BitCast(df, hn::ShiftLeft<16>(pairs));  // little-endian: the even element is low
     v1 = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xFFFF0000u)));
   } else {

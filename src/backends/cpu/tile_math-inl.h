@@ -103,9 +103,8 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
   // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
-  const float tile_max = hn::AllFalse(df, nan_lanes)
-                             ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
-                             : std::numeric_limits<float>::quiet_NaN();
+  const float tile_max = hn::AllFalse(df, nan_lanes) ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
+                                                     : std::numeric_limits<float>::quiet_NaN();
   const float m_new = std::isnan(tile_max) || tile_max > m ? tile_max : m;
   if (m_new == kNegInf) {  // nothing visible yet: no weight, nothing to rescale
     for (int k = 0; k < kTile; k += lanes) hn::StoreU(hn::Zero(df), df, s + k);
