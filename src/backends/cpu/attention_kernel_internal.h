@@ -10,8 +10,10 @@
 namespace pagedattn::cpu {
 
 constexpr int kKeyTile = 32;     // keys widened to float and processed together
-constexpr int kQueryBlock = 4;   // at most this many query vectors are scored together
-constexpr int kChunk = 256;      // most keys of one oneDNN product (onednn_tiles.h)
+constexpr int kDecodeTile = 64;  // keys of one online-softmax step of the decode kernel
+constexpr int kMaxTile = kDecodeTile > kKeyTile ? kDecodeTile : kKeyTile;
+constexpr int kQueryBlock = 4;  // at most this many query vectors are scored together
+constexpr int kChunk = 256;     // most keys of one oneDNN product (onednn_tiles.h)
 
 // One unit of parallel work: query rows [row_begin, row_end) of a request, all query heads of KV
 // heads [kv_head_begin, kv_head_end), against every key the rows can see.
@@ -33,14 +35,15 @@ struct Scratch {
   std::vector<int> lo, hi;    // [nq] visible keys [lo, hi), pass-local
   std::vector<float> k_tile;  // [KV heads, kKeyTile, D] the task's keys, widened
   std::vector<float> v_tile;  // [KV heads, kKeyTile, D]
-  std::vector<float> p;       // [kQueryBlock, kKeyTile] scores, then softmax weights
+  std::vector<float> p;       // [kQueryBlock, tile] scores, then softmax weights
+  std::vector<float> row;     // [D] one query or output row in element order (decode kernel)
   // Chunks of keys on oneDNN: bf16 queries, keys, values and weights; float scores and products.
-  std::vector<uint16_t> q16;      // [nq, D]
+  std::vector<uint16_t> q16;       // [nq, D]
   std::vector<uint16_t> k16, v16;  // [kChunk, D]
-  std::vector<uint16_t> p16;      // [nq, kChunk]
-  std::vector<float> scores;      // [nq, kChunk]
-  std::vector<float> product;     // [nq, D]
-  std::vector<float> correction;  // [nq] rescale of each output after a chunk's softmax
+  std::vector<uint16_t> p16;       // [nq, kChunk]
+  std::vector<float> scores;       // [nq, kChunk]
+  std::vector<float> product;      // [nq, D]
+  std::vector<float> correction;   // [nq] rescale of each output after a chunk's softmax
 
   void reserve(int nq, int kv_heads, int dim) {
     const size_t rows = static_cast<size_t>(nq) * dim;
@@ -49,7 +52,7 @@ struct Scratch {
       m.resize(nq), l.resize(nq), lo.resize(nq), hi.resize(nq);
     const size_t tile = static_cast<size_t>(kv_heads) * kKeyTile * dim;
     if (k_tile.size() < tile) k_tile.resize(tile), v_tile.resize(tile);
-    if (p.size() < static_cast<size_t>(kQueryBlock) * kKeyTile) p.resize(kQueryBlock * kKeyTile);
+    if (p.size() < static_cast<size_t>(kQueryBlock) * kMaxTile) p.resize(kQueryBlock * kMaxTile);
   }
 
   void reserve_chunks(int nq, int dim) {

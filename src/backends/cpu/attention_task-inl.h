@@ -22,25 +22,22 @@
 #include <limits>
 
 #include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/decode_task-inl.h"
+#include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
 #include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/output_rows.h"
+#include "backends/cpu/tile_math-inl.h"
 #include "common/mask.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pagedattn::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using mask::alibi_bias;
 using mask::KeyRange;
-using mask::make_soft_cap;
 using mask::MaskRule;
 using mask::soft_cap_applies;
-using mask::soft_capped;
-using mask::SoftCap;
 using mask::visible_keys;
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Query vectors scored together: kQueries x kKeys partial sums in registers, which x86 before
 // AVX-512 (16 vector registers) only holds for two queries.
@@ -50,91 +47,6 @@ static_assert(kQueries <= kQueryBlock);
 constexpr int kKeys = 4;           // keys scored together
 constexpr int kColumnVectors = 4;  // value columns accumulated together, in vectors
 static_assert(kKeyTile % kKeys == 0);
-
-// Element offset of key j's row (KV head 0) in the cache or in the new-token tensor.
-inline int64_t key_offset(const KvSource& kv, const RequestPass& rp, int j) {
-  if (rp.blocks == nullptr) return (rp.token_base + j) * kv.token_stride;
-  return rp.blocks[j / kv.block_size] * kv.block_stride + (j % kv.block_size) * kv.token_stride;
-}
-
-// Prefetches the next tile's K and V rows a few cache lines at a time from inside the arithmetic
-// loops, so that memory traffic overlaps the current tile's compute (a burst would fill the miss
-// buffers and stall just the same).
-class TilePrefetcher {
- public:
-  // The rows of keys [first, first + count) of KV heads [h0, h0 + heads), spread over `calls`
-  // calls of issue().
-  void plan(const AttentionPass& pass, const RequestPass& rp, int h0, int heads, int first,
-            int count, int calls) {
-    pass_ = &pass;
-    rp_ = &rp;
-    h0_ = h0;
-    heads_ = heads;
-    first_ = first;
-    elem_ = static_cast<int64_t>(dtype_size(pass.kv.dtype));
-    row_lines_ = static_cast<int>((pass.head_size * elem_ + 63) / 64);
-    lines_ = count * heads * 2 * row_lines_;
-    per_call_ = (lines_ + calls - 1) / std::max(calls, 1);
-    next_ = key_ = plane_ = head_ = line_ = 0;
-  }
-  HWY_INLINE void issue() {
-    for (int n = 0; n < per_call_ && next_ < lines_; ++n, ++next_) {
-      if (line_ == 0) row_ = row_address();
-      __builtin_prefetch(row_ + 64 * line_, 0, 2);  // into L2: more misses in flight than L1
-      if (++line_ < row_lines_) continue;
-      // Next row in the cache's order (NHD): heads of a plane, the planes, then the next key.
-      line_ = 0;
-      if (++head_ < heads_) continue;
-      head_ = 0;
-      if (++plane_ < 2) continue;
-      plane_ = 0;
-      ++key_;
-    }
-  }
-
- private:
-  const char* row_address() const {
-    const KvSource& kv = pass_->kv;
-    const int64_t element = key_offset(kv, *rp_, first_ + key_) + (h0_ + head_) * kv.head_stride;
-    return static_cast<const char*>(plane_ == 0 ? kv.k_base : kv.v_base) + element * elem_;
-  }
-
-  const AttentionPass* pass_ = nullptr;
-  const RequestPass* rp_ = nullptr;
-  int h0_ = 0, heads_ = 1, first_ = 0, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
-  int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;
-  const char* row_ = nullptr;
-  int64_t elem_ = 1;
-};
-
-// The sum of each vector's lanes, stored to out[0..3]: pairs of vectors interleaved and added
-// within 128-bit blocks, then the blocks added, instead of four separate reductions.
-template <class DF, class V>
-HWY_INLINE void store_lane_sums(DF df, V a, V b, V c, V d, float* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR
-  out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c);
-  out[3] = hn::GetLane(d);
-#else
-  const auto ab = hn::Add(hn::InterleaveLower(a, b), hn::InterleaveUpper(df, a, b));
-  const auto cd = hn::Add(hn::InterleaveLower(c, d), hn::InterleaveUpper(df, c, d));
-  const hn::Repartition<uint64_t, DF> d64;
-  const auto ab64 = hn::BitCast(d64, ab), cd64 = hn::BitCast(d64, cd);
-  auto sums = hn::Add(hn::BitCast(df, hn::InterleaveLower(ab64, cd64)),
-                      hn::BitCast(df, hn::InterleaveUpper(d64, ab64, cd64)));
-  if constexpr (hn::MaxLanes(DF()) > 4) {
-    const hn::Half<DF> dh;
-    const auto half = hn::Add(hn::LowerHalf(dh, sums), hn::UpperHalf(dh, sums));
-    if constexpr (hn::MaxLanes(DF()) > 8) {
-      const hn::Half<decltype(dh)> dq;
-      hn::StoreU(hn::Add(hn::LowerHalf(dq, half), hn::UpperHalf(dq, half)), dq, out);
-    } else {
-      hn::StoreU(half, dh, out);
-    }
-  } else {
-    hn::StoreU(sums, df, out);
-  }
-#endif
-}
 
 // s[i * kKeyTile + k] = q_i . key k for the kQ query vectors at q (row stride dim) and the keys
 // [k0, k1) of the tile, k0 and k1 multiples of kKeys.
@@ -163,70 +75,6 @@ HWY_INLINE void score_keys(DF df, const float* HWY_RESTRICT q, const float* HWY_
       store_lane_sums(df, acc[i][0], acc[i][1], acc[i][2], acc[i][3], s + i * kKeyTile + k);
     }
   }
-}
-
-// exp(x), except that NaN stays NaN (Highway's Exp maps it to 0): a NaN in the data must reach
-// the output. NaN lanes go into Exp as 0: its float-to-int step is undefined for NaN.
-template <class DF, class V>
-HWY_INLINE V exp_keeping_nan(DF df, V x) {
-  const auto nan = hn::IsNaN(x);
-  return hn::IfThenElse(nan, x, hn::Exp(df, hn::IfThenZeroElse(nan, x)));
-}
-
-// Online softmax of one query vector over one tile: turns its scores s[0, kKeyTile) into weights
-// (0 outside the visible keys [lo, hi)), updates its running max m and denominator l, and returns
-// the factor its accumulated output must be scaled by.
-template <class DF>
-HWY_INLINE float softmax_update(DF df, const AttentionPass& pass, int head, int64_t pos,
-                                int64_t key0, int lo, int hi, float* HWY_RESTRICT s, float& m,
-                                float& l) {
-  const int lanes = static_cast<int>(hn::Lanes(df));
-  if (soft_cap_applies(pass.soft_cap)) {
-    const SoftCap<float> cap = make_soft_cap(pass.scale, pass.soft_cap, 1.0f);
-    for (int k = lo; k < hi; ++k) s[k] = soft_capped(cap, s[k]);
-  } else {
-    for (int k = 0; k < kKeyTile; k += lanes) {
-      hn::StoreU(hn::Mul(hn::LoadU(df, s + k), hn::Set(df, pass.scale)), df, s + k);
-    }
-  }
-  if (pass.alibi_slopes != nullptr) {
-    const float slope = pass.alibi_slopes[head];
-    for (int k = lo; k < hi; ++k) s[k] -= alibi_bias(slope, pos, key0 + k);
-  }
-  const auto vlo = hn::Set(df, static_cast<float>(lo));
-  const auto vhi = hn::Set(df, static_cast<float>(hi));
-  auto max_lanes = hn::Set(df, kNegInf);
-  auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
-  for (int k = 0; k < kKeyTile; k += lanes) {
-    const auto index = hn::Iota(df, static_cast<float>(k));
-    const auto visible = hn::And(hn::Ge(index, vlo), hn::Lt(index, vhi));
-    const auto v = hn::IfThenElse(visible, hn::LoadU(df, s + k), hn::Set(df, kNegInf));
-    hn::StoreU(v, df, s + k);
-    max_lanes = hn::Max(max_lanes, v);
-    nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
-  }
-  // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
-  const float tile_max = hn::AllFalse(df, nan_lanes)
-                             ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
-                             : std::numeric_limits<float>::quiet_NaN();
-  const float m_new = std::isnan(tile_max) || tile_max > m ? tile_max : m;
-  if (m_new == kNegInf) {  // nothing visible yet: no weight, nothing to rescale
-    for (int k = 0; k < kKeyTile; k += lanes) hn::StoreU(hn::Zero(df), df, s + k);
-    return 1.0f;
-  }
-  auto sum_lanes = hn::Zero(df);
-  for (int k = 0; k < kKeyTile; k += lanes) {
-    const auto v = hn::LoadU(df, s + k);
-    const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
-                                      exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
-    hn::StoreU(w, df, s + k);
-    sum_lanes = hn::Add(sum_lanes, w);
-  }
-  const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
-
-  l = l * correction + hn::GetLane(hn::SumOfLanes(df, sum_lanes));
-  m = m_new;
-  return correction;
 }
 
 // acc_i = acc_i * correction_i + sum over keys k in [k0, k1) of w_i[k] * value k, for the kQ query
@@ -306,7 +154,6 @@ HWY_INLINE void widen_tile(DF df, const AttentionPass& pass, const RequestPass& 
   }
 }
 
-
 // Chunks of keys that every query vector of a task sees whole run their two products on oneDNN
 // (bf16 in, float out) where it has bf16 dot products: bf16 caches and queries on AVX-512, with no
 // ALiBi or soft cap (which would need the scores per key before the softmax sees them).
@@ -328,8 +175,8 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
   const auto bits = hn::BitCast(di32, w);
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
-  const auto top = hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits),
-                                  rounded);
+  const auto top =
+      hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits), rounded);
   return hn::And(top, hn::Set(di32, 0xFFFF));
 }
 
@@ -360,9 +207,8 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
   // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
-  const float chunk_max = hn::AllFalse(df, nan_lanes)
-                              ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
-                              : std::numeric_limits<float>::quiet_NaN();
+  const float chunk_max = hn::AllFalse(df, nan_lanes) ? hn::GetLane(hn::MaxOfLanes(df, max_lanes))
+                                                      : std::numeric_limits<float>::quiet_NaN();
   const float m_new = std::isnan(chunk_max) || chunk_max > m ? chunk_max : m;
   if (m_new == kNegInf) {  // every score -inf: no weight, nothing to rescale
     std::fill(p, p + n, uint16_t{0});
@@ -406,8 +252,7 @@ HWY_INLINE void attend_chunk(DF df, const AttentionPass& pass, const RequestPass
     matmul_abt(&s.q16[q0 * dim], s.k16.data(), per_kv_head, n, dim, s.scores.data());
     for (int i = 0; i < per_kv_head; ++i) {
       s.correction[i] = softmax_chunk(df, pass.scale, &s.scores[static_cast<size_t>(i) * n], n,
-                                      &s.p16[static_cast<size_t>(i) * n], s.m[q0 + i],
-                                      s.l[q0 + i]);
+                                      &s.p16[static_cast<size_t>(i) * n], s.m[q0 + i], s.l[q0 + i]);
     }
     matmul_ab(s.p16.data(), s.v16.data(), per_kv_head, n, dim, s.product.data());
     for (int i = 0; i < per_kv_head; ++i) {
@@ -427,15 +272,15 @@ struct BlockContext {
   const AttentionPass& pass;
   const RequestPass& rp;
   Scratch& s;
-  const float* keys;    // the KV head's widened tile of keys [kKeyTile][dim]
-  const float* values;  // and of values
+  const float* keys;           // the KV head's widened tile of keys [kKeyTile][dim]
+  const float* values;         // and of values
   TilePrefetcher& prefetcher;  // the next tile's rows
-  int first;          // the tile's first key, pass-local
-  int count;          // keys in the tile
-  int rows;           // query rows of the task
-  int group;          // query heads per KV head
-  int first_head;     // query head of the task's first KV head's first query vector
-  int row_begin;      // the task's first row within the request
+  int first;                   // the tile's first key, pass-local
+  int count;                   // keys in the tile
+  int rows;                    // query rows of the task
+  int group;                   // query heads per KV head
+  int first_head;              // query head of the task's first KV head's first query vector
+  int row_begin;               // the task's first row within the request
 };
 
 // The kQ query vectors from index qi (all of one KV head) against the current tile.
@@ -464,8 +309,10 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
     const int head = c.first_head + (local / (c.group * c.rows)) * c.group + local % c.group;
     const int64_t pos = static_cast<int64_t>(c.rp.query_pos0) + c.row_begin + row;
     const int64_t key0 = static_cast<int64_t>(c.rp.key_pos0) + c.first;
-    correction[i] = softmax_update(df, c.pass, head, pos, key0, std::min(lo[i], hi[i]), hi[i],
-                                   w + i * kKeyTile, s.m[local], s.l[local]);
+    float* w_i = w + i * kKeyTile;
+    const int lo_i = std::min(lo[i], hi[i]);
+    const float scale = apply_score_mods(c.pass, head, pos, key0, lo_i, hi[i], w_i);
+    correction[i] = softmax_tile<kKeyTile>(df, scale, lo_i, hi[i], w_i, s.m[local], s.l[local]);
   }
   // Values: keys every vector of the block sees together; the rest (the diagonal of a causal
   // prefill) one vector at a time, so that no value a row does not see is ever multiplied in.
@@ -477,8 +324,7 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
     common_hi = std::min(common_hi, hi[i]);
   }
   if (common_lo < common_hi) {
-    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc,
-                          c.prefetcher);
+    accumulate_values<kQ>(df, w, correction, values, dim, common_lo, common_hi, acc, c.prefetcher);
   }
   for (int i = 0; i < kQ; ++i) {
     const float one = 1.0f;
@@ -488,8 +334,7 @@ HWY_INLINE void attend_block(DF df, const BlockContext& c, int qi) {
       accumulate_values<1>(df, w_i, &one, values, dim, lo[i], common_lo, acc_i, c.prefetcher);
       accumulate_values<1>(df, w_i, &one, values, dim, common_hi, hi[i], acc_i, c.prefetcher);
     } else if (lo[i] < hi[i]) {
-      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i,
-                           c.prefetcher);
+      accumulate_values<1>(df, w_i, &correction[i], values, dim, lo[i], hi[i], acc_i, c.prefetcher);
     }
   }
 }
@@ -577,9 +422,18 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
                task.kv_head_begin, kv_heads, first, count, s.v_tile.data());
     for (int h = 0; h < kv_heads; ++h) {
       const int64_t head_tile = static_cast<int64_t>(h) * kKeyTile * dim;
-      const BlockContext context{pass,  rp,    s, s.k_tile.data() + head_tile,
-                                 s.v_tile.data() + head_tile, prefetcher,
-                                 first, count, rows, group, first_head, task.row_begin};
+      const BlockContext context{pass,
+                                 rp,
+                                 s,
+                                 s.k_tile.data() + head_tile,
+                                 s.v_tile.data() + head_tile,
+                                 prefetcher,
+                                 first,
+                                 count,
+                                 rows,
+                                 group,
+                                 first_head,
+                                 task.row_begin};
       const int begin = h * per_kv_head, end = begin + per_kv_head;
       int qi = begin;
       for (; qi + kQueries <= end; qi += kQueries) attend_block<kQueries>(df, context, qi);
@@ -603,9 +457,10 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   }
 }
 
-// The exported task: whole vectors where head_size allows, else 8 lanes (head_size is a multiple
-// of 8).
+// The exported task: single rows on the decode kernel; the rest on whole vectors where head_size
+// allows, else 8 lanes (head_size is a multiple of 8).
 void RunAttentionTask(const AttentionPass& pass, const Task& task, Scratch& scratch) {
+  if (decode_kernel_applies(pass, task)) return run_decode(pass, task, scratch);
   const hn::ScalableTag<float> full;
   if (pass.head_size % static_cast<int>(hn::Lanes(full)) == 0) {
     return run_task_on(full, pass, task, scratch);

@@ -41,8 +41,7 @@ HWY_INLINE hn::Vec<DF> f16_bits_to_float(DF df, VU16 h) {
   const auto rest = hn::And(bits, hn::Set(du32, 0x7FFFu));
   const auto moved = hn::ShiftLeft<13>(rest);
   const auto scaled = hn::Mul(hn::BitCast(df, moved), hn::Set(df, 0x1p112f));
-  const auto special = hn::RebindMask(
-      df, hn::Gt(hn::BitCast(di32, rest), hn::Set(di32, 0x7BFF)));
+  const auto special = hn::RebindMask(df, hn::Gt(hn::BitCast(di32, rest), hn::Set(di32, 0x7BFF)));
   const auto inf_nan = hn::BitCast(df, hn::Or(moved, hn::Set(du32, 0x7F800000u)));
   return hn::Or(hn::IfThenElse(special, inf_nan, scaled), hn::BitCast(df, sign));
 }
@@ -74,13 +73,16 @@ HWY_INLINE hn::Vec<DF> widen(DF df, const void* row, int64_t i) {
     const hn::Rebind<uint8_t, DF> du8;
     const hn::Rebind<uint16_t, DF> du16;
     auto h = hn::PromoteTo(du16, hn::LoadU(du8, static_cast<const uint8_t*>(row) + i));
-    if constexpr (kType == DType::kFP8E5M2) {
-      h = hn::ShiftLeft<8>(h);
-    } else {
-      const auto rest = hn::And(h, hn::Set(du16, 0x7F));
-      const auto sign = hn::ShiftLeft<8>(hn::And(h, hn::Set(du16, 0x80)));
-      const auto nan = hn::IfThenElseZero(hn::Eq(rest, hn::Set(du16, 0x7F)), hn::Set(du16, 0x7E00));
-      h = hn::Or(hn::Or(sign, hn::ShiftLeft<7>(rest)), nan);
+    h = hn::ShiftLeft<8>(h);  // e5m2 is now an f16
+    if constexpr (kType == DType::kFP8E4M3) {
+      // An arithmetic shift by one copies the sign into f16's top exponent bit, which the mask
+      // clears: sign, then exponent and mantissa one bit lower. e4m3's NaN code (all of exponent
+      // and mantissa set) lands on 0x3F80 and is replaced by an f16 NaN.
+      const hn::RebindToSigned<decltype(du16)> di16;
+      h = hn::And(hn::BitCast(du16, hn::ShiftRight<1>(hn::BitCast(di16, h))),
+                  hn::Set(du16, 0xBFFF));
+      const auto nan = hn::Eq(hn::And(h, hn::Set(du16, 0x7FFF)), hn::Set(du16, 0x3F80));
+      h = hn::IfThenElse(nan, hn::Set(du16, 0x7E00), h);
     }
     return widen_f16_bits(df, h);
   }
@@ -94,6 +96,36 @@ HWY_INLINE void widen_scaled(DF df, const void* row, int64_t offset, int n, floa
   const int lanes = static_cast<int>(hn::Lanes(df));
   for (int d = 0; d < n; d += lanes) {
     hn::StoreU(hn::Mul(widen<kType>(df, row, offset + d), m), df, dst + d);
+  }
+}
+
+// 2 * Lanes(df) elements of type kType from element i of `row`, as two float vectors in registers.
+// bf16 comes in as 32-bit pairs: v0 holds the even elements (a pair's low half shifted up), v1 the
+// odd ones (the high half masked), two operations for two vectors; other types come in order.
+// pair_position says where each element lands.
+template <DType kType, class DF>
+HWY_INLINE void widen_pair(DF df, const void* row, int64_t i, hn::Vec<DF>& v0, hn::Vec<DF>& v1) {
+  if constexpr (kType == DType::kBF16 && HWY_TARGET != HWY_SCALAR) {
+    const hn::RebindToUnsigned<DF> du32;
+    const hn::Repartition<uint16_t, DF> du16;  // 2 * Lanes(df) lanes
+    const auto pairs = hn::BitCast(du32, hn::LoadU(du16, static_cast<const uint16_t*>(row) + i));
+    v0 = hn::BitCast(df, hn::ShiftLeft<16>(pairs));  // little-endian: the even element is low
+    v1 = hn::BitCast(df, hn::And(pairs, hn::Set(du32, 0xFFFF0000u)));
+  } else {
+    v0 = widen<kType>(df, row, i);
+    v1 = widen<kType>(df, row, i + static_cast<int64_t>(hn::Lanes(df)));
+  }
+}
+
+// Where element j of a row lands when widen_pair reads it `lanes` floats per vector: each run of
+// 2 * lanes elements becomes v0's lanes then v1's.
+template <DType kType>
+inline int pair_position(int lanes, int j) {
+  if constexpr (kType != DType::kBF16) {
+    return j;
+  } else {
+    const int r = j % (2 * lanes);
+    return j - r + (r % 2) * lanes + r / 2;
   }
 }
 
