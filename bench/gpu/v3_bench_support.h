@@ -110,9 +110,9 @@ struct PrefillBench {
     p.q = q.get();
     p.q_token_stride = heads * d;
     p.q_head_stride = d;
-    p.kv_cache = cache.get();
+    p.k_cache = cache.get();
+    p.v_cache = cache.get() + int64_t{block} * kv_heads * d;
     p.cache_block_stride = int64_t{2} * block * kv_heads * d;
-    p.cache_kv_stride = int64_t{block} * kv_heads * d;
     p.cache_token_stride = hnd ? d : kv_heads * d;
     p.cache_head_stride = hnd ? int64_t{block} * d : d;
     p.cu_seqlens_q = cu.get();

@@ -155,15 +155,16 @@ class AttentionImpl {
 
   // Writes key/value [num_tokens, Hkv, D] into the paged cache at slot_mapping [num_tokens] int64
   // (-1 skipped), encoding to the cache dtype (FP8: saturate(x / scale), round to nearest even).
+  // kv_cache: one tensor [num_blocks, 2, block_size, Hkv, D] or K and V as two (KVCacheView).
   virtual Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                                    const TensorView& kv_cache, const TensorView& slot_mapping,
+                                    const KVCacheView& kv_cache, const TensorView& slot_mapping,
                                     const KVScales& scales, StreamHandle stream = nullptr) = 0;
 
   // query [num_tokens, Hq, D]; output [num_tokens, Hq, D] (query dtype); output_lse optional
   // [Hq, num_tokens] float32, natural log (undefined = not requested). key/value are the new
   // tokens (already in the cache; encoder attention without a cache reads them directly).
   virtual Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                         const TensorView& kv_cache, const AttentionMetadata& metadata,
+                         const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                          const TensorView& output, const TensorView& output_lse,
                          const KVScales& scales, StreamHandle stream = nullptr) = 0;
 

@@ -15,11 +15,11 @@ DType cache_storage_dtype(const AttentionImplParams& params);
 Status check_scales(const KVScales& scales, int num_kv_heads);
 
 Status write_kv_cache(const AttentionImplParams& params, const TensorView& key,
-                      const TensorView& value, const TensorView& kv_cache,
+                      const TensorView& value, const KVCacheView& kv_cache,
                       const TensorView& slot_mapping, const KVScales& scales);
 
 Status run_forward(const AttentionImplParams& params, const TensorView& query,
-                   const TensorView& key, const TensorView& value, const TensorView& kv_cache,
+                   const TensorView& key, const TensorView& value, const KVCacheView& kv_cache,
                    const CpuAttentionMetadata& md, const TensorView& output,
                    const TensorView& output_lse, const KVScales& scales);
 

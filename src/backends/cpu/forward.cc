@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "backends/cache_layout.h"
+#include "backends/cache_checks.h"
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/cpu_impl.h"
 #include "common/numeric.h"
@@ -32,25 +32,18 @@ Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64
 }
 
 // Block ids of every request must address this cache, with the builder's block size.
-Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
+Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
                    const CpuAttentionMetadata& md) {
-  if (!kv_cache.defined()) return invalid_argument("kv_cache is required");
-  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
-  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", Device::cpu()));
   const DType storage = cache_storage_dtype(p);
-  if (is_fp8(p.kv_cache_dtype)) {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage, DType::kU8}));
-  } else {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage}));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_kv_cache(
+      kv_cache, {storage, is_fp8(p.kv_cache_dtype) ? DType::kU8 : storage}, Device::cpu(),
+      p.num_kv_heads, p.head_size, p.kv_layout));
+  if (kv_cache.block_size() != md.block_size) {
+    return invalid_argument("kv_cache block size " + std::to_string(kv_cache.block_size()) +
+                            " differs from the builder's block_size " +
+                            std::to_string(md.block_size));
   }
-  const int64_t num_blocks = kv_cache.size(0);
-  PAGEDATTN_RETURN_IF_ERROR(expect_shape(
-      kv_cache, "kv_cache", {num_blocks, 2, md.block_size, p.num_kv_heads, p.head_size}));
-  if (kv_cache.stride(4) != 1) {
-    return invalid_argument("kv_cache must have unit stride along head_size, got " +
-                            std::to_string(kv_cache.stride(4)));
-  }
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
+  const int64_t num_blocks = kv_cache.num_blocks();
   const TensorView& table = md.block_table;
   if (table.size(1) > 1 && table.stride(1) != 1) {
     return invalid_argument("block_table must have unit stride along blocks, got " +
@@ -82,7 +75,7 @@ int64_t scale_stride(const TensorView& scale) {
 }  // namespace
 
 Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
-                   const TensorView& value, const TensorView& kv_cache,
+                   const TensorView& value, const KVCacheView& kv_cache,
                    const CpuAttentionMetadata& md, const TensorView& output,
                    const TensorView& output_lse, const KVScales& scales) {
   PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(md.layer, p));
@@ -146,15 +139,12 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   } else {
     PAGEDATTN_RETURN_IF_ERROR(check_cache(kv_cache, p, md));
     if (is_fp8(p.kv_cache_dtype)) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
-    const int64_t plane = kv_cache.stride(1);
-    const std::byte* base = static_cast<const std::byte*>(kv_cache.data());
-    const DType read_as = cache_storage_dtype(p);  // u8 storage holds FP8 codes
-    pass.kv.k_base = base;
-    pass.kv.v_base = base + plane * static_cast<int64_t>(dtype_size(kv_cache.dtype()));
-    pass.kv.dtype = read_as;
-    pass.kv.block_stride = kv_cache.stride(0);
-    pass.kv.token_stride = kv_cache.stride(2);
-    pass.kv.head_stride = kv_cache.stride(3);
+    pass.kv.k_base = kv_cache.key().data();
+    pass.kv.v_base = kv_cache.value().data();
+    pass.kv.dtype = cache_storage_dtype(p);  // u8 storage holds FP8 codes
+    pass.kv.block_stride = kv_cache.key().stride(0);
+    pass.kv.token_stride = kv_cache.key().stride(1);
+    pass.kv.head_stride = kv_cache.key().stride(2);
     pass.kv.block_size = md.block_size;
     if (is_fp8(p.kv_cache_dtype)) {
       pass.kv.k_scale = scale_data(scales.k_scale);

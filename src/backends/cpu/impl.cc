@@ -17,13 +17,13 @@ class CpuAttentionImpl final : public AttentionImpl {
   std::string_view kernel_generation() const override { return "cpu"; }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVCacheView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     return write_kv_cache(params_, key, value, kv_cache, slot_mapping, scales);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
     const auto* md = dynamic_cast<const CpuAttentionMetadata*>(&metadata);

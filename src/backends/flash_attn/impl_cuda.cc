@@ -37,7 +37,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
   std::string_view kernel_generation() const override { return generations_.used(); }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
     PAGEDATTN_ASSIGN_OR_RETURN(

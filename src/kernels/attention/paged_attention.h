@@ -23,12 +23,13 @@ struct PagedAttentionParams {
   int64_t q_head_stride = 0;
   DType q_dtype = DType::kBF16;  // f16 or bf16; output has the same dtype
 
-  // Paged cache, logical [num_blocks, 2, block_size, num_kv_heads, head_size] with any strides
-  // (NHD or HND), in elements of cache_dtype.
-  const void* kv_cache = nullptr;
+  // Paged cache: the K and the V plane, each logical [num_blocks, block_size, num_kv_heads,
+  // head_size], at any two addresses with one set of strides (NHD or HND), in elements of
+  // cache_dtype.
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
   DType cache_dtype = DType::kBF16;  // f16, bf16, fp8_e4m3, fp8_e5m2
   int64_t cache_block_stride = 0;
-  int64_t cache_kv_stride = 0;     // K plane -> V plane
   int64_t cache_token_stride = 0;  // within a block
   int64_t cache_head_stride = 0;
   const float* k_scale = nullptr;  // FP8: [1] or [num_kv_heads] (per_head_scales), device
@@ -97,7 +98,7 @@ struct PagedAttentionParams {
   // [num_tokens, num_kv_heads, head_size] of q_dtype, K and V with the same strides (elements). A
   // request with no context (seqused_k == its query length) reads key j from new token
   // cu_seqlens_q[r] + j instead of the cache. nullptr: every request reads the cache. Needs a
-  // 16-bit cache of q_dtype, or none (kv_cache nullptr: then no request may have context; such a
+  // 16-bit cache of q_dtype, or none (k_cache nullptr: then no request may have context; such a
   // request's rows are left unwritten). v2 only.
   const void* k_new = nullptr;
   const void* v_new = nullptr;

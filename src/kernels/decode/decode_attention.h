@@ -20,12 +20,13 @@ struct DecodeAttentionParams {
   int64_t q_head_stride = 0;
   DType q_dtype = DType::kBF16;
 
-  // Paged cache, logical [num_blocks, 2, block_size, num_kv_heads, head_size] with any strides
-  // (NHD or HND), in elements of cache_dtype (q_dtype, fp8_e4m3 or fp8_e5m2).
-  const void* kv_cache = nullptr;
+  // Paged cache: the K and the V plane, each logical [num_blocks, block_size, num_kv_heads,
+  // head_size], at any two addresses with one set of strides (NHD or HND), in elements of
+  // cache_dtype (q_dtype, fp8_e4m3 or fp8_e5m2).
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
   DType cache_dtype = DType::kBF16;
   int64_t cache_block_stride = 0;
-  int64_t cache_kv_stride = 0;
   int64_t cache_token_stride = 0;
   int64_t cache_head_stride = 0;
   const float* k_scale = nullptr;  // FP8: [1] or [num_kv_heads] (per_head_scales), device

@@ -82,7 +82,6 @@ struct KernelArgs {
   int block_shift = -1;  // log2(block_size) when it is a power of two, else -1
   // Cache strides in elements, as 32-bit values (the launcher checks they fit).
   int block_stride = 0;
-  int kv_stride = 0;
   int token_stride = 0;
   int head_stride = 0;
   // The ragged source's strides (PagedAttentionParams::k_new), 32-bit like the cache's.

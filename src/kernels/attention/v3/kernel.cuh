@@ -22,7 +22,7 @@ namespace pagedattn::kernels::attention::v3 {
 template <int kD, bool kTransform, bool kPacked = false>
 __global__ void __launch_bounds__(PrefillTraits<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
-                            const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
+                            const __grid_constant__ KvMaps kv_maps, const PrefillArgs a) {
   using S = PrefillTraits<kD>;
   const int tile_heads = kPacked ? a.num_kv_heads : a.num_heads;
   const int total_tiles = tile_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(PrefillTraits<kD>::kThreads, 1)
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     if (threadIdx.x / 32 < a.box_warps) {
-      produce<kD, kPacked>(&q_map, &kv_map, a, total_tiles, s);
+      produce<kD, kPacked>(&q_map, &kv_maps, a, total_tiles, s);
     }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();

@@ -136,20 +136,17 @@ struct PrefillArgs {
   const int32_t* seqused_k;     // [num_reqs] device
   const int32_t* block_table;   // [num_reqs, block_table_stride] device
   int64_t block_table_stride;
-  const uint16_t*
-      kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
-  int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
+  const uint16_t* v_cache;  // a request's last V tile is copied with cp.async (zeros past its keys)
+  int64_t cache_block_stride, cache_token_stride, cache_head_stride;
   int block_size;
   int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
   int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
                        // other), with panel_fold kNone
   PanelFold panel_fold;  // one box per whole KV tile (kernels/paged_kv_map.h), or kNone
   // Pages smaller than the tile by the group map (kernels/paged_kv_map.h): one box per page, the
-  // tile group-major (KvTileStrides); the page of block b, plane k starts at group
-  // b * kv_groups_per_block + k * kv_groups_per_plane.
+  // tile group-major (KvTileStrides); block b's page starts at group b * kv_groups_per_block.
   bool kv_group_major;
   int kv_groups_per_block;
-  int kv_groups_per_plane;
   int group;           // query heads per KV head
   // GQA packing (the kPacked kernel, PagedAttentionParams::pack_gqa): a work tile is the `group`
   // query heads of one KV head over packed_positions query positions, tile row r = position r /
