@@ -222,7 +222,8 @@ void run_issue_shapes() {
     mixed.q_lens = {2048, 512, 512, 512, 512};
     mixed.seq_lens = {4096, 512, 512, 512, 512};
     mixed.ragged = ragged;
-    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged" : "prefill 2048-chunk + 4x512 first, paged",
+    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged"
+                  : "prefill 2048-chunk + 4x512 first, paged",
            time_shape(mixed));
   }
   // PAGEDATTN_BENCH_PREFILL_ONLY=1: stop here (for profiling one shape).

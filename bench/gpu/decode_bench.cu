@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "decode_bench_timing.cuh"
 #include "kernels/attention/paged_attention.h"
 #include "pagedattn/device_info.h"
 #include "plan/split_kv.h"
-#include "decode_bench_timing.cuh"
 
 namespace pagedattn::test {
 namespace {

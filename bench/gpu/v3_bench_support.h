@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "common/numeric.h"
 #include "common/mask.h"
+#include "common/numeric.h"
 #include "kernels/attention/v3/launch.h"
 #include "test_v3_support.h"
 
@@ -98,8 +98,7 @@ struct PrefillBench {
     const mask::MaskRule rule{causal, f.window_left, f.window_right};
     double pairs = 0;
     for (int i = 0; i < q_len; ++i) {
-      const auto keys =
-          mask::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
+      const auto keys = mask::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
       pairs += static_cast<double>(std::max<int64_t>(0, keys.hi - keys.lo + 1));
     }
     return 4.0 * num_reqs * pairs * heads * d;

@@ -1,6 +1,7 @@
 // The backend abstraction (vLLM v1's attention layer): a backend describes what it can serve and
-// makes a metadata builder (once per KV-cache group) and an impl (once per layer). Per step the engine
-// calls builder.build(...) once, then per layer impl.do_kv_cache_update(...) and impl.forward(...).
+// makes a metadata builder (once per KV-cache group) and an impl (once per layer). Per step the
+// engine calls builder.build(...) once, then per layer impl.do_kv_cache_update(...) and
+// impl.forward(...).
 #pragma once
 
 #include <memory>
@@ -22,7 +23,12 @@ namespace pagedattn {
 using StreamHandle = void*;
 
 // How much of a step a backend can run under a full CUDA graph (vLLM's AttentionCGSupport).
-enum class AttentionCGSupport { kNever = 0, kUniformSingleTokenDecode = 1, kUniformBatch = 2, kAlways = 3 };
+enum class AttentionCGSupport {
+  kNever = 0,
+  kUniformSingleTokenDecode = 1,
+  kUniformBatch = 2,
+  kAlways = 3
+};
 std::string_view cg_support_name(AttentionCGSupport support);  // "ALWAYS", ...
 
 // What the selector asks of a backend (vLLM's AttentionSelectorConfig plus the device).
@@ -50,13 +56,13 @@ struct AttentionImplParams {
   int head_size = 0;
   float scale = 0.0f;  // <= 0 means 1/sqrt(head_size)
   int num_kv_heads = 0;
-  DType dtype = DType::kBF16;             // query / output dtype
-  std::vector<float> alibi_slopes;        // [num_heads] or empty
-  SlidingWindow sliding_window;           // (-1, -1) = none
+  DType dtype = DType::kBF16;       // query / output dtype
+  std::vector<float> alibi_slopes;  // [num_heads] or empty
+  SlidingWindow sliding_window;     // (-1, -1) = none
   KVCacheDType kv_cache_dtype = KVCacheDType::kAuto;
-  float logits_soft_cap = 0.0f;           // <= 0 = none
+  float logits_soft_cap = 0.0f;  // <= 0 = none
   AttentionType attn_type = AttentionType::kDecoder;
-  std::vector<float> sinks;               // [num_heads] logits or empty
+  std::vector<float> sinks;                       // [num_heads] logits or empty
   KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
@@ -78,9 +84,9 @@ struct AttentionImplParams {
 };
 
 // What a builder needs to know once (the KV-cache spec and the limits its persistent buffers
-// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype) must be the one of every layer
-// run with the builder's metadata: forward refuses a layer that differs, naming the field. The
-// cache's layout is the layer's (AttentionImplParams::kv_layout): no plan depends on it.
+// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype) must be the one of every
+// layer run with the builder's metadata: forward refuses a layer that differs, naming the field.
+// The cache's layout is the layer's (AttentionImplParams::kv_layout): no plan depends on it.
 struct BuilderParams {
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -93,10 +99,12 @@ struct BuilderParams {
   int max_num_tokens = 8192;
   int max_model_len = 32768;
   bool use_alibi = false;
-  SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
-  int num_sms = 0;  // 0 = ask the device
+  SlidingWindow
+      sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
+  int num_sms = 0;     // 0 = ask the device
   // Split-KV bound (FlashAttention's num_splits): 0 = the backend decides, 1 = no split, n = at
-  // most n splits of a request's keys. FLASHINFER refuses a bound (its decode plan cuts work units).
+  // most n splits of a request's keys. FLASHINFER refuses a bound (its decode plan cuts work
+  // units).
   int max_num_splits = 0;
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
   // rest of the batch. Every backend then runs no cascade; FLASHINFER splits decode KV only at
@@ -123,8 +131,8 @@ class AttentionMetadataBuilder {
   virtual AttentionCGSupport cudagraph_support() const = 0;
   // Requests with query_len <= threshold must come first (the engine reorders); unset = no need.
   virtual std::optional<int> reorder_batch_threshold() const { return std::nullopt; }
-  virtual StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
-                                                             const CommonAttentionMetadata& meta) = 0;
+  virtual StatusOr<std::unique_ptr<AttentionMetadata>> build(
+      int common_prefix_len, const CommonAttentionMetadata& meta) = 0;
   // build(0, meta) marked for_cudagraph_capture: the metadata a captured forward is given.
   StatusOr<std::unique_ptr<AttentionMetadata>> build_for_cudagraph_capture(
       const CommonAttentionMetadata& meta);
@@ -138,8 +146,8 @@ class AttentionMetadataBuilder {
                                      int dcp_world_size) const;
 };
 
-// FP8 dequantization scales of a layer: [1] (per tensor) or [num_kv_heads] (per head) float32, on the
-// cache's device. Undefined views mean 1.0.
+// FP8 dequantization scales of a layer: [1] (per tensor) or [num_kv_heads] (per head) float32, on
+// the cache's device. Undefined views mean 1.0.
 struct KVScales {
   TensorView k_scale;
   TensorView v_scale;
@@ -182,8 +190,10 @@ class AttentionBackend {
   virtual std::vector<KVCacheDType> supported_kv_cache_dtypes() const = 0;
   virtual std::vector<MultipleOf> supported_kernel_block_sizes() const = 0;
   virtual bool supports_head_size(int head_size) const = 0;
-  virtual std::string supported_head_sizes_text() const = 0;  // for messages: "multiples of 8 up to 256"
-  virtual bool supports_kv_cache_dtype(KVCacheDType kv, const AttentionSelectorConfig& config) const;
+  virtual std::string supported_head_sizes_text()
+      const = 0;  // for messages: "multiples of 8 up to 256"
+  virtual bool supports_kv_cache_dtype(KVCacheDType kv,
+                                       const AttentionSelectorConfig& config) const;
   bool supports_dtype(DType dtype) const;
   bool supports_block_size(std::optional<int> block_size) const;
   int preferred_block_size(int default_block_size) const;
@@ -194,11 +204,14 @@ class AttentionBackend {
   virtual bool supports_soft_cap() const { return false; }
   virtual bool supports_non_causal() const { return false; }
   virtual bool supports_per_head_quant_scales() const { return false; }
-  virtual bool supports_attn_type(AttentionType type) const { return type == AttentionType::kDecoder; }
+  virtual bool supports_attn_type(AttentionType type) const {
+    return type == AttentionType::kDecoder;
+  }
   virtual bool supports_device(DeviceKind kind) const = 0;
   virtual bool supports_compute_capability(ComputeCapability cc) const { return true; }
   // A reason the combination cannot be served, beyond the single predicates.
-  virtual std::optional<std::string> supports_combination(const AttentionSelectorConfig& config) const {
+  virtual std::optional<std::string> supports_combination(
+      const AttentionSelectorConfig& config) const {
     return std::nullopt;
   }
   // Set when this build cannot run the backend at all ("not built in this version", ...).
@@ -224,7 +237,8 @@ class AttentionBackend {
 
   virtual StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(
       const BuilderParams& params) const = 0;
-  virtual StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) const = 0;
+  virtual StatusOr<std::unique_ptr<AttentionImpl>> make_impl(
+      const AttentionImplParams& params) const = 0;
 };
 
 // The registry: FLASH_ATTN, FLASHINFER and CPU_ATTN, in that order.

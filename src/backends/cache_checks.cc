@@ -20,8 +20,7 @@ Status check_kv_cache(const KVCacheView& kv_cache, std::initializer_list<DType> 
     return invalid_argument(kv_cache.describe() + " has " +
                             std::to_string(kv_cache.num_kv_heads()) + " KV heads of size " +
                             std::to_string(kv_cache.head_size()) + "; expected " +
-                            std::to_string(num_kv_heads) + " of size " +
-                            std::to_string(head_size));
+                            std::to_string(num_kv_heads) + " of size " + std::to_string(head_size));
   }
   const std::optional<KVCacheLayout> shown = strided_layout(kv_cache.key());
   if (!shown || *shown == kv_layout) return ok_status();

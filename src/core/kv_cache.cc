@@ -77,10 +77,10 @@ Status KVCacheView::check() const {
   }
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(key_, "key_cache", 4));
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(value_, "value_cache", 4));
-  const bool same_shape = std::equal(key_.shape().begin(), key_.shape().end(),
-                                     value_.shape().begin());
-  const bool same_strides = std::equal(key_.strides().begin(), key_.strides().end(),
-                                       value_.strides().begin());
+  const bool same_shape =
+      std::equal(key_.shape().begin(), key_.shape().end(), value_.shape().begin());
+  const bool same_strides =
+      std::equal(key_.strides().begin(), key_.strides().end(), value_.strides().begin());
   if (!same_shape || key_.dtype() != value_.dtype() || !(key_.device() == value_.device())) {
     return invalid_argument("key_cache " + key_.describe() + " and value_cache " +
                             value_.describe() + " must have one shape, dtype and device");
@@ -92,8 +92,9 @@ Status KVCacheView::check() const {
                             "set)");
   }
   if (key_.stride(3) != 1) {
-    return invalid_argument("key_cache and value_cache must have unit stride along head_size, got " +
-                            std::to_string(key_.stride(3)));
+    return invalid_argument(
+        "key_cache and value_cache must have unit stride along head_size, got " +
+        std::to_string(key_.stride(3)));
   }
   return ok_status();
 }

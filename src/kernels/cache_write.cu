@@ -23,19 +23,40 @@ constexpr int kThreads = 128;
 template <typename T>
 __device__ __forceinline__ float to_float(T x);
 template <>
-__device__ __forceinline__ float to_float<float>(float x) { return x; }
+__device__ __forceinline__ float to_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float<__half>(__half x) {
+  return __half2float(x);
+}
 template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 
 template <CacheKind kKind>
 struct CacheStorage;
-template <> struct CacheStorage<CacheKind::kF32> { using Type = float; };
-template <> struct CacheStorage<CacheKind::kF16> { using Type = __half; };
-template <> struct CacheStorage<CacheKind::kBF16> { using Type = __nv_bfloat16; };
-template <> struct CacheStorage<CacheKind::kFp8E4M3> { using Type = uint8_t; };
-template <> struct CacheStorage<CacheKind::kFp8E5M2> { using Type = uint8_t; };
+template <>
+struct CacheStorage<CacheKind::kF32> {
+  using Type = float;
+};
+template <>
+struct CacheStorage<CacheKind::kF16> {
+  using Type = __half;
+};
+template <>
+struct CacheStorage<CacheKind::kBF16> {
+  using Type = __nv_bfloat16;
+};
+template <>
+struct CacheStorage<CacheKind::kFp8E4M3> {
+  using Type = uint8_t;
+};
+template <>
+struct CacheStorage<CacheKind::kFp8E5M2> {
+  using Type = uint8_t;
+};
 
 template <CacheKind kKind>
 __device__ __forceinline__ typename CacheStorage<kKind>::Type encode(float x, float scale) {
@@ -127,7 +148,9 @@ __global__ void __launch_bounds__(kThreads) cache_write_kernel(CacheWriteArgs a)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 template <typename Src, CacheKind kKind>
 Status launch_typed(const CacheWriteArgs& args, int64_t num_tokens, size_t src_size,

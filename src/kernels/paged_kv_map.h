@@ -14,10 +14,12 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/paged_operands.h"
+
 namespace pagedattn::kernels {
 
 struct PagedKvMapShape {
-  int rank;                   // 4 or 5; entries past it are unused
+  int rank;  // 4 or 5; entries past it are unused
   uint64_t dims[5];
   uint64_t strides_bytes[4];  // of dimensions 1..rank-1
   uint32_t box[5];
@@ -28,11 +30,10 @@ struct PagedKvMapShape {
 // the largest a 32-bit TMA coordinate reaches.
 inline constexpr uint64_t kMapUnbounded = (uint64_t{1} << 31) - 1;
 
-// P: a kernel parameter block with the cache fields (plane strides in elements, block_size,
-// num_kv_heads, head_size).
-template <typename P>
-PagedKvMapShape paged_kv_map_shape(const P& p, int elem_bytes, uint32_t box_columns,
-                                   uint32_t box_tokens) {
+// From the parameter block's cache fields (plane strides in elements, block_size, num_kv_heads,
+// head_size).
+inline PagedKvMapShape paged_kv_map_shape(const PagedOperands& p, int elem_bytes,
+                                          uint32_t box_columns, uint32_t box_tokens) {
   const bool heads_inner = p.cache_head_stride < p.cache_token_stride;  // NHD
   std::pair<uint64_t, int64_t> token{static_cast<uint64_t>(p.block_size), p.cache_token_stride};
   std::pair<uint64_t, int64_t> head{static_cast<uint64_t>(p.num_kv_heads), p.cache_head_stride};
@@ -61,9 +62,8 @@ enum class PanelFold : int8_t {
 // 128-byte panels and, for NHD, a token's heads are contiguous (head stride = head size: the head
 // folds into the panel coordinate); HND always (the head keeps a dimension). Else kNone (and *m
 // untouched).
-template <typename P>
-PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_tokens,
-                                   PagedKvMapShape* m) {
+inline PanelFold paged_kv_panel_map_shape(const PagedOperands& p, int elem_bytes,
+                                          uint32_t box_tokens, PagedKvMapShape* m) {
   const int64_t panel_elems = 128 / elem_bytes, panels = p.head_size / panel_elems;
   if (p.head_size % panel_elems != 0) return PanelFold::kNone;
   const bool nhd = p.cache_head_stride < p.cache_token_stride;
@@ -84,12 +84,12 @@ PanelFold paged_kv_panel_map_shape(const P& p, int elem_bytes, uint32_t box_toke
                          1};
     return PanelFold::kPanel;
   }
-  *m = PagedKvMapShape{5,
-                       {columns, tokens, static_cast<uint64_t>(panels), heads, kMapUnbounded},
-                       {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride),
-                        bytes(p.cache_block_stride)},
-                       {box[0], box[1], box[2], box[3], box[4]},
-                       1};
+  *m = PagedKvMapShape{
+      5,
+      {columns, tokens, static_cast<uint64_t>(panels), heads, kMapUnbounded},
+      {bytes(p.cache_token_stride), 128, bytes(p.cache_head_stride), bytes(p.cache_block_stride)},
+      {box[0], box[1], box[2], box[3], box[4]},
+      1};
   return PanelFold::kHead;
 }
 
@@ -110,9 +110,8 @@ struct PagedKvGroupMapShape {
 // Possible when the head size is whole 128-byte panels, pages are whole groups and the block
 // stride is whole groups (8 token strides): the cache's own layouts, NHD and HND. Else false (and
 // *m untouched).
-template <typename P>
-bool paged_kv_group_map_shape(const P& p, int elem_bytes, uint32_t box_groups,
-                              PagedKvGroupMapShape* m) {
+inline bool paged_kv_group_map_shape(const PagedOperands& p, int elem_bytes, uint32_t box_groups,
+                                     PagedKvGroupMapShape* m) {
   const int64_t panel_elems = 128 / elem_bytes, group = 8 * p.cache_token_stride;
   if (p.head_size % panel_elems != 0 || p.block_size % 8 != 0 || group <= 0 ||
       p.cache_block_stride % group != 0) {

@@ -42,7 +42,9 @@ class DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr_); }
   void* get() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   void poison() const { cudaMemset(ptr_, 0xFF, bytes_); }  // NaN in every float format
 
  private:
@@ -52,7 +54,7 @@ class DeviceBuffer {
 
 struct SplitOptions {
   int max_num_splits = 1;
-  std::vector<int> per_req;  // empty: every request uses max_num_splits
+  std::vector<int> per_req;     // empty: every request uses max_num_splits
   int extra_max_query_len = 0;  // added to max_query_len (graph capture passes an upper bound)
 };
 
@@ -292,8 +294,8 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   const DeviceBatch dev(b, placement);
   if (ragged.enabled) write_new_tokens(b);
 
-  auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
-                                            b.params);
+  auto ref =
+      reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()), b.params);
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   if (!ref.ok()) return result;
 

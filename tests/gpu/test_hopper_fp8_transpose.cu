@@ -1,6 +1,6 @@
 // The FP8 prefill kernel's Vᵀ on an sm_90 device: the pre-pass that writes it once per launch
-// (v3/fp8/v_transpose.h), byte for byte against a host model of the layout the P·V wgmma reads (row n
-// = head column n, one 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm
+// (v3/fp8/v_transpose.h), byte for byte against a host model of the layout the P·V wgmma reads (row
+// n = head column n, one 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm
 // of v3/fp8/operands.cuh), from paged caches with shuffled pages, the slots a request does
 // not use NaN, and a workspace too small. Built for sm_90a only (tests/hopper.cmake).
 #include <cuda_runtime.h>

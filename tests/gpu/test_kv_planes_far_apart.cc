@@ -42,9 +42,9 @@ CaseSpec far_apart_case(int head_size, const std::vector<int>& query_lens,
 // bits), just past 2^30, the conformance report's 2^31 - 16,785,408, past 2^31 and 2^32, and V
 // before K (just before its blocks, and past -2^31).
 std::vector<int64_t> distances(const CaseSpec& c) {
-  const int64_t span = int64_t{c.num_blocks} * 2 * c.block_size * c.num_kv_heads * c.head_size;
-  return {int64_t{1} << 29,           (int64_t{1} << 30) + 4096, (int64_t{1} << 31) - 16785408,
-          (int64_t{1} << 31) + 4096,  (int64_t{1} << 32) + 16,   -span,
+  const int64_t span = *c.num_blocks * 2 * c.block_size * c.num_kv_heads * c.head_size;
+  return {int64_t{1} << 29,          (int64_t{1} << 30) + 4096, (int64_t{1} << 31) - 16785408,
+          (int64_t{1} << 31) + 4096, (int64_t{1} << 32) + 16,   -span,
           -(int64_t{1} << 31) - 4096};
 }
 

@@ -151,7 +151,8 @@ TEST(PagedAttentionRagged, LauncherRejectsBadSources) {
     EXPECT_EQ(s.code(), code) << s.to_string();
     EXPECT_NE(s.message().find(text), std::string::npos) << s.to_string();
   };
-  expect_error(StatusCode::kInvalidArgument, "k_cache and v_cache are required without k_new/v_new");
+  expect_error(StatusCode::kInvalidArgument,
+               "k_cache and v_cache are required without k_new/v_new");
   p.k_new = buf.get();
   expect_error(StatusCode::kInvalidArgument, "k_new and v_new must be given together");
   p.v_new = static_cast<char*>(buf.get()) + 8;

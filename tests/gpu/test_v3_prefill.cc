@@ -146,8 +146,9 @@ Status with_padded_planes(const kernels::PagedAttentionParams& params, void* str
   constexpr int64_t kPad = 64;  // elements: strides stay multiples of 16 bytes (TMA)
   kernels::PagedAttentionParams p = params;
   const size_t elem = dtype_size(p.cache_dtype);
-  const int64_t plane = (static_cast<const char*>(p.v_cache) - static_cast<const char*>(p.k_cache)) /
-                        static_cast<int64_t>(elem);
+  const int64_t plane =
+      (static_cast<const char*>(p.v_cache) - static_cast<const char*>(p.k_cache)) /
+      static_cast<int64_t>(elem);
   if (p.cache_block_stride != 2 * plane) {
     return internal_error("with_padded_planes: expected the harness's K and V planes side by side");
   }

@@ -41,10 +41,9 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
 
   const DType storage = cache_storage_dtype(p);
   const bool fp8 = is_fp8(p.kv_cache_dtype);
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_kv_cache(kv_cache,
-                                                     {storage, fp8 ? DType::kU8 : storage},
-                                                     Device::cpu(), p.num_kv_heads, p.head_size,
-                                                     p.kv_layout));
+  PAGEDATTN_RETURN_IF_ERROR(
+      backends::check_kv_cache(kv_cache, {storage, fp8 ? DType::kU8 : storage}, Device::cpu(),
+                               p.num_kv_heads, p.head_size, p.kv_layout));
   const int64_t num_blocks = kv_cache.num_blocks();
   const int64_t block_size = kv_cache.block_size();
   if (fp8) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
@@ -75,8 +74,7 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
       const TensorView& dst = plane == 0 ? kv_cache.key() : kv_cache.value();
       const TensorView& scale = plane == 0 ? scales.k_scale : scales.v_scale;
       for (int h = 0; h < heads; ++h) {
-        const int64_t dst_row =
-            block * dst.stride(0) + offset * dst.stride(1) + h * dst.stride(2);
+        const int64_t dst_row = block * dst.stride(0) + offset * dst.stride(1) + h * dst.stride(2);
         const int64_t src_row = t * src.stride(0) + h * src.stride(1);
         float scale_value = 1.0f;
         if (fp8 && scale.defined()) {

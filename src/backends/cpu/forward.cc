@@ -35,9 +35,9 @@ Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64
 Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
                    const CpuAttentionMetadata& md) {
   const DType storage = cache_storage_dtype(p);
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_kv_cache(
-      kv_cache, {storage, is_fp8(p.kv_cache_dtype) ? DType::kU8 : storage}, Device::cpu(),
-      p.num_kv_heads, p.head_size, p.kv_layout));
+  PAGEDATTN_RETURN_IF_ERROR(
+      backends::check_kv_cache(kv_cache, {storage, is_fp8(p.kv_cache_dtype) ? DType::kU8 : storage},
+                               Device::cpu(), p.num_kv_heads, p.head_size, p.kv_layout));
   if (kv_cache.block_size() != md.block_size) {
     return invalid_argument("kv_cache block size " + std::to_string(kv_cache.block_size()) +
                             " differs from the builder's block_size " +

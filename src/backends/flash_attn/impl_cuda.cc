@@ -55,9 +55,9 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     const bool graph_safe = md->for_cudagraph_capture;
     const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
       kernels::PagedAttentionParams p = base;
-      PAGEDATTN_RETURN_IF_ERROR(
-          set_pass(p, pass, graph_safe ? pass.max_num_splits : pass.max_splits_used,
-                   md->split.token_capacity));
+      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass,
+                                         graph_safe ? pass.max_num_splits : pass.max_splits_used,
+                                         md->split.token_capacity));
       set_output(p, out);
       generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);

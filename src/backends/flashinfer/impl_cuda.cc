@@ -94,7 +94,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
       // graph-safe split bound it launches requests x splits x heads CTAs that a decode-only
       // replay (the decodes run in the decode kernel) retires empty, tens of microseconds a
       // layer. The cascade's prefix pass (one request) keeps its splits.
-      const int max_splits = !capture                 ? pass.max_splits_used
+      const int max_splits = !capture                ? pass.max_splits_used
                              : &pass == &md->prefill ? 1
                                                      : pass.max_num_splits;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));

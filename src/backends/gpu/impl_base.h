@@ -50,8 +50,7 @@ class GpuImpl : public AttentionImpl {
     return md;
   }
 
-  template <typename P>
-  void fill_layer(P& p, const TensorView& query, const KVCacheView& kv_cache,
+  void fill_layer(kernels::PagedOperands& p, const TensorView& query, const KVCacheView& kv_cache,
                   const KVScales& scales) const {
     p.q = query.data();
     p.q_token_stride = query.stride(0);

@@ -32,7 +32,8 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
   }
   if (p.k_new == nullptr) {
     if ((p.k_cache != nullptr && p.v_cache != nullptr) || p.num_tokens == 0) return ok_status();
-    return invalid_argument("paged attention: k_cache and v_cache are required without k_new/v_new");
+    return invalid_argument(
+        "paged attention: k_cache and v_cache are required without k_new/v_new");
   }
   if (p.cache_dtype != p.q_dtype) {  // also without a cache: it picks the instantiation
     return invalid_argument(

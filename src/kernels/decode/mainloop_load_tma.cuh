@@ -32,12 +32,12 @@ CUresult encode_decode_kv_maps(DecodeArgs& a) {
   if (!describable) return CUDA_ERROR_INVALID_VALUE;
   const CUtensorMapDataType type =
       Cfg::kFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
-  const CUresult k = device::encode_tensor_map_sw128(&a.k_map, type, p.k_cache, m.rank, m.dims,
-                                                     m.strides_bytes, m.box,
-                                                     CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  const CUresult k =
+      device::encode_tensor_map_sw128(&a.k_map, type, p.k_cache, m.rank, m.dims, m.strides_bytes,
+                                      m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
   if (k != CUDA_SUCCESS) return k;
-  return device::encode_tensor_map_sw128(&a.v_map, type, p.v_cache, m.rank, m.dims,
-                                         m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  return device::encode_tensor_map_sw128(&a.v_map, type, p.v_cache, m.rank, m.dims, m.strides_bytes,
+                                         m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 template <typename Cfg>

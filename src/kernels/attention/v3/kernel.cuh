@@ -1,7 +1,7 @@
 // The v3 prefill kernel for head size kD: warp-specialised CTAs (v3/traits.cuh) that walk work
-// tiles (v3/tile_scheduler.cuh), many per CTA on a grid of one CTA per SM (persistent: the next tile's
-// loads overlap the previous tile's last product and stores).
-// Compiled for sm_90a alone (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
+// tiles (v3/tile_scheduler.cuh), many per CTA on a grid of one CTA per SM (persistent: the next
+// tile's loads overlap the previous tile's last product and stores). Compiled for sm_90a alone
+// (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
 #pragma once
 
 #include <cuda.h>
@@ -10,8 +10,8 @@
 
 #include "device/mbarrier.cuh"
 #include "device/warp_specialize.cuh"
-#include "kernels/attention/v3/mainloop_mma.cuh"
 #include "kernels/attention/v3/mainloop_load.cuh"
+#include "kernels/attention/v3/mainloop_mma.cuh"
 #include "kernels/attention/v3/traits.cuh"
 
 namespace pagedattn::kernels::attention::v3 {

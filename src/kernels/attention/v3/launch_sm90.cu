@@ -14,9 +14,9 @@
 #include "common/mask.h"
 #include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
-#include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/fp8/launch.h"
 #include "kernels/attention/v3/instance.h"
+#include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/traits.cuh"
 #include "kernels/paged_kv_map.h"
 #include "runtime/check.h"
@@ -211,14 +211,14 @@ CUresult encode_planes(const PagedAttentionParams& p, const PagedKvMapShape& m, 
   const CUresult k = device::encode_tensor_map_16bit_sw128(&maps->k, p.k_cache, m.rank, m.dims,
                                                            m.strides_bytes, m.box);
   if (k != CUDA_SUCCESS) return k;
-  return device::encode_tensor_map_16bit_sw128(&maps->v, p.v_cache, m.rank, m.dims,
-                                               m.strides_bytes, m.box);
+  return device::encode_tensor_map_16bit_sw128(&maps->v, p.v_cache, m.rank, m.dims, m.strides_bytes,
+                                               m.box);
 }
 
 // The cache's planes (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one
 // page when pages are smaller; at D 96 a box's columns past 96 are zeros), or, where the layout
-// allows, in boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole page
-// for smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles
+// allows, in boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole
+// page for smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles
 // whatever its size.
 Status encode_kv_maps(const PagedAttentionParams& p, KvMaps* maps, PrefillArgs* a) {
   const int tile_keys = kv_tile_keys(p.head_size);

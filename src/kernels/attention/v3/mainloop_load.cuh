@@ -19,8 +19,8 @@
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
-#include "kernels/attention/v3/traits.cuh"
 #include "kernels/attention/v3/tile_scheduler.cuh"
+#include "kernels/attention/v3/traits.cuh"
 #include "kernels/kv_maps.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -174,8 +174,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const KvMaps* 
       }
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       device::mbarrier_wait(&s.k_empty[stage], parity);
-      tma_kv_tile<kD>(&kv_maps->k, a, w, page_id, row0, warp, leader, s.k[stage],
-                      &s.k_full[stage]);
+      tma_kv_tile<kD>(&kv_maps->k, a, w, page_id, row0, warp, leader, s.k[stage], &s.k_full[stage]);
       if (i > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
       prev_page_id = page_id, prev_row0 = row0, prev_key0 = key0;
     }

@@ -27,9 +27,9 @@ Status encode_fp8_k_map(const PagedAttentionParams& p, int keys, CUtensorMap* ma
                         int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
   *token_coord = m.token_coord;
-  const CUresult r = device::encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_cache,
-                                                     m.rank, m.dims, m.strides_bytes, m.box,
-                                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
+  const CUresult r =
+      device::encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_cache, m.rank, m.dims,
+                                      m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r == CUDA_SUCCESS) return ok_status();
   return internal_error("paged attention v3 FP8: encoding the K tensor map failed (CUresult " +
                         std::to_string(static_cast<int>(r)) + ")");
@@ -96,9 +96,8 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
   a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);
-  return p.head_size == 128
-             ? launch_prefill_fp8_kernel<128>(q_map, k_map, a, tiles, grid, stream)
-             : launch_prefill_fp8_kernel<256>(q_map, k_map, a, tiles, grid, stream);
+  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, k_map, a, tiles, grid, stream)
+                            : launch_prefill_fp8_kernel<256>(q_map, k_map, a, tiles, grid, stream);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -122,8 +122,8 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* k_map, const Pre
       int32_t c[4] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, block};
       for (int panel = 0; panel < S::kPanels; ++panel) {
         c[0] = 128 * panel;
-        device::tma_load<4>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128,
-                            k_map, c, &s.k_full[stage]);
+        device::tma_load<4>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128, k_map,
+                            c, &s.k_full[stage]);
       }
     }
   }
@@ -171,8 +171,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
     if (leader) load_q_stage<kD>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-        load_kv_tile<kD>(k_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
-                         s);
+        load_kv_tile<kD>(k_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader, s);
       }
       walk.advance();
       if (!walk.find_keys<kD, kN>(a.base, w)) return;

@@ -10,7 +10,7 @@ namespace pagedattn::kernels::attention::v3 {
 namespace {
 
 struct VtArgs {
-  const uint8_t* v_cache;  // e4m3, logical [block, token, head, column]
+  const uint8_t* v_cache;                           // e4m3, logical [block, token, head, column]
   int64_t block_stride, token_stride, head_stride;  // bytes
   const int32_t* seqused_k;
   const int32_t* block_table;
