@@ -68,15 +68,15 @@ struct AttentionImplParams {
   std::vector<float> sinks;               // [num_heads] logits or empty
   KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
-  // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
-  // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
-  int kernel_generation = 0;
   // Decode context parallelism (docs/dcp.md): the group of ranks that shard this layer's KV cache
   // by tokens (vLLM's get_dcp_group(); not owned, must outlive the impl), null = no DCP. Under DCP,
   // num_heads, sinks and forward's query/output are this rank's heads; the group's ranks hold
   // world_size * num_heads query heads over the same num_kv_heads KV heads.
   Communicator* dcp_group = nullptr;
   DcpCommBackend dcp_comm_backend = DcpCommBackend::kAgRs;  // how the ranks combine (vLLM's default)
+  // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
+  // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
+  int kernel_generation = 0;
 
   // The scores scale · q·k are float32 in every backend, so a scale above this would overflow
   // them for ordinary inputs.
