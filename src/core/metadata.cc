@@ -202,7 +202,8 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   if (table_on_host) {
     std::vector<std::pair<int64_t, int64_t>> ids;  // (block id, column) of one request
     for (int r = 0; r < num_reqs; ++r) {
-      const int64_t blocks_needed = (stored(read_int(seq_lens_cpu, r)) + block_size - 1) / block_size;
+      const int64_t blocks_needed =
+          (stored(read_int(seq_lens_cpu, r)) + block_size - 1) / block_size;
       ids.clear();
       for (int64_t c = 0; c < blocks_needed; ++c) {
         const int64_t id = block_id(r, c);

@@ -19,7 +19,8 @@ Status check_dcp_layer(const AttentionImplParams& p) {
       " with a dcp_group of world size " + std::to_string(p.dcp_group->world_size());
   if (p.attn_type != AttentionType::kDecoder) {
     return invalid_argument("attn_type = " + std::string(attention_type_name(p.attn_type)) +
-                            group + ": DCP shards the KV cache of decoder layers (allowed: decoder)");
+                            group +
+                            ": DCP shards the KV cache of decoder layers (allowed: decoder)");
   }
   if (!p.alibi_slopes.empty()) {
     return invalid_argument("alibi_slopes given" + group +

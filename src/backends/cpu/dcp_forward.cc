@@ -215,7 +215,9 @@ Status run_dcp_forward(const Status& ready, const AttentionPass& plain,
       own_lse, merged, merged_lse;
   partial_out.resize(num_tokens * group_heads * dim);
   partial_lse.resize(int64_t{group_heads} * num_tokens);
-  for (std::vector<float>* v : {&context_out, &own_out, &merged}) v->resize(num_tokens * heads * dim);
+  for (std::vector<float>* v : {&context_out, &own_out, &merged}) {
+    v->resize(num_tokens * heads * dim);
+  }
   for (std::vector<float>* v : {&context_lse, &own_lse, &merged_lse}) v->resize(heads * num_tokens);
 
   PAGEDATTN_RETURN_IF_ERROR(gather_query(group, query, num_tokens, group_query));

@@ -53,7 +53,8 @@ Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
   }
   for (int r = 0; r < md.num_reqs; ++r) {
     // Under DCP the table holds this rank's blocks: those of its share of the sequence.
-    const int64_t needed = (dcp_local_length(md.seq_lens[r], md.dcp) + md.block_size - 1) / md.block_size;
+    const int64_t needed =
+        (dcp_local_length(md.seq_lens[r], md.dcp) + md.block_size - 1) / md.block_size;
     for (int64_t c = 0; c < needed; ++c) {
       const int64_t id = table.data_as<const int32_t>()[r * table.stride(0) + c * table.stride(1)];
       if (id < 0 || id >= num_blocks) {
