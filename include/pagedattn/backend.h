@@ -22,6 +22,12 @@ namespace pagedattn {
 // Opaque cudaStream_t (nullptr = the default stream); public headers include no CUDA headers.
 using StreamHandle = void*;
 
+class Communicator;  // pagedattn/communicator.h
+
+// How DCP ranks combine their partial attention (vLLM's dcp_comm_backend; docs/dcp.md):
+// all-gather of LSEs + reduce-scatter of outputs, or all-to-all + a local reduce.
+enum class DcpCommBackend { kAgRs, kA2a };
+
 // How much of a step a backend can run under a full CUDA graph (vLLM's AttentionCGSupport).
 enum class AttentionCGSupport {
   kNever = 0,
@@ -48,6 +54,9 @@ struct AttentionSelectorConfig {
   bool use_per_head_quant_scales = false;
   Device device = Device::cpu();
   std::optional<ComputeCapability> compute_capability;  // CUDA only; unset = the device's own
+  // Decode context parallelism: ranks sharing each sequence's KV tokens (vLLM's
+  // decode_context_parallel_size); num_heads is then one rank's share of the query heads.
+  int dcp_world_size = 1;
 };
 
 // Per-layer constants (vLLM's AttentionImpl.__init__).
@@ -65,6 +74,12 @@ struct AttentionImplParams {
   std::vector<float> sinks;                       // [num_heads] logits or empty
   KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
+  // Decode context parallelism (docs/dcp.md): the group of ranks that shard this layer's KV cache
+  // by tokens (vLLM's get_dcp_group(); not owned, must outlive the impl), null = no DCP. Under DCP,
+  // num_heads, sinks and forward's query/output are this rank's heads; the group's ranks hold
+  // world_size * num_heads query heads over the same num_kv_heads KV heads.
+  Communicator* dcp_group = nullptr;
+  DcpCommBackend dcp_comm_backend = DcpCommBackend::kAgRs;  // how the ranks combine (vLLM's default)
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
   int kernel_generation = 0;
@@ -204,6 +219,8 @@ class AttentionBackend {
   virtual bool supports_soft_cap() const { return false; }
   virtual bool supports_non_causal() const { return false; }
   virtual bool supports_per_head_quant_scales() const { return false; }
+  // Decode context parallelism: forward under a dcp_group, metadata of a sharded step.
+  virtual bool supports_dcp() const { return false; }
   virtual bool supports_attn_type(AttentionType type) const {
     return type == AttentionType::kDecoder;
   }

@@ -1,5 +1,6 @@
 // CPU_ATTN's forward: checks the call against the layer and the step's metadata, describes the
-// batch as one attention pass, and runs it (or cascade, when the step has a common prefix).
+// batch as one attention pass, and runs it (or cascade, when the step has a common prefix, or the
+// DCP forward, when the layer has a dcp_group).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -11,7 +12,6 @@
 #include "common/numeric.h"
 
 namespace pagedattn::cpu {
-namespace {
 
 Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64_t min_tokens,
                   int heads, int dim) {
@@ -30,6 +30,8 @@ Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64
   }
   return ok_status();
 }
+
+namespace {
 
 // Block ids of every request must address this cache, with the builder's block size.
 Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
@@ -50,7 +52,9 @@ Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
                             table.describe());
   }
   for (int r = 0; r < md.num_reqs; ++r) {
-    const int64_t needed = (md.seq_lens[r] + md.block_size - 1) / md.block_size;
+    // Under DCP the table holds this rank's blocks: those of its share of the sequence.
+    const int64_t needed =
+        (dcp_local_length(md.seq_lens[r], md.dcp) + md.block_size - 1) / md.block_size;
     for (int64_t c = 0; c < needed; ++c) {
       const int64_t id = table.data_as<const int32_t>()[r * table.stride(0) + c * table.stride(1)];
       if (id < 0 || id >= num_blocks) {
@@ -72,13 +76,18 @@ int64_t scale_stride(const TensorView& scale) {
   return scale.defined() && scale.size(0) > 1 ? scale.stride(0) : 0;
 }
 
-}  // namespace
-
-Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
-                   const TensorView& value, const KVCacheView& kv_cache,
-                   const CpuAttentionMetadata& md, const TensorView& output,
-                   const TensorView& output_lse, const KVScales& scales) {
+// Checks the call and describes the batch as one attention pass (plain attention).
+Status prepare_pass(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
+                    const TensorView& value, const KVCacheView& kv_cache,
+                    const CpuAttentionMetadata& md, const TensorView& output,
+                    const TensorView& output_lse, const KVScales& scales, AttentionPass& pass) {
   PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(md.layer, p));
+  if (p.dcp_group == nullptr && md.dcp.world_size > 1) {
+    return invalid_argument("metadata is dcp_rank " + std::to_string(md.dcp.rank) +
+                            " of dcp_world_size " + std::to_string(md.dcp.world_size) +
+                            " but the layer has no dcp_group (allowed: dcp_world_size 1 without "
+                            "one)");
+  }
   const int64_t num_real_tokens = md.query_start_loc[md.num_reqs];
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(query, "query", p.dtype, num_real_tokens, p.num_heads, p.head_size));
@@ -95,7 +104,6 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     PAGEDATTN_RETURN_IF_ERROR(expect_shape(output_lse, "output_lse", {p.num_heads, num_tokens}));
   }
 
-  AttentionPass pass;
   pass.query = query.data();
   pass.query_dtype = query.dtype();
   pass.q_token_stride = query.stride(0);
@@ -174,11 +182,16 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     rp.kv_len = seq_len;
     rp.key_pos0 = 0;
   }
+  return ok_status();
+}
 
-  // Padding tokens past the batch: zero output, empty LSE.
-  for (int64_t t = num_real_tokens; t < num_tokens; ++t) {
-    for (int h = 0; h < p.num_heads; ++h) {
-      for (int d = 0; d < p.head_size; ++d) {
+}  // namespace
+
+void write_padding_rows(const AttentionPass& pass, int64_t first_token,
+                        const TensorView& output) {
+  for (int64_t t = first_token; t < output.size(0); ++t) {
+    for (int h = 0; h < pass.num_heads; ++h) {
+      for (int d = 0; d < pass.head_size; ++d) {
         store_from_float(output.data(), output.dtype(),
                          t * output.stride(0) + h * output.stride(1) + d, 0.0f);
       }
@@ -188,6 +201,21 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
       }
     }
   }
+}
+
+Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
+                   const TensorView& value, const KVCacheView& kv_cache,
+                   const CpuAttentionMetadata& md, const TensorView& output,
+                   const TensorView& output_lse, const KVScales& scales) {
+  AttentionPass pass;
+  const Status ready =
+      prepare_pass(p, query, key, value, kv_cache, md, output, output_lse, scales, pass);
+  // Under DCP every rank learns of any rank's refusal, so none is left waiting in a collective.
+  if (p.dcp_group != nullptr) {
+    return run_dcp_forward(ready, pass, p, md, query, key, value, output, output_lse, scales);
+  }
+  PAGEDATTN_RETURN_IF_ERROR(ready);
+  write_padding_rows(pass, md.query_start_loc[md.num_reqs], output);
 
   // Cascade's passes keep absolute positions, so ALiBi and windows stay exact. (Encoder steps
   // never get here with a prefix: their requests have no context to hold one.)
