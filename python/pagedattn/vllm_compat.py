@@ -223,6 +223,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     softmax_scale = check.positive_scale(softmax_scale, "softmax_scale", "1/sqrt(head_size)")
     softcap = check.soft_cap(softcap, "softcap", "0 = no cap")
     window = check.window(window_size)
+    check.array(q, "q", rank=3)
     if check.dtype_name(q.dtype) in check.FP8_DTYPES:
         check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
         check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
