@@ -93,15 +93,16 @@ class VarlenWithPagedKV(unittest.TestCase):
         batch, hkv = len(seq_lens), num_heads[1]
         gen = torch.Generator().manual_seed(7)
         q_descale = torch.rand(batch, hkv, generator=gen) + 0.5
-        k_descale = (torch.rand(1, hkv, generator=gen) + 0.5).expand(batch, hkv)
-        v_descale = (torch.rand(1, hkv, generator=gen) + 0.5).expand(batch, hkv)
+        # The cache's descales broadcast over requests on the device, as vLLM's expand() makes them.
+        k_descale = (torch.rand(1, hkv, generator=gen) + 0.5).to(device).expand(batch, hkv)
+        v_descale = (torch.rand(1, hkv, generator=gen) + 0.5).to(device).expand(batch, hkv)
         fp8 = torch.float8_e4m3fn
         q8, k8, v8 = (x.to(fp8) for x in (q, k, v))
         group = num_heads[0] // hkv
         token_scale = torch.repeat_interleave(q_descale, torch.tensor(query_lens), dim=0)
         q_real = q8.float() * torch.repeat_interleave(token_scale, group, dim=1).unsqueeze(-1)
-        k_real = k8.float() * k_descale[0].view(1, 1, hkv, 1)
-        v_real = v8.float() * v_descale[0].view(1, 1, hkv, 1)
+        k_real = k8.float() * k_descale[0].cpu().view(1, 1, hkv, 1)
+        v_real = v8.float() * v_descale[0].cpu().view(1, 1, hkv, 1)
         scale = head_size ** -0.5
         out = torch.empty(q.shape, dtype=torch.bfloat16, device=device)
         got = vc.flash_attn_varlen_func(q=q8.to(device), k=k8.to(device), v=v8.to(device), out=out,
@@ -109,7 +110,7 @@ class VarlenWithPagedKV(unittest.TestCase):
                                         seqused_k=torch.tensor(kv_lens, dtype=torch.int32, device=device),
                                         max_seqlen_q=max(query_lens), max_seqlen_k=max(kv_lens), softmax_scale=scale,
                                         causal=True, block_table=table.to(device), q_descale=q_descale.to(device),
-                                        k_descale=k_descale.to(device), v_descale=v_descale.to(device))
+                                        k_descale=k_descale, v_descale=v_descale)
         want, _ = cf.paged_attention(q_real, k_real, v_real, query_lens, kv_lens, table, True, scale)
         cf.assert_close(self, got.cpu(), want, "bfloat16", "out")
 
