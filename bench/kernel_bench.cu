@@ -117,9 +117,9 @@ Timing time_shape(const Shape& s) {
   p.q = q;
   p.q_token_stride = s.hq * s.d;
   p.q_head_stride = s.d;
-  p.kv_cache = cache;
+  p.k_cache = cache;
+  p.v_cache = cache + static_cast<int64_t>(s.block) * s.hkv * s.d;
   p.cache_block_stride = 2LL * s.block * s.hkv * s.d;
-  p.cache_kv_stride = static_cast<int64_t>(s.block) * s.hkv * s.d;
   p.cache_token_stride = s.hnd ? s.d : s.hkv * s.d;
   p.cache_head_stride = s.hnd ? static_cast<int64_t>(s.block) * s.d : s.d;
   p.cu_seqlens_q = d_cu;
@@ -222,7 +222,8 @@ void run_issue_shapes() {
     mixed.q_lens = {2048, 512, 512, 512, 512};
     mixed.seq_lens = {4096, 512, 512, 512, 512};
     mixed.ragged = ragged;
-    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged" : "prefill 2048-chunk + 4x512 first, paged",
+    report(ragged ? "prefill 2048-chunk + 4x512 first, ragged"
+                  : "prefill 2048-chunk + 4x512 first, paged",
            time_shape(mixed));
   }
   // PAGEDATTN_BENCH_PREFILL_ONLY=1: stop here (for profiling one shape).

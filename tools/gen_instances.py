@@ -43,7 +43,7 @@ V3 = HEADER + """\
 
 namespace pagedattn::kernels::attention::v3 {{
 
-template Status launch_prefill_kernel<{hd}>(const CUtensorMap&, const CUtensorMap&,
+template Status launch_prefill_kernel<{hd}>(const CUtensorMap&, const KvMaps&,
                                            const PrefillArgs&, int, cudaStream_t);
 
 }}  // namespace pagedattn::kernels::attention::v3

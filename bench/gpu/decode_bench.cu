@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "decode_bench_timing.cuh"
 #include "kernels/attention/paged_attention.h"
 #include "pagedattn/device_info.h"
 #include "plan/split_kv.h"
-#include "decode_bench_timing.cuh"
 
 namespace pagedattn::test {
 namespace {
@@ -93,10 +93,10 @@ void run_shape(const BenchShape& s) {
   p.q = q;
   p.q_token_stride = int64_t{s.hq} * s.d;
   p.q_head_stride = s.d;
-  p.kv_cache = kv;
+  p.k_cache = kv;
+  p.v_cache = static_cast<char*>(kv) + tok * elem;
   p.cache_dtype = s.cache;
   p.cache_block_stride = 2 * tok;
-  p.cache_kv_stride = tok;
   p.cache_token_stride = s.hnd ? s.d : int64_t{s.hkv} * s.d;
   p.cache_head_stride = s.hnd ? int64_t{s.block} * s.d : s.d;
   p.k_scale = p.v_scale = static_cast<float*>(scales);
@@ -176,10 +176,10 @@ void run_shape(const BenchShape& s) {
   a.q = q;
   a.q_token_stride = p.q_token_stride;
   a.q_head_stride = s.d;
-  a.kv_cache = kv;
+  a.k_cache = p.k_cache;
+  a.v_cache = p.v_cache;
   a.cache_dtype = s.cache;
   a.cache_block_stride = p.cache_block_stride;
-  a.cache_kv_stride = p.cache_kv_stride;
   a.cache_token_stride = p.cache_token_stride;
   a.cache_head_stride = p.cache_head_stride;
   a.k_scale = a.v_scale = static_cast<float*>(scales);

@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "common/numeric.h"
 #include "common/mask.h"
+#include "common/numeric.h"
 #include "kernels/attention/v3/launch.h"
 #include "test_v3_support.h"
 
@@ -98,8 +98,7 @@ struct PrefillBench {
     const mask::MaskRule rule{causal, f.window_left, f.window_right};
     double pairs = 0;
     for (int i = 0; i < q_len; ++i) {
-      const auto keys =
-          mask::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
+      const auto keys = mask::visible_keys(rule, int64_t{len}, int64_t{len - q_len + i});
       pairs += static_cast<double>(std::max<int64_t>(0, keys.hi - keys.lo + 1));
     }
     return 4.0 * num_reqs * pairs * heads * d;
@@ -110,9 +109,9 @@ struct PrefillBench {
     p.q = q.get();
     p.q_token_stride = heads * d;
     p.q_head_stride = d;
-    p.kv_cache = cache.get();
+    p.k_cache = cache.get();
+    p.v_cache = cache.get() + int64_t{block} * kv_heads * d;
     p.cache_block_stride = int64_t{2} * block * kv_heads * d;
-    p.cache_kv_stride = int64_t{block} * kv_heads * d;
     p.cache_token_stride = hnd ? d : kv_heads * d;
     p.cache_head_stride = hnd ? int64_t{block} * d : d;
     p.cu_seqlens_q = cu.get();

@@ -83,13 +83,14 @@ struct Fp8Bench {
     p.q = q.get();
     p.q_token_stride = int64_t{heads} * d;
     p.q_head_stride = d;
-    p.kv_cache = fp8 ? static_cast<const void*>(cache_fp8.get()) : cache_bf16.get();
+    const int64_t plane = int64_t{block} * kv_heads * d;
+    p.k_cache = fp8 ? static_cast<const void*>(cache_fp8.get()) : cache_bf16.get();
+    p.v_cache = fp8 ? static_cast<const void*>(cache_fp8.get() + plane) : cache_bf16.get() + plane;
     p.cache_dtype = fp8 ? DType::kFP8E4M3 : DType::kBF16;
     p.fp8_tensor_cores = fp8;
     p.k_scale = scales.get();
     p.v_scale = scales.get();
     p.cache_block_stride = int64_t{2} * block * kv_heads * d;
-    p.cache_kv_stride = int64_t{block} * kv_heads * d;
     p.cache_token_stride = int64_t{kv_heads} * d;
     p.cache_head_stride = d;
     p.cu_seqlens_q = cu.get();

@@ -1,6 +1,7 @@
 // The backend abstraction (vLLM v1's attention layer): a backend describes what it can serve and
-// makes a metadata builder (once per KV-cache group) and an impl (once per layer). Per step the engine
-// calls builder.build(...) once, then per layer impl.do_kv_cache_update(...) and impl.forward(...).
+// makes a metadata builder (once per KV-cache group) and an impl (once per layer). Per step the
+// engine calls builder.build(...) once, then per layer impl.do_kv_cache_update(...) and
+// impl.forward(...).
 #pragma once
 
 #include <memory>
@@ -21,8 +22,19 @@ namespace pagedattn {
 // Opaque cudaStream_t (nullptr = the default stream); public headers include no CUDA headers.
 using StreamHandle = void*;
 
+class Communicator;  // pagedattn/communicator.h
+
+// How DCP ranks combine their partial attention (vLLM's dcp_comm_backend; docs/dcp.md):
+// all-gather of LSEs + reduce-scatter of outputs, or all-to-all + a local reduce.
+enum class DcpCommBackend { kAgRs, kA2a };
+
 // How much of a step a backend can run under a full CUDA graph (vLLM's AttentionCGSupport).
-enum class AttentionCGSupport { kNever = 0, kUniformSingleTokenDecode = 1, kUniformBatch = 2, kAlways = 3 };
+enum class AttentionCGSupport {
+  kNever = 0,
+  kUniformSingleTokenDecode = 1,
+  kUniformBatch = 2,
+  kAlways = 3
+};
 std::string_view cg_support_name(AttentionCGSupport support);  // "ALWAYS", ...
 
 // What the selector asks of a backend (vLLM's AttentionSelectorConfig plus the device).
@@ -42,6 +54,9 @@ struct AttentionSelectorConfig {
   bool use_per_head_quant_scales = false;
   Device device = Device::cpu();
   std::optional<ComputeCapability> compute_capability;  // CUDA only; unset = the device's own
+  // Decode context parallelism: ranks sharing each sequence's KV tokens (vLLM's
+  // decode_context_parallel_size); num_heads is then one rank's share of the query heads.
+  int dcp_world_size = 1;
 };
 
 // Per-layer constants (vLLM's AttentionImpl.__init__).
@@ -50,15 +65,21 @@ struct AttentionImplParams {
   int head_size = 0;
   float scale = 0.0f;  // <= 0 means 1/sqrt(head_size)
   int num_kv_heads = 0;
-  DType dtype = DType::kBF16;             // query / output dtype
-  std::vector<float> alibi_slopes;        // [num_heads] or empty
-  SlidingWindow sliding_window;           // (-1, -1) = none
+  DType dtype = DType::kBF16;       // query / output dtype
+  std::vector<float> alibi_slopes;  // [num_heads] or empty
+  SlidingWindow sliding_window;     // (-1, -1) = none
   KVCacheDType kv_cache_dtype = KVCacheDType::kAuto;
-  float logits_soft_cap = 0.0f;           // <= 0 = none
+  float logits_soft_cap = 0.0f;  // <= 0 = none
   AttentionType attn_type = AttentionType::kDecoder;
-  std::vector<float> sinks;               // [num_heads] logits or empty
+  std::vector<float> sinks;                       // [num_heads] logits or empty
   KVCacheLayout kv_layout = KVCacheLayout::kNHD;  // a cache strided otherwise is refused
   Device device = Device::cpu();
+  // Decode context parallelism (docs/dcp.md): the group of ranks that shard this layer's KV cache
+  // by tokens (vLLM's get_dcp_group(); not owned, must outlive the impl), null = no DCP. Under DCP,
+  // num_heads, sinks and forward's query/output are this rank's heads; the group's ranks hold
+  // world_size * num_heads query heads over the same num_kv_heads KV heads.
+  Communicator* dcp_group = nullptr;
+  DcpCommBackend dcp_comm_backend = DcpCommBackend::kAgRs;  // how the ranks combine (vLLM's default)
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
   int kernel_generation = 0;
@@ -78,9 +99,9 @@ struct AttentionImplParams {
 };
 
 // What a builder needs to know once (the KV-cache spec and the limits its persistent buffers
-// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype) must be the one of every layer
-// run with the builder's metadata: forward refuses a layer that differs, naming the field. The
-// cache's layout is the layer's (AttentionImplParams::kv_layout): no plan depends on it.
+// cover). The KV-cache spec (heads, head size, dtype, kv_cache_dtype) must be the one of every
+// layer run with the builder's metadata: forward refuses a layer that differs, naming the field.
+// The cache's layout is the layer's (AttentionImplParams::kv_layout): no plan depends on it.
 struct BuilderParams {
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -93,10 +114,12 @@ struct BuilderParams {
   int max_num_tokens = 8192;
   int max_model_len = 32768;
   bool use_alibi = false;
-  SlidingWindow sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
-  int num_sms = 0;  // 0 = ask the device
+  SlidingWindow
+      sliding_window;  // the layer's window ((-1, -1) = none); sizes the split-KV schedule
+  int num_sms = 0;     // 0 = ask the device
   // Split-KV bound (FlashAttention's num_splits): 0 = the backend decides, 1 = no split, n = at
-  // most n splits of a request's keys. FLASHINFER refuses a bound (its decode plan cuts work units).
+  // most n splits of a request's keys. FLASHINFER refuses a bound (its decode plan cuts work
+  // units).
   int max_num_splits = 0;
   // Batch invariance (vLLM's VLLM_BATCH_INVARIANT): a request's output bits do not depend on the
   // rest of the batch. Every backend then runs no cascade; FLASHINFER splits decode KV only at
@@ -123,8 +146,8 @@ class AttentionMetadataBuilder {
   virtual AttentionCGSupport cudagraph_support() const = 0;
   // Requests with query_len <= threshold must come first (the engine reorders); unset = no need.
   virtual std::optional<int> reorder_batch_threshold() const { return std::nullopt; }
-  virtual StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
-                                                             const CommonAttentionMetadata& meta) = 0;
+  virtual StatusOr<std::unique_ptr<AttentionMetadata>> build(
+      int common_prefix_len, const CommonAttentionMetadata& meta) = 0;
   // build(0, meta) marked for_cudagraph_capture: the metadata a captured forward is given.
   StatusOr<std::unique_ptr<AttentionMetadata>> build_for_cudagraph_capture(
       const CommonAttentionMetadata& meta);
@@ -138,8 +161,8 @@ class AttentionMetadataBuilder {
                                      int dcp_world_size) const;
 };
 
-// FP8 dequantization scales of a layer: [1] (per tensor) or [num_kv_heads] (per head) float32, on the
-// cache's device. Undefined views mean 1.0.
+// FP8 dequantization scales of a layer: [1] (per tensor) or [num_kv_heads] (per head) float32, on
+// the cache's device. Undefined views mean 1.0.
 struct KVScales {
   TensorView k_scale;
   TensorView v_scale;
@@ -155,15 +178,16 @@ class AttentionImpl {
 
   // Writes key/value [num_tokens, Hkv, D] into the paged cache at slot_mapping [num_tokens] int64
   // (-1 skipped), encoding to the cache dtype (FP8: saturate(x / scale), round to nearest even).
+  // kv_cache: one tensor [num_blocks, 2, block_size, Hkv, D] or K and V as two (KVCacheView).
   virtual Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                                    const TensorView& kv_cache, const TensorView& slot_mapping,
+                                    const KVCacheView& kv_cache, const TensorView& slot_mapping,
                                     const KVScales& scales, StreamHandle stream = nullptr) = 0;
 
   // query [num_tokens, Hq, D]; output [num_tokens, Hq, D] (query dtype); output_lse optional
   // [Hq, num_tokens] float32, natural log (undefined = not requested). key/value are the new
   // tokens (already in the cache; encoder attention without a cache reads them directly).
   virtual Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                         const TensorView& kv_cache, const AttentionMetadata& metadata,
+                         const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                          const TensorView& output, const TensorView& output_lse,
                          const KVScales& scales, StreamHandle stream = nullptr) = 0;
 
@@ -181,8 +205,10 @@ class AttentionBackend {
   virtual std::vector<KVCacheDType> supported_kv_cache_dtypes() const = 0;
   virtual std::vector<MultipleOf> supported_kernel_block_sizes() const = 0;
   virtual bool supports_head_size(int head_size) const = 0;
-  virtual std::string supported_head_sizes_text() const = 0;  // for messages: "multiples of 8 up to 256"
-  virtual bool supports_kv_cache_dtype(KVCacheDType kv, const AttentionSelectorConfig& config) const;
+  virtual std::string supported_head_sizes_text()
+      const = 0;  // for messages: "multiples of 8 up to 256"
+  virtual bool supports_kv_cache_dtype(KVCacheDType kv,
+                                       const AttentionSelectorConfig& config) const;
   bool supports_dtype(DType dtype) const;
   bool supports_block_size(std::optional<int> block_size) const;
   int preferred_block_size(int default_block_size) const;
@@ -193,11 +219,16 @@ class AttentionBackend {
   virtual bool supports_soft_cap() const { return false; }
   virtual bool supports_non_causal() const { return false; }
   virtual bool supports_per_head_quant_scales() const { return false; }
-  virtual bool supports_attn_type(AttentionType type) const { return type == AttentionType::kDecoder; }
+  // Decode context parallelism: forward under a dcp_group, metadata of a sharded step.
+  virtual bool supports_dcp() const { return false; }
+  virtual bool supports_attn_type(AttentionType type) const {
+    return type == AttentionType::kDecoder;
+  }
   virtual bool supports_device(DeviceKind kind) const = 0;
   virtual bool supports_compute_capability(ComputeCapability cc) const { return true; }
   // A reason the combination cannot be served, beyond the single predicates.
-  virtual std::optional<std::string> supports_combination(const AttentionSelectorConfig& config) const {
+  virtual std::optional<std::string> supports_combination(
+      const AttentionSelectorConfig& config) const {
     return std::nullopt;
   }
   // Set when this build cannot run the backend at all ("not built in this version", ...).
@@ -223,7 +254,8 @@ class AttentionBackend {
 
   virtual StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(
       const BuilderParams& params) const = 0;
-  virtual StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) const = 0;
+  virtual StatusOr<std::unique_ptr<AttentionImpl>> make_impl(
+      const AttentionImplParams& params) const = 0;
 };
 
 // The registry: FLASH_ATTN, FLASHINFER and CPU_ATTN, in that order.

@@ -21,8 +21,7 @@
 
 namespace pagedattn {
 
-// vLLM's dcp_comm_backend.
-enum class DcpCommBackend { kAgRs, kA2a };
+// DcpCommBackend (vLLM's dcp_comm_backend) is declared in backend.h.
 std::string_view dcp_comm_backend_name(DcpCommBackend backend);  // "ag_rs", "a2a"
 StatusOr<DcpCommBackend> parse_dcp_comm_backend(std::string_view name);
 

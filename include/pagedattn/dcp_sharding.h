@@ -16,7 +16,11 @@ struct DcpShard {
   int rank = 0;        // this rank, in [0, N)
   int interleave = 1;  // I, vLLM's cp_kv_cache_interleave_size
 
-  // N >= 1, rank in [0, N), I >= 1 and block_size % I == 0 (a run never straddles two blocks).
+  // Far above any tensor-parallel group; keeps I * N and the local positions inside int64.
+  static constexpr int kMaxWorldSize = 1024;
+
+  // N in [1, kMaxWorldSize], rank in [0, N), I >= 1 and block_size % I == 0 (a run never
+  // straddles two blocks).
   Status validate(int block_size) const;
 };
 

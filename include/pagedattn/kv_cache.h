@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "pagedattn/status.h"
 #include "pagedattn/tensor.h"
@@ -34,6 +35,40 @@ std::array<int64_t, 5> kv_cache_strides(const KVCacheShape& shape, KVCacheLayout
 // overflow.
 StatusOr<int64_t> kv_cache_bytes_per_block(int block_size, int num_kv_heads, int head_size,
                                            DType storage);
+
+// One layer's paged cache as do_kv_cache_update and forward take it: the K pages and the V pages,
+// each logical [num_blocks, block_size, num_kv_heads, head_size], at any two addresses with one set
+// of strides (NHD or HND). Made from vLLM's one tensor [num_blocks, 2, block_size, num_kv_heads,
+// head_size] (its two planes) or from two tensors (vLLM's key_cache and value_cache, FlashInfer's
+// (k_cache, v_cache)). Non-owning, like TensorView.
+class KVCacheView {
+ public:
+  KVCacheView() = default;  // no cache (encoder layers that read the new tokens)
+  // The one-tensor form; a tensor of another shape is kept as given and refused by check().
+  KVCacheView(const TensorView& kv_cache);  // NOLINT(google-explicit-constructor)
+  KVCacheView(const TensorView& key_cache, const TensorView& value_cache);
+
+  bool defined() const { return key_.defined() || value_.defined() || whole_.defined(); }
+  // OK when K and V are rank-4 views of one shape, dtype, device and stride set with unit stride
+  // along head_size; else an error naming what was given.
+  Status check() const;
+  const TensorView& key() const { return key_; }
+  const TensorView& value() const { return value_; }
+  // Shape and storage (after check()): both planes share them.
+  int64_t num_blocks() const { return key_.size(0); }
+  int64_t block_size() const { return key_.size(1); }
+  int64_t num_kv_heads() const { return key_.size(2); }
+  int64_t head_size() const { return key_.size(3); }
+  DType dtype() const { return key_.dtype(); }
+  const Device& device() const { return key_.device(); }
+  // What was given, for messages: "kv_cache bf16[...] cuda:0" or "key_cache ..., value_cache ...".
+  std::string describe() const;
+
+ private:
+  TensorView key_;
+  TensorView value_;
+  TensorView whole_;  // the one tensor it was made from (undefined for two)
+};
 
 // The process-wide default layout (vLLM's get/set_kv_cache_layout); NHD unless set.
 KVCacheLayout get_kv_cache_layout();

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pagedattn/dcp_sharding.h"
 #include "pagedattn/status.h"
 #include "pagedattn/tensor.h"
 
@@ -27,7 +28,16 @@ struct CommonAttentionMetadata {
   // split_decodes_and_prefills(treat_short_extends_as_decodes = false). No attention backend has a
   // use for it (a short extend's attention is a decode's); validate() checks it.
   TensorView is_prefilling;
+  // Decode context parallelism (docs/dcp.md; vLLM's names): this step's KV tokens are sharded over
+  // dcp_world_size ranks, token t on rank (t / cp_kv_cache_interleave_size) % dcp_world_size, and
+  // this metadata is rank dcp_rank's: block_table_tensor holds its own blocks (its local positions)
+  // and slot_mapping is -1 for the new tokens other ranks store (dcp_slot_mapping). seq_lens and
+  // query_start_loc stay the whole step's, the same on every rank. 1 / 0 / 1: no DCP.
+  int dcp_world_size = 1;
+  int dcp_rank = 0;
+  int cp_kv_cache_interleave_size = 1;
 
+  DcpShard dcp_shard() const { return {dcp_world_size, dcp_rank, cp_kv_cache_interleave_size}; }
   int batch_size() const { return num_reqs; }
   // query_start_loc_cpu[r + 1] - query_start_loc_cpu[r] for every request (host data).
   std::vector<int32_t> naive_query_lens() const;
@@ -36,6 +46,9 @@ struct CommonAttentionMetadata {
   // field, the value and what is allowed.
   //  - Every view with elements has a non-null pointer; shapes, ranks and dtypes are checked.
   //  - Host copies (query_start_loc_cpu, seq_lens_cpu) are always read and checked.
+  //  - The DCP fields (DcpShard::validate: dcp_world_size in [1, 1024], dcp_rank in
+  //    [0, dcp_world_size), cp_kv_cache_interleave_size >= 1 dividing block_size); under DCP the
+  //    block table and slots are checked against the rank's local lengths and positions.
   //  - block_table_tensor and slot_mapping contents are checked when they live on the host: block
   //    ids in [0, num_blocks), no id twice within a request, each real token's slot >= 0 and where
   //    the table puts its position, CUDA-graph padding tokens (between query_start_loc_cpu's last

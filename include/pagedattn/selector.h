@@ -29,7 +29,9 @@ struct BackendSelection {
 std::vector<std::string_view> backend_priority(const Device& device);
 
 // An InvalidArgument, before any backend is asked, when num_heads is not a positive multiple of
-// num_kv_heads.
+// num_kv_heads, when dcp_world_size is outside [1, 1024], or when the DCP ranks' head slices would
+// straddle KV-head groups (check_dcp_head_split). A backend that does not serve DCP is rejected
+// with its reason like any other feature.
 StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
                                           std::optional<std::string_view> forced_backend = std::nullopt);
 

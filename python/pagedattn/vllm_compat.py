@@ -17,7 +17,7 @@ from . import _C
 from . import _checks as check
 from . import _vllm_layers as layers
 from . import _vllm_schedule as schedules
-from ._arrays import device_of, empty, to_host
+from ._arrays import device_of, empty, framework, to_host
 from ._cache_write import write_kv_cache
 
 __all__ = ["flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported",
@@ -131,12 +131,36 @@ def _check_lengths(offsets, seq_lens, max_seqlen_q, max_seqlen_k):
                 r, what, query_lens[r], seq_lens[r]))
 
 
+def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
+    """FA3's FP8 query (float8_e4m3fn, as vLLM quantizes it beside an FP8 cache) times q_descale (a scalar,
+    [1], or [num_reqs, Hkv] per request and KV head), in out's dtype (bfloat16 when out is None): the
+    kernels read 16-bit queries, so the product is exact up to that rounding."""
+    if check.dtype_name(q.dtype) != "float8_e4m3fn" or framework(q) != "torch":
+        raise ValueError("q is %s %s: FP8 queries must be torch float8_e4m3fn tensors (allowed: float16, "
+                         "bfloat16, float8_e4m3fn; float32 on the CPU)" % (framework(q), check.dtype_name(q.dtype)))
+    import torch
+    dtype = torch.bfloat16 if out is None else out.dtype
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
+    batch, heads = cu_seqlens_q.shape[0] - 1, q.shape[1]
+    scale = torch.ones((), device=q.device) if q_descale is None else q_descale.to(q.device, torch.float32)
+    if scale.dim() == 2:
+        if tuple(scale.shape) != (batch, num_kv_heads):
+            raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads] = [%d, %d]" % (
+                list(scale.shape), batch, num_kv_heads))
+        lens = (cu_seqlens_q[1:] - cu_seqlens_q[:-1]).to(q.device, torch.int64)
+        per_token = torch.repeat_interleave(scale, lens, dim=0, output_size=q.shape[0])
+        scale = torch.repeat_interleave(per_token, heads // num_kv_heads, dim=1).unsqueeze(-1)
+    elif scale.numel() == 1:
+        scale = scale.reshape(())
+    else:
+        raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads]" % list(scale.shape))
+    return (q.float() * scale).to(dtype)
+
+
 def _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out):
     """The arrays of a flash_attn_varlen_func call: ranks, dtypes and the shapes they share."""
     check.array(q, "q", rank=3)
-    if check.dtype_name(q.dtype) in check.FP8_DTYPES:
-        raise ValueError("q is %s: FP8 queries (with q_descale) are not supported by the C++ API yet (allowed: "
-                         "float16, bfloat16; float32 on the CPU)" % check.dtype_name(q.dtype))
     check.array(q, "q", dtypes=check.FLOAT_DTYPES)
     check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
     check.array(v, "v", rank=4, dtypes=(check.dtype_name(k.dtype),), shape=k.shape, why="k's shape")
@@ -176,7 +200,8 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     With scheduler_metadata, causal must be the schedule's and deterministic=True needs a schedule
     made with it. fa_version None/2/3 picks the kernel generation where the backend has it.
     k_descale / v_descale are the FP8 cache's scales (scalar, [Hkv], or vLLM's [num_reqs, Hkv]
-    broadcast); with a 16-bit cache they, and q_descale, change nothing, as in FA3.
+    broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn)
+    is multiplied by q_descale into out's dtype (bfloat16 without out) before the kernels read it.
     """
     if block_table is None:
         raise ValueError("block_table is None: k and v must be the paged KV cache "
@@ -198,6 +223,11 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     softmax_scale = check.positive_scale(softmax_scale, "softmax_scale", "1/sqrt(head_size)")
     softcap = check.soft_cap(softcap, "softcap", "0 = no cap")
     window = check.window(window_size)
+    check.array(q, "q", rank=3)
+    if check.dtype_name(q.dtype) in check.FP8_DTYPES:
+        check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
+        check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
+        q = _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
     _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out)
     _check_constants(alibi_slopes, s_aux, q.shape[1])
     kv_format = layers.cache_format(q.dtype, k.dtype, kv_cache_dtype)

@@ -48,7 +48,9 @@ KVScales scales(Borrowed& b, py::handle k_scale, py::handle v_scale, StreamHandl
 }
 
 struct ForwardArgs {
-  TensorView query, key, value, kv_cache, output, output_lse;
+  TensorView query, key, value;
+  KVCacheView kv_cache;
+  TensorView output, output_lse;
   KVScales scales;
   StreamHandle stream = nullptr;
 };
@@ -65,7 +67,7 @@ ForwardArgs forward_args(Borrowed& b, const PyImpl& impl, py::handle query, py::
   a.value = b.optional_view(value, "value", a.stream);
   a.kv_cache = kv_cache.is_none() ? paged_kv_view(b.view(key_cache, "key_cache", a.stream),
                                                   b.view(value_cache, "value_cache", a.stream))
-                                  : b.view(kv_cache, "kv_cache", a.stream);
+                                  : KVCacheView(b.view(kv_cache, "kv_cache", a.stream));
   a.output = b.view(output, "output", a.stream);
   a.output_lse = b.optional_view(output_lse, "output_lse", a.stream);
   a.scales = scales(b, k_scale, v_scale, a.stream);
@@ -166,7 +168,7 @@ void bind_engine(py::module_& m) {
              Borrowed b;
              const StreamHandle s = resolve_stream(stream, impl.impl->params().device);
              const TensorView k = b.view(key, "key", s), v = b.view(value, "value", s);
-             const TensorView cache =
+             const KVCacheView cache =
                  paged_kv_view(b.view(key_cache, "key_cache", s), b.view(value_cache, "value_cache", s));
              const TensorView slots = b.view(slot_mapping, "slot_mapping", s);
              const KVScales sc = scales(b, k_scale, v_scale, s);

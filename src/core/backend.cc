@@ -196,6 +196,10 @@ std::vector<std::string> AttentionBackend::validate_configuration(
   if (config.use_soft_cap && !supports_soft_cap()) {
     reasons.push_back("logits soft cap not supported");
   }
+  if (config.dcp_world_size > 1 && !supports_dcp()) {
+    reasons.push_back("decode context parallelism not supported (dcp_world_size = " +
+                      std::to_string(config.dcp_world_size) + "; allowed: 1)");
+  }
   if (std::optional<std::string> why = supports_combination(config)) reasons.push_back(*why);
   return reasons;
 }

@@ -1,7 +1,9 @@
 // KV-cache geometry (logical shape, layouts, strides, bytes) and the owning allocation.
 #include "pagedattn/kv_cache.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -44,6 +46,62 @@ StatusOr<KVCacheShape> get_kv_cache_shape(int64_t num_blocks, int block_size, in
                         std::to_string(head_size) + " elements overflows int64");
   }
   return KVCacheShape{num_blocks, 2, block_size, num_kv_heads, head_size};
+}
+
+KVCacheView::KVCacheView(const TensorView& kv_cache) : whole_(kv_cache) {
+  if (kv_cache.rank() != 5 || kv_cache.size(1) != 2) return;
+  const int64_t shape[4] = {kv_cache.size(0), kv_cache.size(2), kv_cache.size(3), kv_cache.size(4)};
+  const int64_t strides[4] = {kv_cache.stride(0), kv_cache.stride(2), kv_cache.stride(3),
+                              kv_cache.stride(4)};
+  // Plane 1 starts one dim-1 stride after plane 0 (the view's own bytes: no overflow to check).
+  std::byte* v = kv_cache.data() == nullptr
+                     ? nullptr
+                     : static_cast<std::byte*>(kv_cache.data()) +
+                           kv_cache.stride(1) * static_cast<int64_t>(dtype_size(kv_cache.dtype()));
+  key_ = TensorView(kv_cache.data(), kv_cache.dtype(), kv_cache.device(), shape, strides);
+  value_ = TensorView(v, kv_cache.dtype(), kv_cache.device(), shape, strides);
+}
+
+KVCacheView::KVCacheView(const TensorView& key_cache, const TensorView& value_cache)
+    : key_(key_cache), value_(value_cache) {}
+
+Status KVCacheView::check() const {
+  if (whole_.defined() && !key_.defined()) {
+    return invalid_argument("kv_cache is " + whole_.describe() +
+                            "; expected [num_blocks, 2, block_size, num_kv_heads, head_size]");
+  }
+  if (whole_.defined()) {
+    if (whole_.stride(4) == 1) return ok_status();
+    return invalid_argument("kv_cache must have unit stride along head_size, got " +
+                            std::to_string(whole_.stride(4)));
+  }
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(key_, "key_cache", 4));
+  PAGEDATTN_RETURN_IF_ERROR(expect_rank(value_, "value_cache", 4));
+  const bool same_shape =
+      std::equal(key_.shape().begin(), key_.shape().end(), value_.shape().begin());
+  const bool same_strides =
+      std::equal(key_.strides().begin(), key_.strides().end(), value_.strides().begin());
+  if (!same_shape || key_.dtype() != value_.dtype() || !(key_.device() == value_.device())) {
+    return invalid_argument("key_cache " + key_.describe() + " and value_cache " +
+                            value_.describe() + " must have one shape, dtype and device");
+  }
+  if (!same_strides) {
+    return invalid_argument("key_cache " + key_.describe() + " and value_cache " +
+                            value_.describe() +
+                            " must have the same strides (the kernels address both planes with one "
+                            "set)");
+  }
+  if (key_.stride(3) != 1) {
+    return invalid_argument(
+        "key_cache and value_cache must have unit stride along head_size, got " +
+        std::to_string(key_.stride(3)));
+  }
+  return ok_status();
+}
+
+std::string KVCacheView::describe() const {
+  if (whole_.defined()) return "kv_cache " + whole_.describe();
+  return "key_cache " + key_.describe() + ", value_cache " + value_.describe();
 }
 
 KVCacheStrideOrder get_kv_cache_stride_order(KVCacheLayout layout) {

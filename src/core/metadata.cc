@@ -80,6 +80,16 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   }
   if (max_seq_len < 0)
     return invalid_argument("max_seq_len must be >= 0, got " + std::to_string(max_seq_len));
+  const DcpShard shard = dcp_shard();
+  PAGEDATTN_RETURN_IF_ERROR(shard.validate(block_size));
+  const bool sharded = shard.world_size > 1;
+  // The keys of a sequence of `length` tokens that this rank's blocks hold.
+  const auto stored = [&](int64_t length) { return dcp_local_length(length, shard); };
+  const auto stored_text = [&](int64_t length) {
+    return sharded ? " (" + std::to_string(stored(length)) + " of them on dcp_rank " +
+                         std::to_string(shard.rank) + ")"
+                   : std::string();
+  };
 
   // Shapes and dtypes.
   const int64_t num_reqs_plus_1 = int64_t{num_reqs} + 1;
@@ -159,10 +169,11 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                               " (from query_start_loc_cpu) exceeds seq_lens_cpu[" +
                               std::to_string(r) + "] = " + std::to_string(seq_len));
     }
-    if (seq_len > table_keys) {  // needs more than table_width blocks
-      const int64_t blocks_needed = (seq_len + block_size - 1) / block_size;
+    if (stored(seq_len) > table_keys) {  // needs more than table_width blocks
+      const int64_t blocks_needed = (stored(seq_len) + block_size - 1) / block_size;
       return invalid_argument("block_table_tensor is too narrow: request " + std::to_string(r) +
-                              " has seq_len " + std::to_string(seq_len) + " and needs " +
+                              " has seq_len " + std::to_string(seq_len) + stored_text(seq_len) +
+                              " and needs " +
                               std::to_string(blocks_needed) + " blocks of " +
                               std::to_string(block_size) + ", the table has " +
                               std::to_string(table_width) + " columns");
@@ -191,7 +202,8 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   if (table_on_host) {
     std::vector<std::pair<int64_t, int64_t>> ids;  // (block id, column) of one request
     for (int r = 0; r < num_reqs; ++r) {
-      const int64_t blocks_needed = (read_int(seq_lens_cpu, r) + block_size - 1) / block_size;
+      const int64_t blocks_needed =
+          (stored(read_int(seq_lens_cpu, r)) + block_size - 1) / block_size;
       ids.clear();
       for (int64_t c = 0; c < blocks_needed; ++c) {
         const int64_t id = block_id(r, c);
@@ -218,6 +230,7 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
   // Slots: each real token's slot is inside the cache (where the block table puts its position,
   // when the table is on the host too); CUDA-graph padding tokens (past the real ones, up to
   // num_actual_tokens) are -1, and entries past num_actual_tokens are -1 or inside the cache.
+  // Under DCP a real token is -1 exactly where another rank stores it.
   if (host_readable(slot_mapping)) {
     const std::optional<int64_t> num_slots = checked_mul(num_blocks, block_size);
     if (!num_slots) {
@@ -234,11 +247,11 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                                 std::to_string(num_real_tokens) +
                                 " tokens of query_start_loc_cpu): its slot must be -1");
       }
-      if ((real || slot != -1) && (slot < 0 || slot >= *num_slots)) {
+      if (((real && !sharded) || slot != -1) && (slot < 0 || slot >= *num_slots)) {
         return invalid_argument(
             "slot_mapping[" + std::to_string(t) + "] = " + std::to_string(slot) +
             " is outside the cache (allowed: [0, " + std::to_string(*num_slots) + ")" +
-            (real ? " for a real token" : " or -1") + ")");
+            (real && !sharded ? " for a real token" : " or -1") + ")");
       }
     }
     if (table_on_host) {
@@ -249,13 +262,20 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
         for (int64_t i = 0; i < query_len; ++i) {
           const int64_t slot = read_int(slot_mapping, start + i);
           const int64_t pos = context_len + i;
-          const int64_t expected = block_id(r, pos / block_size) * block_size + pos % block_size;
+          const bool mine = dcp_owner_rank(pos, shard.world_size, shard.interleave) == shard.rank;
+          const int64_t local = dcp_local_position(pos, shard.world_size, shard.interleave);
+          const int64_t expected =
+              mine ? block_id(r, local / block_size) * block_size + local % block_size : -1;
           if (slot != expected) {
-            return invalid_argument("slot_mapping[" + std::to_string(start + i) +
-                                    "] = " + std::to_string(slot) + " does not match request " +
-                                    std::to_string(r) + " position " + std::to_string(pos) +
-                                    " (block_table_tensor gives slot " + std::to_string(expected) +
-                                    ")");
+            return invalid_argument(
+                "slot_mapping[" + std::to_string(start + i) + "] = " + std::to_string(slot) +
+                " does not match request " + std::to_string(r) + " position " +
+                std::to_string(pos) +
+                (mine ? " (block_table_tensor gives slot " + std::to_string(expected) + ")"
+                      : " (stored by dcp rank " +
+                            std::to_string(dcp_owner_rank(pos, shard.world_size,
+                                                          shard.interleave)) +
+                            ", so this rank's slot is -1)"));
           }
         }
       }

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <string>
 
+#include "pagedattn/dcp_heads.h"
+#include "pagedattn/dcp_sharding.h"
+
 namespace pagedattn {
 namespace {
 
@@ -63,6 +66,13 @@ StatusOr<BackendSelection> select_backend(const AttentionSelectorConfig& config,
         "num_heads = " + std::to_string(config.num_heads) +
         " must be a positive multiple of num_kv_heads = " + std::to_string(config.num_kv_heads));
   }
+  // DCP: a group size no deployment has, or rank head slices that would straddle KV-head groups.
+  if (config.dcp_world_size < 1 || config.dcp_world_size > DcpShard::kMaxWorldSize) {
+    return invalid_argument("dcp_world_size = " + std::to_string(config.dcp_world_size) +
+                            " (allowed: 1 to " + std::to_string(DcpShard::kMaxWorldSize) + ")");
+  }
+  PAGEDATTN_RETURN_IF_ERROR(
+      check_dcp_head_split(config.num_heads, config.num_kv_heads, config.dcp_world_size));
   // On CUDA without a compute capability, validate_configuration uses the device's own.
   if (forced_backend) {
     const AttentionBackend* backend = find_backend(*forced_backend);

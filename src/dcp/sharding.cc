@@ -41,13 +41,13 @@ Status check_step(std::span<const int32_t> query_start_loc, std::span<const int3
 }  // namespace
 
 Status DcpShard::validate(int block_size) const {
-  if (world_size < 1) {
-    return invalid_argument("dcp world_size = " + std::to_string(world_size) +
-                            " must be at least 1");
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    return invalid_argument("dcp_world_size = " + std::to_string(world_size) + " (allowed: 1 to " +
+                            std::to_string(kMaxWorldSize) + ")");
   }
   if (rank < 0 || rank >= world_size) {
-    return invalid_argument("dcp rank = " + std::to_string(rank) + " must be in [0, world_size = " +
-                            std::to_string(world_size) + ")");
+    return invalid_argument("dcp_rank = " + std::to_string(rank) +
+                            " (allowed: [0, dcp_world_size = " + std::to_string(world_size) + "))");
   }
   if (block_size < 1) {
     return invalid_argument("block_size = " + std::to_string(block_size) + " must be at least 1");

@@ -23,19 +23,40 @@ constexpr int kThreads = 128;
 template <typename T>
 __device__ __forceinline__ float to_float(T x);
 template <>
-__device__ __forceinline__ float to_float<float>(float x) { return x; }
+__device__ __forceinline__ float to_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ float to_float<__half>(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float<__half>(__half x) {
+  return __half2float(x);
+}
 template <>
-__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
 
 template <CacheKind kKind>
 struct CacheStorage;
-template <> struct CacheStorage<CacheKind::kF32> { using Type = float; };
-template <> struct CacheStorage<CacheKind::kF16> { using Type = __half; };
-template <> struct CacheStorage<CacheKind::kBF16> { using Type = __nv_bfloat16; };
-template <> struct CacheStorage<CacheKind::kFp8E4M3> { using Type = uint8_t; };
-template <> struct CacheStorage<CacheKind::kFp8E5M2> { using Type = uint8_t; };
+template <>
+struct CacheStorage<CacheKind::kF32> {
+  using Type = float;
+};
+template <>
+struct CacheStorage<CacheKind::kF16> {
+  using Type = __half;
+};
+template <>
+struct CacheStorage<CacheKind::kBF16> {
+  using Type = __nv_bfloat16;
+};
+template <>
+struct CacheStorage<CacheKind::kFp8E4M3> {
+  using Type = uint8_t;
+};
+template <>
+struct CacheStorage<CacheKind::kFp8E5M2> {
+  using Type = uint8_t;
+};
 
 template <CacheKind kKind>
 __device__ __forceinline__ typename CacheStorage<kKind>::Type encode(float x, float scale) {
@@ -59,8 +80,9 @@ struct CacheWriteArgs {
   const void* value;  // [T, Hkv, D]
   int64_t key_token_stride, key_head_stride;
   int64_t value_token_stride, value_head_stride;
-  void* cache;  // logical [num_blocks, 2, block_size, Hkv, D]
-  int64_t block_stride, kv_stride, token_stride, head_stride;
+  void* k_cache;  // planes, logical [num_blocks, block_size, Hkv, D], one set of strides
+  void* v_cache;
+  int64_t block_stride, token_stride, head_stride;
   const int64_t* slot_mapping;  // [T]
   const float* k_scale;         // [1] or [Hkv], or nullptr (1.0)
   const float* v_scale;
@@ -89,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) cache_write_kernel(CacheWriteArgs a)
     const Src* src = static_cast<const Src*>(kv == 0 ? a.key : a.value) +
                      token * (kv == 0 ? a.key_token_stride : a.value_token_stride) +
                      head * (kv == 0 ? a.key_head_stride : a.value_head_stride) + d0;
-    Dst* dst = static_cast<Dst*>(a.cache) + block * a.block_stride + kv * a.kv_stride +
+    Dst* dst = static_cast<Dst*>(kv == 0 ? a.k_cache : a.v_cache) + block * a.block_stride +
                offset * a.token_stride + head * a.head_stride + d0;
     alignas(16) Src in[kPack];
     if constexpr (kVec) {
@@ -126,20 +148,23 @@ __global__ void __launch_bounds__(kThreads) cache_write_kernel(CacheWriteArgs a)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 template <typename Src, CacheKind kKind>
 Status launch_typed(const CacheWriteArgs& args, int64_t num_tokens, size_t src_size,
                     size_t dst_size, cudaStream_t stream) {
   // Vector moves need 16-byte aligned rows: base pointers and every stride (in bytes) aligned.
-  bool vec = aligned16(args.key) && aligned16(args.value) && aligned16(args.cache);
+  bool vec = aligned16(args.key) && aligned16(args.value) && aligned16(args.k_cache) &&
+             aligned16(args.v_cache);
   for (int64_t s : {args.key_token_stride, args.key_head_stride, args.value_token_stride,
                     args.value_head_stride}) {
     vec = vec && (s * static_cast<int64_t>(src_size)) % 16 == 0;
   }
   // A cache pack is 8 (FP8), 16 or 32 bytes; it moves as one 8- or 16-byte vector or as two.
   const int64_t dst_align = dst_size * kPack < 16 ? static_cast<int64_t>(dst_size * kPack) : 16;
-  for (int64_t s : {args.block_stride, args.kv_stride, args.token_stride, args.head_stride}) {
+  for (int64_t s : {args.block_stride, args.token_stride, args.head_stride}) {
     vec = vec && (s * static_cast<int64_t>(dst_size)) % dst_align == 0;
   }
   const dim3 grid(static_cast<unsigned>(num_tokens));
@@ -190,21 +215,19 @@ Status check_scale(const TensorView& scale, std::string_view what, int num_kv_he
 }  // namespace
 
 Status launch_cache_write(const TensorView& key, const TensorView& value,
-                          const TensorView& kv_cache, const TensorView& slot_mapping,
+                          const KVCacheView& kv_cache, const TensorView& slot_mapping,
                           const TensorView& k_scale, const TensorView& v_scale, void* stream) {
-  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
+  if (!kv_cache.defined()) return invalid_argument("kv_cache is required");
+  PAGEDATTN_RETURN_IF_ERROR(kv_cache.check());
   const Device device = kv_cache.device();
   if (!device.is_cuda()) {
-    return invalid_argument("kv_cache is on " + device_name(device) + "; the CUDA cache write needs cuda");
+    return invalid_argument(kv_cache.describe() + " is on " + device_name(device) +
+                            "; the CUDA cache write needs cuda");
   }
-  const int64_t block_size = kv_cache.size(2), num_kv_heads = kv_cache.size(3),
-                head_size = kv_cache.size(4);
-  if (kv_cache.size(1) != 2) {
-    return invalid_argument("kv_cache dim 1 is " + std::to_string(kv_cache.size(1)) +
-                            "; expected 2 (K and V): " + kv_cache.describe());
-  }
-  if (kv_cache.stride(4) != 1 || head_size % kPack != 0) {
-    return invalid_argument("kv_cache needs a contiguous head dim and head_size % 8 == 0; got " +
+  const int64_t block_size = kv_cache.block_size(), num_kv_heads = kv_cache.num_kv_heads(),
+                head_size = kv_cache.head_size();
+  if (head_size % kPack != 0) {
+    return invalid_argument("the CUDA cache write needs head_size % 8 == 0; got " +
                             kv_cache.describe());
   }
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(slot_mapping, "slot_mapping", 1));
@@ -240,11 +263,11 @@ Status launch_cache_write(const TensorView& key, const TensorView& value,
   args.key_head_stride = key.stride(1);
   args.value_token_stride = value.stride(0);
   args.value_head_stride = value.stride(1);
-  args.cache = kv_cache.data();
-  args.block_stride = kv_cache.stride(0);
-  args.kv_stride = kv_cache.stride(1);
-  args.token_stride = kv_cache.stride(2);
-  args.head_stride = kv_cache.stride(3);
+  args.k_cache = kv_cache.key().data();
+  args.v_cache = kv_cache.value().data();
+  args.block_stride = kv_cache.key().stride(0);
+  args.token_stride = kv_cache.key().stride(1);
+  args.head_stride = kv_cache.key().stride(2);
   args.slot_mapping = slot_mapping.data_as<const int64_t>();
   args.k_scale = k_scale.defined() ? k_scale.data_as<const float>() : nullptr;
   args.v_scale = v_scale.defined() ? v_scale.data_as<const float>() : nullptr;

@@ -1,13 +1,14 @@
-// The launch checks every kernel family over the paged KV cache needs, written once: the layer's
-// dtypes, FP8 scales, head counts and block size, and the memory layout the kernels' vector copies
-// and 32-bit in-block offsets assume. Templates over the family's parameter block (the paged
-// attention and decode families name these fields alike). Host-only header.
+// The launch checks every kernel family over the paged KV cache needs, written once over their
+// shared parameter block (PagedOperands): the layer's dtypes, FP8 scales, head counts and block
+// size, and the memory layout the kernels' vector copies and 32-bit in-block offsets assume.
+// Host-only header.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "kernels/paged_operands.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
@@ -18,8 +19,7 @@ inline bool aligned(const void* ptr, int bytes) {
 }
 
 // q f16/bf16; the cache the same or FP8 with both scales; GQA head counts; blocks of 16k tokens.
-template <typename P>
-Status check_layer_fields(std::string_view family, const P& p) {
+inline Status check_layer_fields(std::string_view family, const PagedOperands& p) {
   const std::string f(family);
   const auto str = [](int64_t v) { return std::to_string(v); };
   if (p.q_dtype != DType::kF16 && p.q_dtype != DType::kBF16) {
@@ -47,29 +47,26 @@ Status check_layer_fields(std::string_view family, const P& p) {
 }
 
 // 16-byte copies of Q and of 16-bit K/V rows (8-byte FP8 rows), 8-byte stores of out, and block
-// rows addressed with 32-bit element offsets inside a block (block * stride and the K-to-V
-// distance in bytes are 64-bit).
-template <typename P>
-Status check_operand_layout(std::string_view family, const P& p) {
+// rows addressed with 32-bit element offsets inside a block (block * stride is 64-bit; K and V are
+// two base pointers, so their distance is not an offset the kernels compute).
+inline Status check_operand_layout(std::string_view family, const PagedOperands& p) {
   const std::string f(family);
   const auto str = [](int64_t v) { return std::to_string(v); };
-  const int64_t cache_strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
-                                   p.cache_head_stride};
-  bool cache_ok = aligned(p.kv_cache, is_fp8(p.cache_dtype) ? 8 : 16);
+  const int64_t cache_strides[] = {p.cache_block_stride, p.cache_token_stride, p.cache_head_stride};
+  const int cache_alignment = is_fp8(p.cache_dtype) ? 8 : 16;
+  bool cache_ok = aligned(p.k_cache, cache_alignment) && aligned(p.v_cache, cache_alignment);
   for (int64_t s : cache_strides) cache_ok = cache_ok && s % 8 == 0;
   if (!cache_ok) {
     return invalid_argument(f +
-                            ": kv_cache must be 16-byte aligned (8 for FP8) with strides "
-                            "that are multiples of 8 elements");
+                            ": k_cache and v_cache must be 16-byte aligned (8 for FP8) with "
+                            "strides that are multiples of 8 elements");
   }
   const int64_t max_in_block = (p.block_size - 1) * p.cache_token_stride +
-                               (p.num_kv_heads - 1) * p.cache_head_stride + p.cache_kv_stride +
-                               p.head_size;
+                               (p.num_kv_heads - 1) * p.cache_head_stride + p.head_size;
   for (int64_t s : cache_strides) cache_ok = cache_ok && s >= 0 && s <= INT32_MAX;
   if (!cache_ok || max_in_block > INT32_MAX) {
-    return invalid_argument(f + ": kv_cache strides (block " + str(p.cache_block_stride) + ", kv " +
-                            str(p.cache_kv_stride) + ", token " + str(p.cache_token_stride) +
-                            ", head " + str(p.cache_head_stride) +
+    return invalid_argument(f + ": cache strides (block " + str(p.cache_block_stride) + ", token " +
+                            str(p.cache_token_stride) + ", head " + str(p.cache_head_stride) +
                             ") must be non-negative and below 2^31 elements, as must the largest "
                             "offset inside a block (" +
                             str(max_in_block) + ")");

@@ -42,7 +42,9 @@ class DeviceBuffer {
   ~DeviceBuffer() { cudaFree(ptr_); }
   void* get() const { return ptr_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(ptr_); }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
   void poison() const { cudaMemset(ptr_, 0xFF, bytes_); }  // NaN in every float format
 
  private:
@@ -52,7 +54,7 @@ class DeviceBuffer {
 
 struct SplitOptions {
   int max_num_splits = 1;
-  std::vector<int> per_req;  // empty: every request uses max_num_splits
+  std::vector<int> per_req;     // empty: every request uses max_num_splits
   int extra_max_query_len = 0;  // added to max_query_len (graph capture passes an upper bound)
 };
 
@@ -70,41 +72,47 @@ struct RunResult {
   std::vector<uint16_t> out;  // raw output bits
 };
 
-// Where the device cache's V planes lie: beside K, as the host batch holds them (distance 0), or
-// `kv_distance` elements after K's, as two allocations would place them. Then each block's K plane
-// is followed by the next block's, and 2^31 NaN elements lie before K: an element offset that
-// wraps when scaled to bytes reads NaN inside the allocation instead of faulting.
+// Where the device cache's V planes lie: beside K, as the host batch holds them (v_offset 0), or
+// as two allocations would place them: V's blocks v_offset elements from K's (either side, any
+// distance that does not overlap them). Then each block's K plane is followed by the next block's,
+// and 2^31 NaN elements lie before both: an element offset that wraps in 32 bits reads NaN inside
+// the allocation (a wrong output) instead of faulting.
 struct CachePlacement {
-  int64_t kv_distance = 0;
+  int64_t v_offset = 0;
 };
 
-// The device cache of a host batch, placed as asked; strides in elements (block, kv, token, head).
+// The device cache of a host batch, placed as asked; strides in elements (block, token, head) of
+// each plane.
 struct DeviceCache {
   DeviceBuffer buffer;
-  const char* base = nullptr;
-  int64_t strides[4] = {};
+  const char* k = nullptr;
+  const char* v = nullptr;
+  int64_t strides[3] = {};
 
   DeviceCache(const TensorView& host, const CachePlacement& placement) {
-    for (int i = 0; i < 4; ++i) strides[i] = host.stride(i);
-    if (placement.kv_distance == 0) {
+    const int64_t esize = dtype_size(host.dtype());
+    strides[0] = host.stride(0), strides[1] = host.stride(2), strides[2] = host.stride(3);
+    if (placement.v_offset == 0) {
       buffer = DeviceBuffer(host.data(), host.nbytes());
-      base = buffer.as<char>();
+      k = buffer.as<char>();
+      v = k + host.stride(1) * esize;
       return;
     }
-    const int64_t esize = dtype_size(host.dtype()), blocks = host.size(0), plane = host.stride(1);
-    const int64_t guard = int64_t{1} << 31;
-    EXPECT_GE(placement.kv_distance, blocks * plane) << "V planes would overlap K planes";
-    buffer = DeviceBuffer(static_cast<size_t>((guard + placement.kv_distance + blocks * plane) * esize));
+    const int64_t blocks = host.size(0), plane = host.stride(1), span = blocks * plane;
+    const int64_t guard = int64_t{1} << 31, offset = placement.v_offset;
+    EXPECT_GE(offset < 0 ? -offset : offset, span) << "V planes would overlap K planes";
+    const int64_t low = offset < 0 ? offset : 0, high = (offset > 0 ? offset : 0) + span;
+    buffer = DeviceBuffer(static_cast<size_t>((guard + high - low) * esize));
     EXPECT_NE(buffer.get(), nullptr) << "cannot allocate the far-apart cache";
     if (buffer.get() == nullptr) return;
     buffer.poison();
-    base = buffer.as<char>() + guard * esize;
+    k = buffer.as<char>() + (guard - low) * esize;
+    v = k + offset * esize;
     strides[0] = plane;
-    strides[1] = placement.kv_distance;
     const char* src = static_cast<const char*>(host.data());
     for (int64_t blk = 0; blk < blocks; ++blk) {
       for (int kv = 0; kv < 2; ++kv) {
-        cudaMemcpy(const_cast<char*>(base) + (blk * strides[0] + kv * strides[1]) * esize,
+        cudaMemcpy(const_cast<char*>(kv == 0 ? k : v) + blk * plane * esize,
                    src + (blk * host.stride(0) + kv * host.stride(1)) * esize, plane * esize,
                    cudaMemcpyHostToDevice);
       }
@@ -151,12 +159,12 @@ struct DeviceBatch {
     p.q_token_stride = static_cast<int64_t>(hq) * d;
     p.q_head_stride = d;
     p.q_dtype = spec.dtype;
-    p.kv_cache = kv.base;
+    p.k_cache = kv.k;
+    p.v_cache = kv.v;
     p.cache_dtype = cache.dtype();
     p.cache_block_stride = kv.strides[0];
-    p.cache_kv_stride = kv.strides[1];
-    p.cache_token_stride = kv.strides[2];
-    p.cache_head_stride = kv.strides[3];
+    p.cache_token_stride = kv.strides[1];
+    p.cache_head_stride = kv.strides[2];
     p.k_scale = ks.as<float>();
     p.v_scale = vs.as<float>();
     p.per_head_scales = b.k_scale.view().size(0) > 1;
@@ -286,8 +294,8 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
   const DeviceBatch dev(b, placement);
   if (ragged.enabled) write_new_tokens(b);
 
-  auto ref = reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()),
-                                            b.params);
+  auto ref =
+      reference::reference_attention(testing::reference_inputs(b, b.kv_cache.view()), b.params);
   EXPECT_TRUE(ref.ok()) << ref.status().to_string();
   if (!ref.ok()) return result;
 
@@ -328,7 +336,7 @@ inline RunResult run_paged_case(const testing::CaseSpec& spec, KVCacheLayout lay
     p.new_token_stride = static_cast<int64_t>(spec.num_kv_heads) * d + ragged.token_pad;
     p.new_head_stride = d;
     if (!ragged.with_cache) {
-      p.kv_cache = nullptr;
+      p.k_cache = p.v_cache = nullptr;
       p.block_table = nullptr;
       p.cache_dtype = spec.dtype;
     }

@@ -1,6 +1,6 @@
 // The FP8 prefill kernel's Vᵀ on an sm_90 device: the pre-pass that writes it once per launch
-// (v3/fp8/v_transpose.h), byte for byte against a host model of the layout the P·V wgmma reads (row n
-// = head column n, one 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm
+// (v3/fp8/v_transpose.h), byte for byte against a host model of the layout the P·V wgmma reads (row
+// n = head column n, one 128-byte-swizzled panel per 128 keys, each 16-key chunk in the order perm
 // of v3/fp8/operands.cuh), from paged caches with shuffled pages, the slots a request does
 // not use NaN, and a workspace too small. Built for sm_90a only (tests/hopper.cmake).
 #include <cuda_runtime.h>
@@ -66,11 +66,11 @@ void check_vt_images(int d, int block_size, bool hnd, int tile_keys, uint32_t se
   DeviceArray<uint8_t> cache_d(cache);
   DeviceArray<int32_t> table_d(table), lens_d(std::vector<int32_t>(lens.begin(), lens.end()));
   kernels::PagedAttentionParams p;
-  p.kv_cache = cache_d.get();
+  p.k_cache = cache_d.get();
+  p.v_cache = cache_d.get() + kv_stride;
   p.cache_dtype = DType::kFP8E4M3;
   p.fp8_tensor_cores = true;
   p.cache_block_stride = block_stride;
-  p.cache_kv_stride = kv_stride;
   p.cache_token_stride = token_stride;
   p.cache_head_stride = head_stride;
   p.seqused_k = lens_d.get();

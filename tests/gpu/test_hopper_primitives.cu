@@ -429,11 +429,11 @@ void check_fp8_pv(int valid_keys, uint32_t seed) {
   DeviceArray<uint8_t> cache_d(cache), image(kD * 128);
   DeviceArray<int32_t> table(std::vector<int32_t>{0}), keys(std::vector<int32_t>{valid_keys});
   kernels::PagedAttentionParams prm;
-  prm.kv_cache = cache_d.get();
+  prm.k_cache = cache_d.get();
+  prm.v_cache = cache_d.get() + 128 * kD;
   prm.cache_dtype = DType::kFP8E4M3;
   prm.fp8_tensor_cores = true;
   prm.cache_block_stride = 2 * 128 * kD;
-  prm.cache_kv_stride = 128 * kD;
   prm.cache_token_stride = kD;
   prm.cache_head_stride = kD;
   prm.seqused_k = keys.get();

@@ -38,19 +38,18 @@ CaseSpec far_apart_case(int head_size, const std::vector<int>& query_lens,
   return c;
 }
 
-// Distances in elements, each a multiple of 16: below 2^30 (its byte offset fits 32 bits), just
-// past 2^30, the report's 2^31 - 16,785,408, and the largest the launch accepts for this shape
-// (the largest in-block offset, V's last element of the last slot and head, below 2^31).
+// V's offset from K in elements, each a multiple of 16: below 2^30 (its byte offset fits 32
+// bits), just past 2^30, the conformance report's 2^31 - 16,785,408, past 2^31 and 2^32, and V
+// before K (just before its blocks, and past -2^31).
 std::vector<int64_t> distances(const CaseSpec& c) {
-  const int64_t token_stride = int64_t{c.num_kv_heads} * c.head_size;
-  const int64_t in_block = (c.block_size - 1) * token_stride + (c.num_kv_heads - 1) * c.head_size +
-                           c.head_size;
-  const int64_t largest = (INT32_MAX - in_block) / 16 * 16;
-  return {int64_t{1} << 29, (int64_t{1} << 30) + 4096, (int64_t{1} << 31) - 16785408, largest};
+  const int64_t span = *c.num_blocks * 2 * c.block_size * c.num_kv_heads * c.head_size;
+  return {int64_t{1} << 29,          (int64_t{1} << 30) + 4096, (int64_t{1} << 31) - 16785408,
+          (int64_t{1} << 31) + 4096, (int64_t{1} << 32) + 16,   -span,
+          -(int64_t{1} << 31) - 4096};
 }
 
 std::string describe(const CaseSpec& c, const reference::Comparison& cmp, int64_t distance) {
-  return c.name + ", kv distance " + std::to_string(distance) + ": max_abs " +
+  return c.name + ", V at K + " + std::to_string(distance) + ": max_abs " +
          std::to_string(cmp.max_abs_error) + " lse " + std::to_string(cmp.max_lse_error) + "\n" +
          cmp.detail;
 }
@@ -84,7 +83,7 @@ TEST(KvPlanesFarApart, DecodeKernel) {
     const CaseSpec c = far_apart_case(d, {1, 1, 1, 4}, {1, 300, 1999, 700});
     for (int64_t distance : distances(c)) {
       DecodeRunOptions o;
-      o.placement.kv_distance = distance;
+      o.placement.v_offset = distance;
       const DecodeRunResult r = run_decode_case(c, KVCacheLayout::kNHD, o);
       EXPECT_TRUE(r.cmp.pass) << describe(c, r.cmp, distance);
     }

@@ -235,7 +235,7 @@ TEST(PagedAttentionKernel, RejectsWhatItCannotServe) {
   p.cache_block_stride = int64_t{1} << 31;  // the kernel's block offsets are 32-bit
   s = kernels::launch_paged_attention(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(s.message().find("kv_cache strides (block 2147483648"), std::string::npos)
+  EXPECT_NE(s.message().find("cache strides (block 2147483648"), std::string::npos)
       << s.message();
   p.cache_block_stride = 0;
   p.head_size = 100;

@@ -151,17 +151,18 @@ TEST(PagedAttentionRagged, LauncherRejectsBadSources) {
     EXPECT_EQ(s.code(), code) << s.to_string();
     EXPECT_NE(s.message().find(text), std::string::npos) << s.to_string();
   };
-  expect_error(StatusCode::kInvalidArgument, "kv_cache is required without k_new/v_new");
+  expect_error(StatusCode::kInvalidArgument,
+               "k_cache and v_cache are required without k_new/v_new");
   p.k_new = buf.get();
   expect_error(StatusCode::kInvalidArgument, "k_new and v_new must be given together");
   p.v_new = static_cast<char*>(buf.get()) + 8;
   expect_error(StatusCode::kInvalidArgument, "16-byte aligned");
   p.v_new = buf.get();
-  p.kv_cache = buf.get();
+  p.k_cache = p.v_cache = buf.get();
   p.cache_dtype = DType::kFP8E4M3;
   p.k_scale = p.v_scale = buf.as<float>();
   expect_error(StatusCode::kInvalidArgument, "need a cache of q_dtype or none");
-  p.kv_cache = nullptr;  // an FP8 cache_dtype picks the FP8 kernels, which never read k_new
+  p.k_cache = p.v_cache = nullptr;  // FP8 cache_dtype picks the FP8 kernels (never read k_new)
   expect_error(StatusCode::kInvalidArgument, "need a cache of q_dtype or none");
   p.cache_dtype = DType::kBF16;
   p.new_token_stride = int64_t{1} << 31;

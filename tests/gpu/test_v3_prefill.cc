@@ -145,7 +145,10 @@ template <PagedAttentionLauncher kLaunch>
 Status with_padded_planes(const kernels::PagedAttentionParams& params, void* stream) {
   constexpr int64_t kPad = 64;  // elements: strides stay multiples of 16 bytes (TMA)
   kernels::PagedAttentionParams p = params;
-  const int64_t plane = p.cache_kv_stride;
+  const size_t elem = dtype_size(p.cache_dtype);
+  const int64_t plane =
+      (static_cast<const char*>(p.v_cache) - static_cast<const char*>(p.k_cache)) /
+      static_cast<int64_t>(elem);
   if (p.cache_block_stride != 2 * plane) {
     return internal_error("with_padded_planes: expected the harness's K and V planes side by side");
   }
@@ -159,14 +162,14 @@ Status with_padded_planes(const kernels::PagedAttentionParams& params, void* str
       blocks = std::max<int64_t>(blocks, int64_t{table[r * width + k]} + 1);
     }
   }
-  const size_t elem = dtype_size(p.cache_dtype), padded = static_cast<size_t>(plane + kPad);
+  const size_t padded = static_cast<size_t>(plane + kPad);
   DeviceArray<uint8_t> cache(static_cast<size_t>(2 * blocks) * padded * elem);
   cudaMemset(cache.get(), 0xFF, static_cast<size_t>(2 * blocks) * padded * elem);
-  cudaMemcpy2D(cache.get(), padded * elem, p.kv_cache, static_cast<size_t>(plane) * elem,
+  cudaMemcpy2D(cache.get(), padded * elem, p.k_cache, static_cast<size_t>(plane) * elem,
                static_cast<size_t>(plane) * elem, static_cast<size_t>(2 * blocks),
                cudaMemcpyDeviceToDevice);
-  p.kv_cache = cache.get();
-  p.cache_kv_stride = static_cast<int64_t>(padded);
+  p.k_cache = cache.get();
+  p.v_cache = cache.get() + padded * elem;
   p.cache_block_stride = 2 * static_cast<int64_t>(padded);
   const Status st = kLaunch(p, stream);
   if (cudaStreamSynchronize(static_cast<cudaStream_t>(stream)) != cudaSuccess) {
@@ -265,7 +268,7 @@ TEST(PagedAttentionV3, RejectsWhatItDoesNotServe) {
   p.num_reqs = p.num_tokens = p.max_query_len = p.max_seq_len = 1;  // work, so v3 is reached
   alignas(16) static int32_t never_read[16];  // every case is refused before a launch
   p.out = never_read;
-  p.q = p.kv_cache = never_read;
+  p.q = p.k_cache = p.v_cache = never_read;
   p.cu_seqlens_q = p.seqused_k = p.block_table = never_read;
   Status s = launch_v3(p, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);

@@ -70,16 +70,49 @@ class VarlenWithPagedKV(unittest.TestCase):
                                      window=window, softcap=soft_cap or 0.0)
         cf.assert_close(self, got.cpu(), want, dtype, "out")
 
-    def test_fp8_queries_are_refused_with_the_reason(self):
+    def test_fp8_queries_need_torch_float8(self):
         q, k, v, query_lens, kv_lens, table = paged_inputs([(1, 40)], (4, 4), 64, 16, 8, torch.bfloat16, 0)
-        fp8 = getattr(torch, "float8_e4m3fn", torch.uint8)
-        ones = torch.ones(1, 4)
-        with self.assertRaisesRegex(ValueError, r"q is (float8_e4m3fn|uint8): FP8 queries \(with q_descale\) are not "
-                                                r"supported by the C\+\+ API yet"):
-            vc.flash_attn_varlen_func(q=q.view(torch.int16).to(fp8) if fp8 is torch.uint8 else q.to(fp8), k=k, v=v,
+        with self.assertRaisesRegex(ValueError, r"q is torch uint8: FP8 queries must be torch float8_e4m3fn"):
+            vc.flash_attn_varlen_func(q=q.view(torch.int16).to(torch.uint8), k=k, v=v,
                                       cu_seqlens_q=cf.offsets(query_lens), seqused_k=torch.tensor(kv_lens).int(),
-                                      max_seqlen_q=1, max_seqlen_k=40, causal=True, block_table=table,
-                                      q_descale=ones, k_descale=ones, v_descale=ones)
+                                      max_seqlen_q=1, max_seqlen_k=40, causal=True, block_table=table)
+
+    @unittest.skipUnless(hasattr(torch, "float8_e4m3fn") if torch else False, "this PyTorch has no float8_e4m3fn")
+    def test_fp8_queries_keys_and_values(self):
+        # vLLM's FA3 FP8 path: q, k, v in e4m3 with descales [num_reqs, Hkv] (q's per request, the cache's
+        # broadcast), out bf16; against the float64 attention of the dequantized inputs.
+        for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+            for case in cf.grid("fp8_qkv", 0, seq_lens=[[(1, 1328), (5, 18), (129, 463)], [(1, 523), (1, 37)]],
+                                num_heads=[(8, 2), (4, 4)], head_size=[64, 128, 256]):
+                with self.subTest(device=device, **case):
+                    self.check_fp8(device=device, **case)
+
+    def check_fp8(self, seq_lens, num_heads, head_size, device):
+        q, k, v, query_lens, kv_lens, table = paged_inputs(seq_lens, num_heads, head_size, 16, 2048,
+                                                           torch.float32, seed=head_size)
+        batch, hkv = len(seq_lens), num_heads[1]
+        gen = torch.Generator().manual_seed(7)
+        q_descale = torch.rand(batch, hkv, generator=gen) + 0.5
+        # The cache's descales broadcast over requests on the device, as vLLM's expand() makes them.
+        k_descale = (torch.rand(1, hkv, generator=gen) + 0.5).to(device).expand(batch, hkv)
+        v_descale = (torch.rand(1, hkv, generator=gen) + 0.5).to(device).expand(batch, hkv)
+        fp8 = torch.float8_e4m3fn
+        q8, k8, v8 = (x.to(fp8) for x in (q, k, v))
+        group = num_heads[0] // hkv
+        token_scale = torch.repeat_interleave(q_descale, torch.tensor(query_lens), dim=0)
+        q_real = q8.float() * torch.repeat_interleave(token_scale, group, dim=1).unsqueeze(-1)
+        k_real = k8.float() * k_descale[0].cpu().view(1, 1, hkv, 1)
+        v_real = v8.float() * v_descale[0].cpu().view(1, 1, hkv, 1)
+        scale = head_size ** -0.5
+        out = torch.empty(q.shape, dtype=torch.bfloat16, device=device)
+        got = vc.flash_attn_varlen_func(q=q8.to(device), k=k8.to(device), v=v8.to(device), out=out,
+                                        cu_seqlens_q=cf.offsets(query_lens).to(device),
+                                        seqused_k=torch.tensor(kv_lens, dtype=torch.int32, device=device),
+                                        max_seqlen_q=max(query_lens), max_seqlen_k=max(kv_lens), softmax_scale=scale,
+                                        causal=True, block_table=table.to(device), q_descale=q_descale.to(device),
+                                        k_descale=k_descale, v_descale=v_descale)
+        want, _ = cf.paged_attention(q_real, k_real, v_real, query_lens, kv_lens, table, True, scale)
+        cf.assert_close(self, got.cpu(), want, "bfloat16", "out")
 
 
 @cf.needs_torch
@@ -295,6 +328,35 @@ class KAndVAtAnyDistance(unittest.TestCase):
                                                 seqused_k=torch.tensor([40], dtype=torch.int32), max_seqlen_k=40,
                                                 causal=True, block_table=table)
                 cf.assert_close(self, got, want, "float32", name)
+
+    @cf.needs_gpu
+    def test_placements_on_the_gpu(self):
+        # bf16 K and V in one 4 GiB buffer: V after K and V before K by more than 2^31 elements (offsets
+        # that wrap in 32 bits), and next to each other; every kernel takes a base pointer per plane.
+        hkv, d, bs, nb = 2, 128, 16, 64
+        gen = torch.Generator().manual_seed(0)
+        k0 = torch.randn(nb, bs, hkv, d, generator=gen).bfloat16()
+        v0 = torch.randn(nb, bs, hkv, d, generator=gen).bfloat16()
+        q = torch.randn(37, 8, d, generator=gen).bfloat16()
+        table = torch.randperm(nb, generator=gen)[:40].int().view(2, 20)
+        lens, kv_lens = [1, 36], [300, 317]
+        want, _ = cf.paged_attention(q, k0, v0, lens, kv_lens, table, True, d ** -0.5)
+        size, far = k0.numel(), (1 << 31) + 4096
+        buffer = torch.full((far + 2 * size,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        for name, (k_at, v_at) in {"V after K by > 2^31": (0, far + size), "V before K by > 2^31": (far + size, 0),
+                                   "adjacent": (0, size)}.items():
+            k = buffer[k_at:k_at + size].view_as(k0).copy_(k0)
+            v = buffer[v_at:v_at + size].view_as(v0).copy_(v0)
+            for q_lens in ([1, 36], [1, 1]):
+                rows = q[:sum(q_lens)].cuda()
+                expected = want if q_lens == lens else cf.paged_attention(q[:2], k0, v0, q_lens, kv_lens, table,
+                                                                           True, d ** -0.5)[0]
+                with self.subTest(placement=name, query_lens=q_lens):
+                    got = vc.flash_attn_varlen_func(
+                        q=rows, k=k, v=v, cu_seqlens_q=cf.offsets(q_lens).cuda(), max_seqlen_q=max(q_lens),
+                        seqused_k=torch.tensor(kv_lens, dtype=torch.int32, device="cuda"), max_seqlen_k=max(kv_lens),
+                        causal=True, block_table=table.cuda())
+                    cf.assert_close(self, got.cpu(), expected, "bfloat16", name)
 
 
 class FaVersions(unittest.TestCase):

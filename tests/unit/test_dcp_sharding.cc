@@ -137,8 +137,11 @@ TEST(DcpSharding, SlotMappingPutsEachNewTokenOnItsOwnerOnly) {
 }
 
 TEST(DcpSharding, RefusesBadShardsAndSteps) {
-  EXPECT_EQ((DcpShard{0, 0, 1}).validate(16).message(), "dcp world_size = 0 must be at least 1");
-  EXPECT_EQ((DcpShard{4, 4, 1}).validate(16).message(), "dcp rank = 4 must be in [0, world_size = 4)");
+  EXPECT_EQ((DcpShard{0, 0, 1}).validate(16).message(), "dcp_world_size = 0 (allowed: 1 to 1024)");
+  EXPECT_EQ((DcpShard{1025, 0, 1}).validate(16).message(),
+            "dcp_world_size = 1025 (allowed: 1 to 1024)");
+  EXPECT_EQ((DcpShard{4, 4, 1}).validate(16).message(),
+            "dcp_rank = 4 (allowed: [0, dcp_world_size = 4))");
   EXPECT_EQ((DcpShard{4, 1, 3}).validate(16).message(),
             "cp_kv_cache_interleave_size = 3 must be at least 1 and divide block_size = 16");
   EXPECT_FALSE((DcpShard{4, 1, 0}).validate(16).ok());

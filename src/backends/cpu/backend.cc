@@ -1,7 +1,8 @@
 // CPU_ATTN's description: what the portable host backend serves. Execution is in cpu/*.cc.
 // Cascade (a shared prefix passed to build()) runs with every feature it serves, ALiBi and sliding
 // windows included: its prefix and suffix passes keep absolute query and key positions, so the
-// result is exact plain attention (tests/unit/test_cpu_cascade.cc).
+// result is exact plain attention (tests/unit/test_cpu_cascade.cc). Decode context parallelism
+// runs with ranks as threads over a host communicator (dcp_forward.cc, docs/dcp.md).
 #include "backends/cpu/cpu_backend.h"
 #include "backends/factories.h"
 
@@ -35,6 +36,7 @@ class CpuAttnBackend final : public AttentionBackend {
   bool supports_soft_cap() const override { return true; }
   bool supports_non_causal() const override { return true; }
   bool supports_per_head_quant_scales() const override { return true; }
+  bool supports_dcp() const override { return true; }
   bool supports_attn_type(AttentionType type) const override {
     // Cross-attention (encoder_decoder) needs encoder lengths the metadata does not carry.
     return type == AttentionType::kDecoder || type == AttentionType::kEncoder ||

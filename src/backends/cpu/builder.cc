@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/builder_base.h"
 #include "backends/builder_limits.h"
@@ -26,7 +27,7 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
-    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta));
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta, /*serves_dcp=*/true));
     // The cache size is not known here; forward checks block ids against the cache it is given.
     PAGEDATTN_RETURN_IF_ERROR(
         meta.validate(params_.block_size, std::numeric_limits<int32_t>::max()));
@@ -49,6 +50,23 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
       md->query_start_loc[r] = read_i32(meta.query_start_loc_cpu, r);
     }
     for (int r = 0; r < meta.num_reqs; ++r) md->seq_lens[r] = read_i32(meta.seq_lens_cpu, r);
+    md->dcp = meta.dcp_shard();
+    if (md->dcp.world_size > 1) {
+      std::vector<int32_t> context_lens(meta.num_reqs);
+      for (int r = 0; r < meta.num_reqs; ++r) {
+        context_lens[r] = md->seq_lens[r] - (md->query_start_loc[r + 1] - md->query_start_loc[r]);
+      }
+      md->dcp_context_lens.resize(meta.num_reqs);
+      PAGEDATTN_RETURN_IF_ERROR(dcp_local_seq_lens(context_lens, md->dcp, params_.block_size,
+                                                   md->dcp_context_lens));
+      // As in vLLM: a shared prefix would be sharded like any context, and no pass reads it once.
+      if (common_prefix_len != 0) {
+        return invalid_argument("common_prefix_len = " + std::to_string(common_prefix_len) +
+                                " with dcp_world_size = " + std::to_string(md->dcp.world_size) +
+                                ": CPU_ATTN runs no cascade under decode context parallelism, as "
+                                "vLLM (allowed: 0)");
+      }
+    }
 
     // The caller decided (use_cascade_attention); the prefix runs as cascade whenever it is given,
     // with every feature: the passes keep absolute positions (ALiBi distances, windows).

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "backends/cache_layout.h"
+#include "backends/cache_checks.h"
 #include "backends/cpu/cpu_impl.h"
 #include "common/numeric.h"
 
@@ -29,7 +29,7 @@ Status check_new_tokens(const TensorView& t, std::string_view what, const Attent
 }  // namespace
 
 Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const TensorView& value,
-                      const TensorView& kv_cache, const TensorView& slot_mapping,
+                      const KVCacheView& kv_cache, const TensorView& slot_mapping,
                       const KVScales& scales) {
   if (!slot_mapping.defined()) return invalid_argument("slot_mapping is required");
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(slot_mapping, "slot_mapping", 1));
@@ -39,21 +39,13 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
   PAGEDATTN_RETURN_IF_ERROR(check_new_tokens(key, "key", p, num_tokens));
   PAGEDATTN_RETURN_IF_ERROR(check_new_tokens(value, "value", p, num_tokens));
 
-  if (!kv_cache.defined()) return invalid_argument("kv_cache is required");
-  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
-  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", Device::cpu()));
   const DType storage = cache_storage_dtype(p);
   const bool fp8 = is_fp8(p.kv_cache_dtype);
-  if (fp8) {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage, DType::kU8}));
-  } else {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage}));
-  }
-  const int64_t num_blocks = kv_cache.size(0);
-  const int64_t block_size = kv_cache.size(2);
   PAGEDATTN_RETURN_IF_ERROR(
-      expect_shape(kv_cache, "kv_cache", {num_blocks, 2, block_size, p.num_kv_heads, p.head_size}));
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
+      backends::check_kv_cache(kv_cache, {storage, fp8 ? DType::kU8 : storage}, Device::cpu(),
+                               p.num_kv_heads, p.head_size, p.kv_layout));
+  const int64_t num_blocks = kv_cache.num_blocks();
+  const int64_t block_size = kv_cache.block_size();
   if (fp8) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
 
   const int64_t* slots = slot_mapping.data_as<const int64_t>();
@@ -79,10 +71,10 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
     const int64_t offset = slot % block_size;
     for (int plane = 0; plane < 2; ++plane) {
       const TensorView& src = plane == 0 ? key : value;
+      const TensorView& dst = plane == 0 ? kv_cache.key() : kv_cache.value();
       const TensorView& scale = plane == 0 ? scales.k_scale : scales.v_scale;
       for (int h = 0; h < heads; ++h) {
-        const int64_t dst_row = block * kv_cache.stride(0) + plane * kv_cache.stride(1) +
-                                offset * kv_cache.stride(2) + h * kv_cache.stride(3);
+        const int64_t dst_row = block * dst.stride(0) + offset * dst.stride(1) + h * dst.stride(2);
         const int64_t src_row = t * src.stride(0) + h * src.stride(1);
         float scale_value = 1.0f;
         if (fp8 && scale.defined()) {
@@ -90,15 +82,15 @@ Status write_kv_cache(const AttentionImplParams& p, const TensorView& key, const
         }
         for (int d = 0; d < dim; ++d) {
           const int64_t src_index = src_row + d * src.stride(2);
-          const int64_t dst_index = dst_row + d * kv_cache.stride(4);
+          const int64_t dst_index = dst_row + d;
           if (copy_bits) {
-            std::memcpy(static_cast<std::byte*>(kv_cache.data()) + dst_index * element_bytes,
+            std::memcpy(static_cast<std::byte*>(dst.data()) + dst_index * element_bytes,
                         static_cast<const std::byte*>(src.data()) + src_index * element_bytes,
                         element_bytes);
           } else {
             // FP8: saturate(x / scale), round to nearest even; other caches: plain rounding.
             const float x = load_as_float(src.data(), p.dtype, src_index);
-            store_from_float(kv_cache.data(), encode_to, dst_index, x / scale_value);
+            store_from_float(dst.data(), encode_to, dst_index, x / scale_value);
           }
         }
       }

@@ -6,6 +6,7 @@
 
 #include "backends/layer_spec.h"
 #include "pagedattn/backend.h"
+#include "pagedattn/dcp_sharding.h"
 #include "pagedattn/tensor.h"
 
 namespace pagedattn::cpu {
@@ -23,6 +24,10 @@ struct CpuAttentionMetadata final : AttentionMetadata {
   bool causal = true;
   // Shared-prefix length run as cascade (prefix pass + suffix pass + merge); 0 = plain attention.
   int common_prefix_len = 0;
+  // Decode context parallelism: the step's shard (world size 1 = none) and, per request, how many
+  // of its context tokens (seq_len - query_len) this rank stores (vLLM's dcp_context_kv_lens).
+  DcpShard dcp;
+  std::vector<int32_t> dcp_context_lens;
 };
 
 }  // namespace pagedattn::cpu

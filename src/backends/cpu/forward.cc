@@ -1,17 +1,17 @@
 // CPU_ATTN's forward: checks the call against the layer and the step's metadata, describes the
-// batch as one attention pass, and runs it (or cascade, when the step has a common prefix).
+// batch as one attention pass, and runs it (or cascade, when the step has a common prefix, or the
+// DCP forward, when the layer has a dcp_group).
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 
-#include "backends/cache_layout.h"
+#include "backends/cache_checks.h"
 #include "backends/cpu/attention_kernel.h"
 #include "backends/cpu/cpu_impl.h"
 #include "common/numeric.h"
 
 namespace pagedattn::cpu {
-namespace {
 
 Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64_t min_tokens,
                   int heads, int dim) {
@@ -31,33 +31,30 @@ Status check_rows(const TensorView& t, std::string_view what, DType dtype, int64
   return ok_status();
 }
 
+namespace {
+
 // Block ids of every request must address this cache, with the builder's block size.
-Status check_cache(const TensorView& kv_cache, const AttentionImplParams& p,
+Status check_cache(const KVCacheView& kv_cache, const AttentionImplParams& p,
                    const CpuAttentionMetadata& md) {
-  if (!kv_cache.defined()) return invalid_argument("kv_cache is required");
-  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
-  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", Device::cpu()));
   const DType storage = cache_storage_dtype(p);
-  if (is_fp8(p.kv_cache_dtype)) {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage, DType::kU8}));
-  } else {
-    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {storage}));
+  PAGEDATTN_RETURN_IF_ERROR(
+      backends::check_kv_cache(kv_cache, {storage, is_fp8(p.kv_cache_dtype) ? DType::kU8 : storage},
+                               Device::cpu(), p.num_kv_heads, p.head_size, p.kv_layout));
+  if (kv_cache.block_size() != md.block_size) {
+    return invalid_argument("kv_cache block size " + std::to_string(kv_cache.block_size()) +
+                            " differs from the builder's block_size " +
+                            std::to_string(md.block_size));
   }
-  const int64_t num_blocks = kv_cache.size(0);
-  PAGEDATTN_RETURN_IF_ERROR(expect_shape(
-      kv_cache, "kv_cache", {num_blocks, 2, md.block_size, p.num_kv_heads, p.head_size}));
-  if (kv_cache.stride(4) != 1) {
-    return invalid_argument("kv_cache must have unit stride along head_size, got " +
-                            std::to_string(kv_cache.stride(4)));
-  }
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_cache_layout(kv_cache, p.kv_layout));
+  const int64_t num_blocks = kv_cache.num_blocks();
   const TensorView& table = md.block_table;
   if (table.size(1) > 1 && table.stride(1) != 1) {
     return invalid_argument("block_table must have unit stride along blocks, got " +
                             table.describe());
   }
   for (int r = 0; r < md.num_reqs; ++r) {
-    const int64_t needed = (md.seq_lens[r] + md.block_size - 1) / md.block_size;
+    // Under DCP the table holds this rank's blocks: those of its share of the sequence.
+    const int64_t needed =
+        (dcp_local_length(md.seq_lens[r], md.dcp) + md.block_size - 1) / md.block_size;
     for (int64_t c = 0; c < needed; ++c) {
       const int64_t id = table.data_as<const int32_t>()[r * table.stride(0) + c * table.stride(1)];
       if (id < 0 || id >= num_blocks) {
@@ -79,13 +76,18 @@ int64_t scale_stride(const TensorView& scale) {
   return scale.defined() && scale.size(0) > 1 ? scale.stride(0) : 0;
 }
 
-}  // namespace
-
-Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
-                   const TensorView& value, const TensorView& kv_cache,
-                   const CpuAttentionMetadata& md, const TensorView& output,
-                   const TensorView& output_lse, const KVScales& scales) {
+// Checks the call and describes the batch as one attention pass (plain attention).
+Status prepare_pass(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
+                    const TensorView& value, const KVCacheView& kv_cache,
+                    const CpuAttentionMetadata& md, const TensorView& output,
+                    const TensorView& output_lse, const KVScales& scales, AttentionPass& pass) {
   PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(md.layer, p));
+  if (p.dcp_group == nullptr && md.dcp.world_size > 1) {
+    return invalid_argument("metadata is dcp_rank " + std::to_string(md.dcp.rank) +
+                            " of dcp_world_size " + std::to_string(md.dcp.world_size) +
+                            " but the layer has no dcp_group (allowed: dcp_world_size 1 without "
+                            "one)");
+  }
   const int64_t num_real_tokens = md.query_start_loc[md.num_reqs];
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(query, "query", p.dtype, num_real_tokens, p.num_heads, p.head_size));
@@ -102,7 +104,6 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     PAGEDATTN_RETURN_IF_ERROR(expect_shape(output_lse, "output_lse", {p.num_heads, num_tokens}));
   }
 
-  AttentionPass pass;
   pass.query = query.data();
   pass.query_dtype = query.dtype();
   pass.q_token_stride = query.stride(0);
@@ -146,15 +147,12 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
   } else {
     PAGEDATTN_RETURN_IF_ERROR(check_cache(kv_cache, p, md));
     if (is_fp8(p.kv_cache_dtype)) PAGEDATTN_RETURN_IF_ERROR(check_scales(scales, p.num_kv_heads));
-    const int64_t plane = kv_cache.stride(1);
-    const std::byte* base = static_cast<const std::byte*>(kv_cache.data());
-    const DType read_as = cache_storage_dtype(p);  // u8 storage holds FP8 codes
-    pass.kv.k_base = base;
-    pass.kv.v_base = base + plane * static_cast<int64_t>(dtype_size(kv_cache.dtype()));
-    pass.kv.dtype = read_as;
-    pass.kv.block_stride = kv_cache.stride(0);
-    pass.kv.token_stride = kv_cache.stride(2);
-    pass.kv.head_stride = kv_cache.stride(3);
+    pass.kv.k_base = kv_cache.key().data();
+    pass.kv.v_base = kv_cache.value().data();
+    pass.kv.dtype = cache_storage_dtype(p);  // u8 storage holds FP8 codes
+    pass.kv.block_stride = kv_cache.key().stride(0);
+    pass.kv.token_stride = kv_cache.key().stride(1);
+    pass.kv.head_stride = kv_cache.key().stride(2);
     pass.kv.block_size = md.block_size;
     if (is_fp8(p.kv_cache_dtype)) {
       pass.kv.k_scale = scale_data(scales.k_scale);
@@ -184,11 +182,16 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
     rp.kv_len = seq_len;
     rp.key_pos0 = 0;
   }
+  return ok_status();
+}
 
-  // Padding tokens past the batch: zero output, empty LSE.
-  for (int64_t t = num_real_tokens; t < num_tokens; ++t) {
-    for (int h = 0; h < p.num_heads; ++h) {
-      for (int d = 0; d < p.head_size; ++d) {
+}  // namespace
+
+void write_padding_rows(const AttentionPass& pass, int64_t first_token,
+                        const TensorView& output) {
+  for (int64_t t = first_token; t < output.size(0); ++t) {
+    for (int h = 0; h < pass.num_heads; ++h) {
+      for (int d = 0; d < pass.head_size; ++d) {
         store_from_float(output.data(), output.dtype(),
                          t * output.stride(0) + h * output.stride(1) + d, 0.0f);
       }
@@ -198,6 +201,21 @@ Status run_forward(const AttentionImplParams& p, const TensorView& query, const 
       }
     }
   }
+}
+
+Status run_forward(const AttentionImplParams& p, const TensorView& query, const TensorView& key,
+                   const TensorView& value, const KVCacheView& kv_cache,
+                   const CpuAttentionMetadata& md, const TensorView& output,
+                   const TensorView& output_lse, const KVScales& scales) {
+  AttentionPass pass;
+  const Status ready =
+      prepare_pass(p, query, key, value, kv_cache, md, output, output_lse, scales, pass);
+  // Under DCP every rank learns of any rank's refusal, so none is left waiting in a collective.
+  if (p.dcp_group != nullptr) {
+    return run_dcp_forward(ready, pass, p, md, query, key, value, output, output_lse, scales);
+  }
+  PAGEDATTN_RETURN_IF_ERROR(ready);
+  write_padding_rows(pass, md.query_start_loc[md.num_reqs], output);
 
   // Cascade's passes keep absolute positions, so ALiBi and windows stay exact. (Encoder steps
   // never get here with a prefix: their requests have no context to hold one.)

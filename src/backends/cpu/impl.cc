@@ -6,6 +6,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_impl.h"
+#include "dcp/layer_checks.h"
+#include "pagedattn/communicator.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -17,13 +19,13 @@ class CpuAttentionImpl final : public AttentionImpl {
   std::string_view kernel_generation() const override { return "cpu"; }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVCacheView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     return write_kv_cache(params_, key, value, kv_cache, slot_mapping, scales);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
     const auto* md = dynamic_cast<const CpuAttentionMetadata*>(&metadata);
@@ -44,6 +46,12 @@ Status validate_params(const AttentionImplParams& p) {
       p.attn_type != AttentionType::kEncoderOnly) {
     return unimplemented("attn_type = " + std::string(attention_type_name(p.attn_type)) +
                          " is not supported by CPU_ATTN (allowed: decoder, encoder, encoder_only)");
+  }
+  PAGEDATTN_RETURN_IF_ERROR(dcp::check_dcp_layer(p));
+  if (p.dcp_group != nullptr && !p.dcp_group->device().is_cpu()) {
+    return invalid_argument("dcp_group's buffers live on " + device_name(p.dcp_group->device()) +
+                            ": CPU_ATTN combines host buffers (allowed: a host communicator, "
+                            "such as make_in_process_group's)");
   }
   if (p.kernel_generation != 0) {
     return unimplemented("kernel_generation = " + std::to_string(p.kernel_generation) +

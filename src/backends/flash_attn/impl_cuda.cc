@@ -37,7 +37,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
   std::string_view kernel_generation() const override { return generations_.used(); }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
     PAGEDATTN_ASSIGN_OR_RETURN(
@@ -55,9 +55,9 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     const bool graph_safe = md->for_cudagraph_capture;
     const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
       kernels::PagedAttentionParams p = base;
-      PAGEDATTN_RETURN_IF_ERROR(
-          set_pass(p, pass, graph_safe ? pass.max_num_splits : pass.max_splits_used,
-                   md->split.token_capacity));
+      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass,
+                                         graph_safe ? pass.max_num_splits : pass.max_splits_used,
+                                         md->split.token_capacity));
       set_output(p, out);
       generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);

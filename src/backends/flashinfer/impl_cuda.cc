@@ -49,14 +49,14 @@ class FlashInferImpl final : public gpu::GpuImpl {
   }
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVCacheView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     if (!kv_cache.defined() && runs_without_cache()) return ok_status();  // nothing to write
     return GpuImpl::do_kv_cache_update(key, value, kv_cache, slot_mapping, scales, stream);
   }
 
   Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const TensorView& kv_cache, const AttentionMetadata& metadata,
+                 const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                  const TensorView& output, const TensorView& output_lse, const KVScales& scales,
                  StreamHandle stream) override {
     const bool no_cache = !kv_cache.defined();
@@ -94,7 +94,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
       // graph-safe split bound it launches requests x splits x heads CTAs that a decode-only
       // replay (the decodes run in the decode kernel) retires empty, tens of microseconds a
       // layer. The cascade's prefix pass (one request) keeps its splits.
-      const int max_splits = !capture                 ? pass.max_splits_used
+      const int max_splits = !capture                ? pass.max_splits_used
                              : &pass == &md->prefill ? 1
                                                      : pass.max_num_splits;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
@@ -156,7 +156,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
     return ok_status();
   }
 
-  kernels::DecodeAttentionParams decode_params(const TensorView& query, const TensorView& kv_cache,
+  kernels::DecodeAttentionParams decode_params(const TensorView& query, const KVCacheView& kv_cache,
                                                const KVScales& scales, const FlashInferMetadata& md,
                                                const gpu::PassOutput& out) const {
     kernels::DecodeAttentionParams p;

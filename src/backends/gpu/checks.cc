@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backends/builder_limits.h"
-#include "backends/cache_layout.h"
+#include "backends/cache_checks.h"
 #include "backends/layer_spec.h"
 
 namespace pagedattn::gpu {
@@ -152,30 +152,20 @@ Status check_impl_params(const AttentionBackend& backend, const AttentionImplPar
   return ok_status();
 }
 
-Status check_cache(const AttentionImplParams& p, DType cache_dtype, const TensorView& kv_cache) {
-  PAGEDATTN_RETURN_IF_ERROR(expect_rank(kv_cache, "kv_cache", 5));
-  PAGEDATTN_RETURN_IF_ERROR(expect_device(kv_cache, "kv_cache", p.device));
-  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(kv_cache, "kv_cache", {cache_dtype}));
-  if (kv_cache.size(1) != 2 || kv_cache.size(3) != p.num_kv_heads ||
-      kv_cache.size(4) != p.head_size || kv_cache.stride(4) != 1) {
-    return invalid_argument("kv_cache is " + kv_cache.describe() +
-                            "; expected [num_blocks, 2, "
-                            "block_size, " +
-                            std::to_string(p.num_kv_heads) + ", " + std::to_string(p.head_size) +
-                            "] with a contiguous head dim");
-  }
-  return backends::check_cache_layout(kv_cache, p.kv_layout);
+Status check_cache(const AttentionImplParams& p, DType cache_dtype, const KVCacheView& kv_cache) {
+  return backends::check_kv_cache(kv_cache, {cache_dtype}, p.device, p.num_kv_heads, p.head_size,
+                                  p.kv_layout);
 }
 
 Status check_cache_update(const AttentionImplParams& p, DType cache_dtype, const TensorView& key,
-                          const TensorView& value, const TensorView& kv_cache) {
+                          const TensorView& value, const KVCacheView& kv_cache) {
   PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(key, "key", {p.dtype}));
   return expect_dtype(value, "value", {p.dtype});
 }
 
 Status check_forward(const AttentionImplParams& p, DType cache_dtype, const StepInfo& step,
-                     const TensorView& query, const TensorView& kv_cache, const TensorView& output,
+                     const TensorView& query, const KVCacheView& kv_cache, const TensorView& output,
                      const TensorView& output_lse, const KVScales& scales, bool cache_optional) {
   const int64_t t = step.num_actual_tokens;
   PAGEDATTN_RETURN_IF_ERROR(backends::check_layer_spec(step.layer, p));
@@ -200,8 +190,8 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
   }
   if (kv_cache.defined() || !cache_optional) {
     PAGEDATTN_RETURN_IF_ERROR(check_cache(p, cache_dtype, kv_cache));
-    if (kv_cache.size(2) != step.block_size) {
-      return invalid_argument("kv_cache block size " + std::to_string(kv_cache.size(2)) +
+    if (kv_cache.block_size() != step.block_size) {
+      return invalid_argument("kv_cache block size " + std::to_string(kv_cache.block_size()) +
                               " differs from the builder's block_size " +
                               std::to_string(step.block_size));
     }

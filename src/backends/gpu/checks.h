@@ -26,18 +26,18 @@ Status check_impl_params(const AttentionBackend& backend, const AttentionImplPar
 // The paged cache: [num_blocks, 2, block_size, Hkv, D] of cache_dtype on the layer's device, with a
 // contiguous head dim, strided in the layer's kv_layout.
 Status check_cache(const AttentionImplParams& params, DType cache_dtype,
-                   const TensorView& kv_cache);
+                   const KVCacheView& kv_cache);
 
 // do_kv_cache_update: the cache, and key/value in the layer's dtype.
 Status check_cache_update(const AttentionImplParams& params, DType cache_dtype,
                           const TensorView& key, const TensorView& value,
-                          const TensorView& kv_cache);
+                          const KVCacheView& kv_cache);
 
 // forward: metadata built for this layer's spec (heads, dtypes, layout) and device, query/output
 // rows, the optional LSE, the cache (with the builder's block size; an undefined one passes when
 // cache_optional) and the FP8 scales.
 Status check_forward(const AttentionImplParams& params, DType cache_dtype, const StepInfo& step,
-                     const TensorView& query, const TensorView& kv_cache, const TensorView& output,
+                     const TensorView& query, const KVCacheView& kv_cache, const TensorView& output,
                      const TensorView& output_lse, const KVScales& scales,
                      bool cache_optional = false);
 

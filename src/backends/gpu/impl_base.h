@@ -25,7 +25,7 @@ class GpuImpl : public AttentionImpl {
         heads_(std::move(heads)) {}
 
   Status do_kv_cache_update(const TensorView& key, const TensorView& value,
-                            const TensorView& kv_cache, const TensorView& slot_mapping,
+                            const KVCacheView& kv_cache, const TensorView& slot_mapping,
                             const KVScales& scales, StreamHandle stream) override {
     PAGEDATTN_RETURN_IF_ERROR(check_cache_update(params_, cache_dtype_, key, value, kv_cache));
     return kernels::launch_cache_write(key, value, kv_cache, slot_mapping, scales.k_scale,
@@ -37,7 +37,7 @@ class GpuImpl : public AttentionImpl {
   // forward checks of this layer's tensors against it (cache_optional: kv_cache may be undefined).
   template <typename M>
   StatusOr<const M*> forward_metadata(std::string_view backend, const AttentionMetadata& metadata,
-                                      const TensorView& query, const TensorView& kv_cache,
+                                      const TensorView& query, const KVCacheView& kv_cache,
                                       const TensorView& output, const TensorView& output_lse,
                                       const KVScales& scales, bool cache_optional = false) const {
     const auto* md = dynamic_cast<const M*>(&metadata);
@@ -50,26 +50,25 @@ class GpuImpl : public AttentionImpl {
     return md;
   }
 
-  template <typename P>
-  void fill_layer(P& p, const TensorView& query, const TensorView& kv_cache,
+  void fill_layer(kernels::PagedOperands& p, const TensorView& query, const KVCacheView& kv_cache,
                   const KVScales& scales) const {
     p.q = query.data();
     p.q_token_stride = query.stride(0);
     p.q_head_stride = query.stride(1);
     p.q_dtype = params_.dtype;
-    p.kv_cache = kv_cache.data();
+    p.k_cache = kv_cache.key().data();
+    p.v_cache = kv_cache.value().data();
     p.cache_dtype = cache_dtype_;
-    p.cache_block_stride = kv_cache.stride(0);
-    p.cache_kv_stride = kv_cache.stride(1);
-    p.cache_token_stride = kv_cache.stride(2);
-    p.cache_head_stride = kv_cache.stride(3);
+    p.cache_block_stride = kv_cache.key().stride(0);
+    p.cache_token_stride = kv_cache.key().stride(1);
+    p.cache_head_stride = kv_cache.key().stride(2);
     p.k_scale = heads_.scale_or_unit(scales.k_scale);
     p.v_scale = heads_.scale_or_unit(scales.v_scale);
     p.per_head_scales = scales.k_scale.defined() && scales.k_scale.numel() > 1;
     p.num_heads = params_.num_heads;
     p.num_kv_heads = params_.num_kv_heads;
     p.head_size = params_.head_size;
-    p.block_size = static_cast<int>(kv_cache.size(2));
+    p.block_size = static_cast<int>(kv_cache.block_size());
     p.scale = params_.resolved_scale();
     p.softcap = params_.logits_soft_cap > 0.0f ? params_.logits_soft_cap : 0.0f;
     p.alibi_slopes = heads_.alibi_slopes();
@@ -79,7 +78,7 @@ class GpuImpl : public AttentionImpl {
   // A paged attention launch's fields that no pass changes: the layer, the step's token count, the
   // split workspace.
   kernels::PagedAttentionParams paged_layer_params(const TensorView& query,
-                                                   const TensorView& kv_cache,
+                                                   const KVCacheView& kv_cache,
                                                    const KVScales& scales, int num_tokens,
                                                    const SplitWorkspaceView& split) const {
     kernels::PagedAttentionParams p;

@@ -24,12 +24,16 @@ namespace {
 // The ragged source (k_new/v_new): both or neither, of q_dtype beside a 16-bit cache or none,
 // 16-byte rows, and 32-bit strides.
 Status validate_ragged_source(const PagedAttentionParams& p) {
+  if ((p.k_cache == nullptr) != (p.v_cache == nullptr)) {
+    return invalid_argument("paged attention: k_cache and v_cache must be given together");
+  }
   if ((p.k_new == nullptr) != (p.v_new == nullptr)) {
     return invalid_argument("paged attention: k_new and v_new must be given together");
   }
   if (p.k_new == nullptr) {
-    if (p.kv_cache != nullptr || p.num_tokens == 0) return ok_status();
-    return invalid_argument("paged attention: kv_cache is required without k_new/v_new");
+    if ((p.k_cache != nullptr && p.v_cache != nullptr) || p.num_tokens == 0) return ok_status();
+    return invalid_argument(
+        "paged attention: k_cache and v_cache are required without k_new/v_new");
   }
   if (p.cache_dtype != p.q_dtype) {  // also without a cache: it picks the instantiation
     return invalid_argument(
@@ -73,7 +77,7 @@ Status validate(const PagedAttentionParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(validate_ragged_source(p));
   if (p.num_tokens > 0 &&
       (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
-       (p.kv_cache != nullptr && p.block_table == nullptr) || p.out == nullptr || p.q == nullptr)) {
+       (p.k_cache != nullptr && p.block_table == nullptr) || p.out == nullptr || p.q == nullptr)) {
     return invalid_argument(
         "paged attention: q, out, cu_seqlens_q, seqused_k and (with a cache) block_table "
         "are required");

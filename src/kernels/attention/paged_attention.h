@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/paged_operands.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
@@ -16,24 +17,9 @@ namespace pagedattn::kernels {
 // rejected by launch_paged_attention.
 enum class KernelGeneration { kV2 = 2, kV3 = 3 };
 
-struct PagedAttentionParams {
-  // Queries of all requests, packed: [num_tokens, num_heads, head_size], strides in elements.
-  const void* q = nullptr;
-  int64_t q_token_stride = 0;
-  int64_t q_head_stride = 0;
-  DType q_dtype = DType::kBF16;  // f16 or bf16; output has the same dtype
-
-  // Paged cache, logical [num_blocks, 2, block_size, num_kv_heads, head_size] with any strides
-  // (NHD or HND), in elements of cache_dtype.
-  const void* kv_cache = nullptr;
-  DType cache_dtype = DType::kBF16;  // f16, bf16, fp8_e4m3, fp8_e5m2
-  int64_t cache_block_stride = 0;
-  int64_t cache_kv_stride = 0;     // K plane -> V plane
-  int64_t cache_token_stride = 0;  // within a block
-  int64_t cache_head_stride = 0;
-  const float* k_scale = nullptr;  // FP8: [1] or [num_kv_heads] (per_head_scales), device
-  const float* v_scale = nullptr;
-  bool per_head_scales = false;
+// The shared operands and the varlen family's own: FP8 tensor cores, the step's lengths, the
+// mask's right side and causality, the kernel generation, split-KV and the ragged source.
+struct PagedAttentionParams : PagedOperands {
   // e4m3 caches on the FP8 tensor cores (generation v3, FlashAttention-3's FP8 path): Q and P are
   // rounded to e4m3 too, about 3e-2 relative error against 2e-3 for v2's path, which converts the
   // cache to 16 bits; opt-in, so that no backend trades accuracy for it unasked.
@@ -46,28 +32,14 @@ struct PagedAttentionParams {
 
   const int32_t* cu_seqlens_q = nullptr;  // [num_reqs + 1] device
   const int32_t* seqused_k = nullptr;     // [num_reqs] device: keys per request
-  const int32_t* block_table = nullptr;   // [num_reqs, block_table_stride] device
-  int64_t block_table_stride = 0;
   int num_reqs = 0;
   int num_tokens = 0;
   int max_query_len = 0;  // upper bound, decides the grid (graph capture passes the padded max)
   int max_seq_len = 0;    // upper bound
 
-  int num_heads = 0;
-  int num_kv_heads = 0;
-  int head_size = 0;
-  int block_size = 0;  // multiple of 16
-
-  float scale = 1.0f;
-  float softcap = 0.0f;                 // <= 0: none
-  const float* alibi_slopes = nullptr;  // [num_heads] device or nullptr
-  const float* sinks = nullptr;         // [num_heads] device or nullptr
-  int window_left = -1;
-  int window_right = -1;
+  int window_right = -1;  // keys .. pos + window_right (-1: unbounded; causal caps it at 0)
   bool causal = true;
-  // Which kernel family runs (here, it fills the padding after causal: the kernels' parameter
-  // block keeps its size and offsets).
-  KernelGeneration generation = KernelGeneration::kV2;
+  KernelGeneration generation = KernelGeneration::kV2;  // paged_attention_serves says where v3 can
   // v3: GQA packing. A work tile holds the query heads of one KV head (rows (position, head in the
   // group), kBlockM / group positions), so each KV head's K/V is read once per query tile, not once
   // per query head; decode-shaped launches (max_query_len x group <= 16) are served only with it.
@@ -75,16 +47,8 @@ struct PagedAttentionParams {
   // (gpu::pass_kernel); v2 packs its decode tiles itself.
   bool pack_gqa = false;
 
-  // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads, lse_head_stride]
-  // float32 natural log (nullptr = not requested).
-  void* out = nullptr;
-  int64_t out_token_stride = 0;
-  int64_t out_head_stride = 0;
-  float* lse = nullptr;
-  int64_t lse_head_stride = 0;
-
-  // Split-KV (decided ahead of time by the builder). num_splits_per_req [num_reqs] device (nullptr =
-  // every request uses max_num_splits); splits of one request cover its KV blocks evenly. With
+  // Split-KV (decided ahead of time by the builder). num_splits_per_req [num_reqs] device (nullptr
+  // = every request uses max_num_splits); splits of one request cover its KV blocks evenly. With
   // max_num_splits > 1 the kernel writes partials to split_out [max_num_splits, num_tokens,
   // num_heads, head_size] f32 and split_lse [max_num_splits, num_heads, num_tokens] f32, then a
   // combine kernel merges them into out/lse with merge_attn_states' math.
@@ -97,7 +61,7 @@ struct PagedAttentionParams {
   // [num_tokens, num_kv_heads, head_size] of q_dtype, K and V with the same strides (elements). A
   // request with no context (seqused_k == its query length) reads key j from new token
   // cu_seqlens_q[r] + j instead of the cache. nullptr: every request reads the cache. Needs a
-  // 16-bit cache of q_dtype, or none (kv_cache nullptr: then no request may have context; such a
+  // 16-bit cache of q_dtype, or none (k_cache nullptr: then no request may have context; such a
   // request's rows are left unwritten). v2 only.
   const void* k_new = nullptr;
   const void* v_new = nullptr;
@@ -115,7 +79,8 @@ Status paged_attention_serves(const PagedAttentionParams& params);
 
 // Head sizes compiled into this build (others are served by the next larger one, or rejected).
 bool paged_attention_head_size_built(int head_size);
-int paged_attention_kernel_head_size(int head_size);  // the instantiated size that serves head_size; 0 = none
+int paged_attention_kernel_head_size(
+    int head_size);  // the instantiated size that serves head_size; 0 = none
 
 // The bytes of PagedAttentionParams::fp8_workspace a launch with fp8_tensor_cores needs (0 where it
 // needs none): num_reqs x num_kv_heads x head_size x 128 x the larger of ceil(max_seq_len / 128)

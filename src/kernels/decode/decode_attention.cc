@@ -23,8 +23,10 @@ Status validate_buffers(const DecodeAttentionParams& p) {
                             std::to_string(p.num_ctas) +
                             "), partial_out (16-byte aligned) and partial_lse are required");
   }
-  if (p.q == nullptr || p.out == nullptr || p.block_table == nullptr || p.kv_cache == nullptr) {
-    return invalid_argument("decode attention: q, out, block_table and kv_cache are required");
+  if (p.q == nullptr || p.out == nullptr || p.block_table == nullptr || p.k_cache == nullptr ||
+      p.v_cache == nullptr) {
+    return invalid_argument(
+        "decode attention: q, out, block_table, k_cache and v_cache are required");
   }
   return check_operand_layout("decode attention", p);
 }

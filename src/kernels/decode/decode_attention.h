@@ -8,52 +8,14 @@
 
 #include <cstdint>
 
+#include "kernels/paged_operands.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
 namespace pagedattn::kernels {
 
-struct DecodeAttentionParams {
-  // Queries, packed: [num_tokens, num_heads, head_size], strides in elements; f16 or bf16.
-  const void* q = nullptr;
-  int64_t q_token_stride = 0;
-  int64_t q_head_stride = 0;
-  DType q_dtype = DType::kBF16;
-
-  // Paged cache, logical [num_blocks, 2, block_size, num_kv_heads, head_size] with any strides
-  // (NHD or HND), in elements of cache_dtype (q_dtype, fp8_e4m3 or fp8_e5m2).
-  const void* kv_cache = nullptr;
-  DType cache_dtype = DType::kBF16;
-  int64_t cache_block_stride = 0;
-  int64_t cache_kv_stride = 0;
-  int64_t cache_token_stride = 0;
-  int64_t cache_head_stride = 0;
-  const float* k_scale = nullptr;  // FP8: [1] or [num_kv_heads] (per_head_scales), device
-  const float* v_scale = nullptr;
-  bool per_head_scales = false;
-
-  const int32_t* block_table = nullptr;  // [num_reqs, block_table_stride] int32, device
-  int64_t block_table_stride = 0;
-
-  int num_heads = 0;
-  int num_kv_heads = 0;
-  int head_size = 0;
-  int block_size = 0;  // multiple of 16
-
-  float scale = 1.0f;
-  float softcap = 0.0f;                 // <= 0: none
-  const float* alibi_slopes = nullptr;  // [num_heads] device or nullptr
-  const float* sinks = nullptr;         // [num_heads] device or nullptr
-  int window_left = -1;                 // causal decode: keys pos - window_left .. pos
-
-  // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads,
-  // lse_head_stride] float32, natural log.
-  void* out = nullptr;
-  int64_t out_token_stride = 0;
-  int64_t out_head_stride = 0;
-  float* lse = nullptr;
-  int64_t lse_head_stride = 0;
-
+// The shared operands (causal decode: window_left only) and the family's plan.
+struct DecodeAttentionParams : PagedOperands {
   // The plan on the device (decode/work.h layout) and the f32 partials of split segments:
   // partial_out [rows, head_size], partial_lse [rows]. num_ctas is the grid the plan was made for.
   const void* plan = nullptr;

@@ -71,7 +71,7 @@ cudaError_t launch_decode_config(const DecodeArgs& a, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   if constexpr (Cfg::kTma) {
     DecodeArgs with_map = a;
-    if (encode_decode_kv_map<Cfg>(with_map) != CUDA_SUCCESS) return cudaErrorNotSupported;
+    if (encode_decode_kv_maps<Cfg>(with_map) != CUDA_SUCCESS) return cudaErrorNotSupported;
     decode_kernel<Cfg, T><<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(with_map);
   } else {
     decode_kernel<Cfg, T><<<a.p.num_ctas, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);

@@ -160,7 +160,8 @@ template <typename Cfg>
 __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork& w, int tile,
                                              bool live, const int32_t* ring, int slot,
                                              char* stage) {
-  const char* cache = static_cast<const char*>(a.p.kv_cache);
+  const char* k_cache = static_cast<const char*>(a.p.k_cache);
+  const char* v_cache = static_cast<const char*>(a.p.v_cache);
   const int32_t* ids = ring + slot * Cfg::kBlockN;
   constexpr int kPasses = Cfg::kBlockN * Cfg::kChunks / Cfg::kThreads;
   constexpr int kElemsPerChunk = 16 / Cfg::kElemBytes;
@@ -170,8 +171,9 @@ __device__ __forceinline__ void load_kv_tile(const DecodeArgs& a, const UnitWork
     const int row = idx / Cfg::kChunks, c = idx % Cfg::kChunks;
     const int key = tile * Cfg::kBlockN + row;
     const bool ok = live && key >= w.kv_begin && key < w.kv_end;
-    const char* k_src = cache + key_row_offset<Cfg>(a, w, ids, row, key);
-    const char* v_src = k_src + static_cast<int64_t>(a.kv_stride) * Cfg::kElemBytes;
+    const int64_t offset = key_row_offset<Cfg>(a, w, ids, row, key);
+    const char* k_src = k_cache + offset;
+    const char* v_src = v_cache + offset;
     char* k_dst = stage + row * Cfg::kRowBytes + c * 16;
     char* v_dst = k_dst + Cfg::kTileBytes;
     const int col = c * kElemsPerChunk;

@@ -1,4 +1,5 @@
-// TMA tiles of the decode kernel (TileSync::kWarpTma): one tensor map over the paged cache, and
+// TMA tiles of the decode kernel (TileSync::kWarpTma): a tensor map over each plane of the paged
+// cache (K and V may lie anywhere), and
 // each warp's keys of a tile copied as boxes of 16 keys (each lies in one page: pages are
 // multiples of 16 keys) x 128 bytes of columns, 128-byte swizzled, completing on the warp's
 // mbarrier of the stage. A box reads all 16 rows, so V rows outside the unit's keys (NaN in unused
@@ -16,21 +17,27 @@
 
 namespace pagedattn::kernels::decode {
 
-// The cache (kernels/paged_kv_map.h) in boxes of 128 bytes of columns x 16 tokens of one head,
+// Each plane (kernels/paged_kv_map.h) in boxes of 128 bytes of columns x 16 tokens of one head,
 // 128-byte L2 promotion (docs/performance.md has the 256-byte one).
 template <typename Cfg>
-CUresult encode_decode_kv_map(DecodeArgs& a) {
+CUresult encode_decode_kv_maps(DecodeArgs& a) {
   const DecodeAttentionParams& p = a.p;
   const PagedKvMapShape m = paged_kv_map_shape(p, Cfg::kElemBytes, 128 / Cfg::kElemBytes, 16);
   a.kv_token_coord = m.token_coord;
-  // What the driver would refuse (a 16-byte aligned base, strides in multiples of 16 bytes) is
+  // What the driver would refuse (16-byte aligned bases, strides in multiples of 16 bytes) is
   // answered here, without a failing driver call (compute-sanitizer reports those as errors).
-  bool describable = reinterpret_cast<uintptr_t>(p.kv_cache) % 16 == 0;
-  for (const uint64_t stride : m.strides_bytes) describable = describable && stride % 16 == 0;
+  bool describable = reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0;
+  for (int i = 0; i + 1 < m.rank; ++i) describable = describable && m.strides_bytes[i] % 16 == 0;
   if (!describable) return CUDA_ERROR_INVALID_VALUE;
-  return device::encode_tensor_map_sw128(
-      &a.kv_map, Cfg::kFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
-      p.kv_cache, 5, m.dims, m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  const CUtensorMapDataType type =
+      Cfg::kFp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  const CUresult k =
+      device::encode_tensor_map_sw128(&a.k_map, type, p.k_cache, m.rank, m.dims, m.strides_bytes,
+                                      m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  if (k != CUDA_SUCCESS) return k;
+  return device::encode_tensor_map_sw128(&a.v_map, type, p.v_cache, m.rank, m.dims, m.strides_bytes,
+                                         m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 }
 
 template <typename Cfg>
@@ -87,17 +94,16 @@ __device__ __forceinline__ void issue_kv_slice_tma(const DecodeArgs& a, const Un
     const int first = max(box_key, w.kv_begin);
     const int block = ring[slot * Cfg::kBlockN + first - tile * Cfg::kBlockN];
     const int token = key_slot(a, box_key);
-    int32_t c[5] = {0, a.kv_token_coord == 1 ? token : w.kv_head,
-                    a.kv_token_coord == 1 ? w.kv_head : token, 0, block};
+    int32_t c[4] = {0, a.kv_token_coord == 1 ? token : w.kv_head,
+                    a.kv_token_coord == 1 ? w.kv_head : token, block};
 #pragma unroll
     for (int plane = 0; plane < 2; ++plane) {
-      c[3] = plane;
 #pragma unroll
       for (int panel = 0; panel < Cfg::kPanels; ++panel) {
         c[0] = panel * 128 / Cfg::kElemBytes;
-        device::tma_load<5>(
+        device::tma_load<4>(
             k_dst + plane * Cfg::kTileBytes + b * Cfg::kBoxBytes + panel * Cfg::kPanelBytes,
-            &a.kv_map, c, bar);
+            plane == 0 ? &a.k_map : &a.v_map, c, bar);
       }
     }
   }

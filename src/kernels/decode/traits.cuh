@@ -71,8 +71,8 @@ struct DecodeConfig {
   static constexpr int kEpilogueOBytes = kWarps * kDecodeRowsPerTile * kORowFloats * 4;
   static constexpr int kEpilogueMlBytes = kWarps * kDecodeRowsPerTile * 2 * 4;
   static constexpr int kBarrierBytes = kTma ? kStages * kWarps * 8 : 0;
-  // The CTA's unit sequence (decode/tile_scheduler.cuh): slots of (unit, stream end), enough for the
-  // entries the cursors and the compute can hold at once (units have at least one tile, the
+  // The CTA's unit sequence (decode/tile_scheduler.cuh): slots of (unit, stream end), enough for
+  // the entries the cursors and the compute can hold at once (units have at least one tile, the
   // cursors run kRingTiles + 1 tiles ahead) with room to spare.
   static constexpr int kQueueSlots = 4 * kRingTiles;
   static constexpr int kQueueBytes = kQueueSlots * 2 * 4;
@@ -84,8 +84,8 @@ struct DecodeConfig {
   static constexpr int kMlOffset = kRingOffset + kRingBytes;
   static constexpr int kBarrierOffset = kMlOffset + kEpilogueMlBytes;
   static constexpr int kQueueOffset = kBarrierOffset + kBarrierBytes;
-  // The merge items of the CTA's cut units, counted when its stream is done (decode/split_merge.cuh),
-  // then a flag for those counted at once (past the list).
+  // The merge items of the CTA's cut units, counted when its stream is done
+  // (decode/split_merge.cuh), then a flag for those counted at once (past the list).
   static constexpr int kMergeListSlots = kThreads < 64 ? kThreads : 64;
   static constexpr int kMergeListOffset = kQueueOffset + kQueueBytes;
   static constexpr int kMergeFlagOffset = kMergeListOffset + kMergeListSlots * 4;
@@ -131,13 +131,13 @@ struct DecodeArgs {
   int group = 1;         // query heads per KV head
   int block_shift = -1;  // log2(block_size) when a power of two, else -1
   int block_stride = 0;  // cache strides as 32-bit element counts (the launcher checks they fit)
-  int kv_stride = 0;
   int token_stride = 0;
   int head_stride = 0;
   bool wide_copies = true;  // 16-byte copies (FP8 caches need head_size % 16 == 0 for them)
-  // TileSync::kWarpTma: the cache as one tensor map (decode/mainloop_load_tma.cuh: columns, then heads and
-  // tokens in memory order, plane, block) and which coordinate is the token.
-  CUtensorMap kv_map;
+  // TileSync::kWarpTma: each plane as a tensor map (decode/mainloop_load_tma.cuh: columns, then
+  // heads and tokens in memory order, block) and which coordinate is the token.
+  CUtensorMap k_map;
+  CUtensorMap v_map;
   int kv_token_coord = 2;
 };
 
@@ -147,14 +147,13 @@ inline DecodeArgs make_decode_args(const DecodeAttentionParams& params) {
   a.p = params;
   a.group = params.num_heads / params.num_kv_heads;
   a.block_stride = static_cast<int>(params.cache_block_stride);
-  a.kv_stride = static_cast<int>(params.cache_kv_stride);
   a.token_stride = static_cast<int>(params.cache_token_stride);
   a.head_stride = static_cast<int>(params.cache_head_stride);
   if (dtype_size(params.cache_dtype) == 1) {
-    a.wide_copies = reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
-                    params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
-                    params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
-                    params.head_size % 16 == 0;
+    a.wide_copies = reinterpret_cast<uintptr_t>(params.k_cache) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(params.v_cache) % 16 == 0 &&
+                    params.cache_block_stride % 16 == 0 && params.cache_token_stride % 16 == 0 &&
+                    params.cache_head_stride % 16 == 0 && params.head_size % 16 == 0;
   }
   if ((params.block_size & (params.block_size - 1)) == 0) {
     a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));

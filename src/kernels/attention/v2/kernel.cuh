@@ -153,7 +153,7 @@ cudaError_t launch_tile_kernel(const KernelArgs& a, unsigned row_tiles, cudaStre
 // requests.
 template <typename Cfg, bool kLarge, int kHeadDim, typename T, CacheKind kCache>
 cudaError_t launch_tile_kernels(const KernelArgs& a, unsigned row_tiles, cudaStream_t stream) {
-  if (a.p.kv_cache != nullptr) {
+  if (a.p.k_cache != nullptr) {
     const cudaError_t err =
         launch_tile_kernel<Cfg, kLarge, kHeadDim, T, kCache, PagedKv>(a, row_tiles, stream);
     if (err != cudaSuccess) return err;

@@ -40,14 +40,12 @@ struct PagedKv {
   template <typename Cfg, int kElemBytes>
   __device__ __forceinline__ static KvRows rows(const KernelArgs& a, const CtaWork& w, int block,
                                                 int key) {
-    const char* cache = static_cast<const char*>(a.p.kv_cache);
     const int head_off = w.kv_head * a.head_stride;
-    // In bytes the kv stride can pass 2^31 (K and V as two allocations): 64-bit.
-    const int64_t v_off = (static_cast<int64_t>(a.kv_stride) + w.dchunk * Cfg::kDV) * kElemBytes;
-    const char* k = cache + (static_cast<int64_t>(block) * a.block_stride +
-                             key_slot(a, key) * a.token_stride + head_off) *
-                                kElemBytes;
-    return {k, k + v_off};
+    const int64_t row = (static_cast<int64_t>(block) * a.block_stride +
+                         key_slot(a, key) * a.token_stride + head_off) *
+                        kElemBytes;
+    return {static_cast<const char*>(a.p.k_cache) + row,
+            static_cast<const char*>(a.p.v_cache) + row + w.dchunk * Cfg::kDV * kElemBytes};
   }
 };
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/attention/head_sizes.h"
 #include "common/mask.h"
+#include "kernels/attention/head_sizes.h"
 #include "kernels/attention/split_combine.cuh"
 #include "kernels/attention/v2/traits.cuh"
 
@@ -56,8 +56,8 @@ namespace detail {
 
 Status launch_paged_attention_v2(const PagedAttentionParams& params, int kernel_head_size,
                                  void* stream) {
-  using mask::soft_cap_applies;
   using attention::v2::prefill_tile;
+  using mask::soft_cap_applies;
   const int64_t max_rows =
       static_cast<int64_t>(params.max_query_len) * (params.num_heads / params.num_kv_heads);
   const int tile_rows = prefill_tile(kernel_head_size).rows();
@@ -74,7 +74,6 @@ Status launch_paged_attention_v2(const PagedAttentionParams& params, int kernel_
   a.dchunks = attention::v2::column_chunks(kernel_head_size);
   a.write_split = params.max_num_splits > 1;
   a.block_stride = static_cast<int>(params.cache_block_stride);
-  a.kv_stride = static_cast<int>(params.cache_kv_stride);
   a.token_stride = static_cast<int>(params.cache_token_stride);
   a.head_stride = static_cast<int>(params.cache_head_stride);
   a.new_token_stride = static_cast<int>(params.new_token_stride);
@@ -82,10 +81,10 @@ Status launch_paged_attention_v2(const PagedAttentionParams& params, int kernel_
   a.new_v_delta = static_cast<int64_t>(reinterpret_cast<uintptr_t>(params.v_new) -
                                        reinterpret_cast<uintptr_t>(params.k_new));
   a.fp8_wide_copies = dtype_size(params.cache_dtype) == 1 &&
-                      reinterpret_cast<uintptr_t>(params.kv_cache) % 16 == 0 &&
-                      params.cache_block_stride % 16 == 0 && params.cache_kv_stride % 16 == 0 &&
-                      params.cache_token_stride % 16 == 0 && params.cache_head_stride % 16 == 0 &&
-                      params.head_size % 16 == 0;
+                      reinterpret_cast<uintptr_t>(params.k_cache) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(params.v_cache) % 16 == 0 &&
+                      params.cache_block_stride % 16 == 0 && params.cache_token_stride % 16 == 0 &&
+                      params.cache_head_stride % 16 == 0 && params.head_size % 16 == 0;
   if ((params.block_size & (params.block_size - 1)) == 0) {
     a.block_shift = __builtin_ctz(static_cast<unsigned>(params.block_size));
   }

@@ -82,13 +82,12 @@ struct KernelArgs {
   int block_shift = -1;  // log2(block_size) when it is a power of two, else -1
   // Cache strides in elements, as 32-bit values (the launcher checks they fit).
   int block_stride = 0;
-  int kv_stride = 0;
   int token_stride = 0;
   int head_stride = 0;
   // The ragged source's strides (PagedAttentionParams::k_new), 32-bit like the cache's.
   int new_token_stride = 0;
   int new_head_stride = 0;
-  int64_t new_v_delta = 0;  // bytes from a new token's K row to its V row
+  int64_t new_v_delta = 0;   // bytes from a new token's K row to its V row
   bool write_split = false;  // max_num_splits > 1: write partials, the combine writes out/lse
   // FP8 cache 16-byte aligned with strides and head_size multiples of 16: 16-byte row copies.
   bool fp8_wide_copies = false;

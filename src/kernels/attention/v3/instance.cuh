@@ -10,7 +10,7 @@
 namespace pagedattn::kernels::attention::v3 {
 
 template <int kD>
-Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+Status launch_prefill_kernel(const CUtensorMap& q_map, const KvMaps& kv_maps,
                              const PrefillArgs& args, int grid, cudaStream_t stream) {
   if constexpr (!prefill_head_size_built(kD)) {
     return unimplemented("paged attention v3: head size " + std::to_string(kD) + " is not built");
@@ -25,7 +25,7 @@ Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
         "v3 shared memory limit");
-    kernel<<<grid, PrefillTraits<kD>::kThreads, kSmem, stream>>>(q_map, kv_map, args);
+    kernel<<<grid, PrefillTraits<kD>::kThreads, kSmem, stream>>>(q_map, kv_maps, args);
     return runtime::check_launch("paged_prefill_v3_kernel");
   }
 }

@@ -8,6 +8,7 @@
 
 #include "kernels/attention/head_sizes.h"
 #include "kernels/attention/v3/traits.cuh"
+#include "kernels/kv_maps.cuh"
 #include "pagedattn/status.h"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -23,10 +24,10 @@ constexpr bool prefill_head_size_built(int d) {
   return shaped && built;
 }
 
-// Launches `grid` CTAs of the kD kernel on `stream`. Defined in prefill_v3_hd<kD>_sm90.cu, which the
-// build compiles only for the head sizes it keeps: call it for prefill_head_size_built sizes.
+// Launches `grid` CTAs of the kD kernel on `stream`. Defined in prefill_v3_hd<kD>_sm90.cu, which
+// the build compiles only for the head sizes it keeps: call it for prefill_head_size_built sizes.
 template <int kD>
-Status launch_prefill_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+Status launch_prefill_kernel(const CUtensorMap& q_map, const KvMaps& kv_maps,
                              const PrefillArgs& args, int grid, cudaStream_t stream);
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,7 +1,7 @@
 // The v3 prefill kernel for head size kD: warp-specialised CTAs (v3/traits.cuh) that walk work
-// tiles (v3/tile_scheduler.cuh), many per CTA on a grid of one CTA per SM (persistent: the next tile's
-// loads overlap the previous tile's last product and stores).
-// Compiled for sm_90a alone (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
+// tiles (v3/tile_scheduler.cuh), many per CTA on a grid of one CTA per SM (persistent: the next
+// tile's loads overlap the previous tile's last product and stores). Compiled for sm_90a alone
+// (v3/launch_sm90.cu, in the pagedattn_sm90 object library).
 #pragma once
 
 #include <cuda.h>
@@ -10,8 +10,8 @@
 
 #include "device/mbarrier.cuh"
 #include "device/warp_specialize.cuh"
-#include "kernels/attention/v3/mainloop_mma.cuh"
 #include "kernels/attention/v3/mainloop_load.cuh"
+#include "kernels/attention/v3/mainloop_mma.cuh"
 #include "kernels/attention/v3/traits.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -22,7 +22,7 @@ namespace pagedattn::kernels::attention::v3 {
 template <int kD, bool kTransform, bool kPacked = false>
 __global__ void __launch_bounds__(PrefillTraits<kD>::kThreads, 1)
     paged_prefill_v3_kernel(const __grid_constant__ CUtensorMap q_map,
-                            const __grid_constant__ CUtensorMap kv_map, const PrefillArgs a) {
+                            const __grid_constant__ KvMaps kv_maps, const PrefillArgs a) {
   using S = PrefillTraits<kD>;
   const int tile_heads = kPacked ? a.num_kv_heads : a.num_heads;
   const int total_tiles = tile_heads * a.num_reqs * a.num_q_tiles * a.max_splits;
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(PrefillTraits<kD>::kThreads, 1)
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
     if (threadIdx.x / 32 < a.box_warps) {
-      produce<kD, kPacked>(&q_map, &kv_map, a, total_tiles, s);
+      produce<kD, kPacked>(&q_map, &kv_maps, a, total_tiles, s);
     }
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();

@@ -14,9 +14,9 @@
 #include "common/mask.h"
 #include "device/tma.cuh"
 #include "kernels/attention/split_combine.cuh"
-#include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/fp8/launch.h"
 #include "kernels/attention/v3/instance.h"
+#include "kernels/attention/v3/launch.h"
 #include "kernels/attention/v3/traits.cuh"
 #include "kernels/paged_kv_map.h"
 #include "runtime/check.h"
@@ -159,18 +159,18 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
                             " and num_heads * num_reqs * query tiles * splits < 2^31");
   }
   // Tensor maps: 16-byte aligned bases and strides, dimensions in increasing stride order.
-  const int64_t strides[] = {p.q_token_stride,  p.q_head_stride,      p.cache_block_stride,
-                             p.cache_kv_stride, p.cache_token_stride, p.cache_head_stride};
-  bool maps_ok = aligned(p.q, 16) && aligned(p.kv_cache, 16) && aligned(p.out, 4) &&
-                 p.out_token_stride % 2 == 0 && p.out_head_stride % 2 == 0 &&
-                 p.q_head_stride < p.q_token_stride && p.cache_kv_stride < p.cache_block_stride &&
-                 p.cache_token_stride <= p.cache_kv_stride &&  // equal with one KV head (HND)
-                 p.cache_head_stride <= p.cache_kv_stride;
+  const int64_t strides[] = {p.q_token_stride, p.q_head_stride, p.cache_block_stride,
+                             p.cache_token_stride, p.cache_head_stride};
+  bool maps_ok = aligned(p.q, 16) && aligned(p.k_cache, 16) && aligned(p.v_cache, 16) &&
+                 aligned(p.out, 4) && p.out_token_stride % 2 == 0 && p.out_head_stride % 2 == 0 &&
+                 p.q_head_stride < p.q_token_stride &&
+                 p.cache_token_stride <= p.cache_block_stride &&  // equal with one KV head
+                 p.cache_head_stride <= p.cache_block_stride;
   for (int64_t s : strides) maps_ok = maps_ok && s > 0 && s % 8 == 0;
   if (!maps_ok) {
     return unsupported(
-        "q and kv_cache must be 16-byte aligned with strides that are multiples of 8 elements, "
-        "heads inside tokens for q, tokens and heads inside a plane and planes inside a block");
+        "q, k_cache and v_cache must be 16-byte aligned with strides that are multiples of 8 "
+        "elements, heads inside tokens for q, tokens and heads inside a block");
   }
   return ok_status();
 }
@@ -206,12 +206,21 @@ Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* m
   return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
 }
 
-// The cache (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one page when
-// pages are smaller; at D 96 a box's columns past 96 are zeros), or, where the layout allows, in
-// boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole page for
-// smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles whatever
-// its size.
-Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArgs* a) {
+// Both planes by one geometry: K and V lie at two addresses with the same strides.
+CUresult encode_planes(const PagedAttentionParams& p, const PagedKvMapShape& m, KvMaps* maps) {
+  const CUresult k = device::encode_tensor_map_16bit_sw128(&maps->k, p.k_cache, m.rank, m.dims,
+                                                           m.strides_bytes, m.box);
+  if (k != CUDA_SUCCESS) return k;
+  return device::encode_tensor_map_16bit_sw128(&maps->v, p.v_cache, m.rank, m.dims, m.strides_bytes,
+                                               m.box);
+}
+
+// The cache's planes (kernels/paged_kv_map.h) in boxes of 64 columns x one KV tile of tokens (one
+// page when pages are smaller; at D 96 a box's columns past 96 are zeros), or, where the layout
+// allows, in boxes of a whole tile for pages holding whole tiles (a->panel_fold) and of a whole
+// page for smaller ones (a->kv_group_major): each TMA copy costs the producer a few hundred cycles
+// whatever its size.
+Status encode_kv_maps(const PagedAttentionParams& p, KvMaps* maps, PrefillArgs* a) {
   const int tile_keys = kv_tile_keys(p.head_size);
   const uint32_t keys = static_cast<uint32_t>(std::min(tile_keys, p.block_size));
   PagedKvMapShape panels;
@@ -219,9 +228,7 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArg
       p.block_size >= tile_keys ? paged_kv_panel_map_shape(p, 2, keys, &panels) : PanelFold::kNone;
   // A driver that refuses the panel map's strides (the panel's 128 bytes after the token's larger
   // stride) gets the map of one box per panel.
-  if (a->panel_fold != PanelFold::kNone &&
-      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, panels.dims, panels.strides_bytes,
-                                            panels.box) == CUDA_SUCCESS) {
+  if (a->panel_fold != PanelFold::kNone && encode_planes(p, panels, maps) == CUDA_SUCCESS) {
     return ok_status();
   }
   a->panel_fold = PanelFold::kNone;
@@ -229,19 +236,14 @@ Status encode_kv_map(const PagedAttentionParams& p, CUtensorMap* map, PrefillArg
   // (the tile group-major), else (or where a driver refuses it) one per page and panel.
   PagedKvGroupMapShape groups;
   if (p.block_size < tile_keys && paged_kv_group_map_shape(p, 2, keys / 8, &groups) &&
-      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, groups.map.dims,
-                                            groups.map.strides_bytes,
-                                            groups.map.box) == CUDA_SUCCESS) {
+      encode_planes(p, groups.map, maps) == CUDA_SUCCESS) {
     a->kv_group_major = true;
     a->kv_groups_per_block = static_cast<int>(groups.groups_per_block);
-    a->kv_groups_per_plane = static_cast<int>(groups.groups_per_plane);
     return ok_status();
   }
   const PagedKvMapShape m = paged_kv_map_shape(p, 2, 64, keys);
   a->kv_token_coord = m.token_coord;
-  return map_status(
-      device::encode_tensor_map_16bit_sw128(map, p.kv_cache, 5, m.dims, m.strides_bytes, m.box),
-      "K/V");
+  return map_status(encode_planes(p, m, maps), "K/V");
 }
 
 }  // namespace
@@ -267,15 +269,16 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
   }
   if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
 
-  alignas(64) CUtensorMap q_map, kv_map;
+  alignas(64) CUtensorMap q_map;
+  alignas(64) KvMaps kv_maps;
   PrefillArgs a{};
   const bool pack = p.pack_gqa;
   PAGEDATTN_RETURN_IF_ERROR(encode_q_map(p, pack, &q_map));
   const bool fp8 = p.cache_dtype == DType::kFP8E4M3;  // its own K/V map (launch_prefill_fp8)
   if (fp8) {
-    std::memset(&kv_map, 0, sizeof(kv_map));  // not read
+    std::memset(&kv_maps, 0, sizeof(kv_maps));  // not read
   } else {
-    PAGEDATTN_RETURN_IF_ERROR(encode_kv_map(p, &kv_map, &a));
+    PAGEDATTN_RETURN_IF_ERROR(encode_kv_maps(p, &kv_maps, &a));
   }
   // A KV tile's boxes (one per tile or page with the panel or group map, else one per page and
   // 64-column panel) are dealt to up to kMaxBoxWarps producer warps.
@@ -288,9 +291,8 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
   a.seqused_k = p.seqused_k;
   a.block_table = p.block_table;
   a.block_table_stride = p.block_table_stride;
-  a.kv_cache = static_cast<const uint16_t*>(p.kv_cache);
+  a.v_cache = static_cast<const uint16_t*>(p.v_cache);
   a.cache_block_stride = p.cache_block_stride;
-  a.cache_kv_stride = p.cache_kv_stride;
   a.cache_token_stride = p.cache_token_stride;
   a.cache_head_stride = p.cache_head_stride;
   a.block_size = p.block_size;
@@ -342,7 +344,7 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
     // A size the build leaves out (PAGEDATTN_HEAD_SIZES) has no instantiation file to link.
     if constexpr (prefill_head_size_built(kD)) {
       PAGEDATTN_RETURN_IF_ERROR(
-          attention::v3::launch_prefill_kernel<kD>(q_map, kv_map, a, ctas, s));
+          attention::v3::launch_prefill_kernel<kD>(q_map, kv_maps, a, ctas, s));
       if (!split) return ok_status();
       PAGEDATTN_CUDA_RETURN_IF_ERROR(attention::launch_split_combine<__nv_bfloat16>(p, s),
                                      "v3 split-KV combine");

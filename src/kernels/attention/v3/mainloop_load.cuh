@@ -19,8 +19,9 @@
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
 #include "device/wgmma.cuh"
-#include "kernels/attention/v3/traits.cuh"
 #include "kernels/attention/v3/tile_scheduler.cuh"
+#include "kernels/attention/v3/traits.cuh"
+#include "kernels/kv_maps.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
 
@@ -33,7 +34,7 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   using S = PrefillTraits<kD>;
   constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
   const KvTileStrides kv = kv_tile_strides<kD>(a.kv_group_major);
-  const uint16_t* head = a.kv_cache + a.cache_kv_stride + w.kv_head * a.cache_head_stride;
+  const uint16_t* head = a.v_cache + w.kv_head * a.cache_head_stride;
   const uint32_t base = device::smem_addr(dst);
   const int lane = threadIdx.x % 32;
 #pragma unroll 4
@@ -52,7 +53,7 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
   __syncwarp();
 }
 
-// K (plane 0) or V (plane 1) of one KV tile by TMA: one box of the whole tile where the map has
+// K or V of one KV tile by TMA through its plane's map: one box of the whole tile where the map has
 // the panels as a dimension (a.panel_fold); one box per page of every panel by the group map
 // (a.kv_group_major: the tile group-major); else one box of min(block_size, kBlockN) rows per
 // page and 64-column panel, landing at the page's row offset in the panel (a multiple of 16 rows,
@@ -63,16 +64,19 @@ __device__ __forceinline__ void copy_partial_v_tile(const PrefillArgs& a, const 
 // tx-count may go negative meanwhile: the phase still waits for its one arrival).
 template <int kD>
 __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const PrefillArgs& a,
-                                            const PrefillTile& w, int page_id, int row0, int plane,
-                                            int warp, bool leader, uint8_t* dst, uint64_t* full) {
+                                            const PrefillTile& w, int page_id, int row0, int warp,
+                                            bool leader, uint8_t* dst, uint64_t* full) {
   using S = PrefillTraits<kD>;
-  if (a.panel_fold != PanelFold::kNone) {  // one box: {column, token, panel, plane, block}
+  if (a.panel_fold != PanelFold::kNone) {  // one box of every panel
     if (warp == 0 && leader) {
-      const bool by_panel = a.panel_fold == PanelFold::kPanel;
-      const int32_t c[5] = {0, row0, by_panel ? w.kv_head * S::kPanels : 0,
-                            by_panel ? plane : plane * a.num_kv_heads + w.kv_head, page_id};
       device::mbarrier_arrive_expect_tx(full, S::kKvTileBytes);
-      device::tma_load<5>(dst, kv_map, c, full);
+      if (a.panel_fold == PanelFold::kPanel) {  // {column, token, head x panels + panel, block}
+        const int32_t c[4] = {0, row0, w.kv_head * S::kPanels, page_id};
+        device::tma_load<4>(dst, kv_map, c, full);
+      } else {  // {column, token, panel, head, block}
+        const int32_t c[5] = {0, row0, 0, w.kv_head, page_id};
+        device::tma_load<5>(dst, kv_map, c, full);
+      }
     }
     return;
   }
@@ -82,8 +86,7 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
     for (int page = warp; page < S::kBlockN / rows; page += a.box_warps) {
       const int block = __shfl_sync(0xffffffffu, page_id, page);
       if (!leader) continue;
-      const int32_t c[5] = {0, 0, 0, w.kv_head,
-                            block * a.kv_groups_per_block + plane * a.kv_groups_per_plane};
+      const int32_t c[5] = {0, 0, 0, w.kv_head, block * a.kv_groups_per_block};
       device::tma_load<5>(dst + page * rows * S::kPanels * 128, kv_map, c, full);
     }
     return;
@@ -93,10 +96,10 @@ __device__ __forceinline__ void tma_kv_tile(const CUtensorMap* kv_map, const Pre
     const int page = box / S::kPanels, panel = box % S::kPanels;
     const int block = __shfl_sync(0xffffffffu, page_id, page);
     if (!leader) continue;
-    // Map coordinates: {column, token or head, head or token, plane, block}.
-    const int32_t c[5] = {64 * panel, token_first ? row0 : w.kv_head,
-                          token_first ? w.kv_head : row0, plane, block};
-    device::tma_load<5>(dst + panel * S::kKvPanelBytes + page * rows * 128, kv_map, c, full);
+    // Map coordinates: {column, token or head, head or token, block}.
+    const int32_t c[4] = {64 * panel, token_first ? row0 : w.kv_head,
+                          token_first ? w.kv_head : row0, block};
+    device::tma_load<4>(dst + panel * S::kKvPanelBytes + page * rows * 128, kv_map, c, full);
   }
 }
 
@@ -133,7 +136,7 @@ __device__ __forceinline__ void load_q(const CUtensorMap* q_map, const PrefillAr
 
 // Run by the first a.box_warps warps of the producer warpgroup.
 template <int kD, bool kPacked>
-__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const KvMaps* kv_maps,
                                         const PrefillArgs& a, int total_tiles, PrefillSmem<kD>& s) {
   using S = PrefillTraits<kD>;
   const int warp = static_cast<int>(threadIdx.x / 32);
@@ -154,7 +157,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       const int stage = u % S::kStages;
       device::mbarrier_wait(&s.v_empty[stage], ((u / S::kStages) & 1) ^ 1);
       if (k0 + S::kBlockN <= w.k_len) {
-        tma_kv_tile<kD>(kv_map, a, w, pid, r0, 1, warp, leader, s.v[stage], &s.v_full[stage]);
+        tma_kv_tile<kD>(&kv_maps->v, a, w, pid, r0, warp, leader, s.v[stage], &s.v_full[stage]);
       } else if (warp == 0) {
         copy_partial_v_tile<kD>(a, w, pid, r0, k0, s.v[stage]);
         if (leader) device::mbarrier_arrive(&s.v_full[stage]);
@@ -171,7 +174,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       }
       const int row0 = key0 % a.block_size;  // 0 when pages are smaller than the tile
       device::mbarrier_wait(&s.k_empty[stage], parity);
-      tma_kv_tile<kD>(kv_map, a, w, page_id, row0, 0, warp, leader, s.k[stage], &s.k_full[stage]);
+      tma_kv_tile<kD>(&kv_maps->k, a, w, page_id, row0, warp, leader, s.k[stage], &s.k_full[stage]);
       if (i > 0) issue_v(use - 1, prev_page_id, prev_row0, prev_key0);
       prev_page_id = page_id, prev_row0 = row0, prev_key0 = key0;
     }

@@ -136,21 +136,18 @@ struct PrefillArgs {
   const int32_t* seqused_k;     // [num_reqs] device
   const int32_t* block_table;   // [num_reqs, block_table_stride] device
   int64_t block_table_stride;
-  const uint16_t*
-      kv_cache;  // the last V tile of a request is copied with cp.async (zeros past its keys)
-  int64_t cache_block_stride, cache_kv_stride, cache_token_stride, cache_head_stride;
+  const uint16_t* v_cache;  // a request's last V tile is copied with cp.async (zeros past its keys)
+  int64_t cache_block_stride, cache_token_stride, cache_head_stride;
   int block_size;
-  int box_warps;       // producer warps issuing the K/V TMA boxes (1 to 4)
-  int kv_token_coord;  // position of the token coordinate in the KV map (1 or 2; the head is the
-                       // other), with panel_fold kNone
+  int box_warps;         // producer warps issuing the K/V TMA boxes (1 to 4)
+  int kv_token_coord;    // position of the token coordinate in the KV map (1 or 2; the head is the
+                         // other), with panel_fold kNone
   PanelFold panel_fold;  // one box per whole KV tile (kernels/paged_kv_map.h), or kNone
   // Pages smaller than the tile by the group map (kernels/paged_kv_map.h): one box per page, the
-  // tile group-major (KvTileStrides); the page of block b, plane k starts at group
-  // b * kv_groups_per_block + k * kv_groups_per_plane.
+  // tile group-major (KvTileStrides); block b's page starts at group b * kv_groups_per_block.
   bool kv_group_major;
   int kv_groups_per_block;
-  int kv_groups_per_plane;
-  int group;           // query heads per KV head
+  int group;  // query heads per KV head
   // GQA packing (the kPacked kernel, PagedAttentionParams::pack_gqa): a work tile is the `group`
   // query heads of one KV head over packed_positions query positions, tile row r = position r /
   // group, head r % group of the KV head's group (one Q box of group x packed_positions rows per
@@ -166,12 +163,12 @@ struct PrefillArgs {
   int num_q_tiles;  // of the longest request
   bool staged_o;    // O through shared memory (kStagedO sizes, 16-byte aligned output rows)
   // Score units (ScoreRule): the raw score q . k, or tanh(q . k * scale / cap) with a soft cap.
-  float scale;         // natural-log units per score unit (the softmax scale, or the cap)
-  float scale_log2;    // base-2 units per score unit (scale * log2(e))
-  ScoreRule score;     // soft cap and ALiBi (v3/score_mask.cuh), applied by the kTransform kernel
-  const float* sinks;  // [num_heads] natural-log logits in every row's denominator, or nullptr
-  mask::MaskRule mask;       // causal or not, sliding window
-  uint16_t* out;       // [num_tokens, num_heads, head size]
+  float scale;          // natural-log units per score unit (the softmax scale, or the cap)
+  float scale_log2;     // base-2 units per score unit (scale * log2(e))
+  ScoreRule score;      // soft cap and ALiBi (v3/score_mask.cuh), applied by the kTransform kernel
+  const float* sinks;   // [num_heads] natural-log logits in every row's denominator, or nullptr
+  mask::MaskRule mask;  // causal or not, sliding window
+  uint16_t* out;        // [num_tokens, num_heads, head size]
   int64_t out_token_stride, out_head_stride;
   float* lse;  // [num_heads, lse_head_stride] natural log, or nullptr
   int64_t lse_head_stride;

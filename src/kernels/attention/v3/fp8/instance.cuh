@@ -12,7 +12,7 @@
 namespace pagedattn::kernels::attention::v3 {
 
 template <int kD, Fp8Tiles kTiles>
-Status launch_prefill_fp8_config(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+Status launch_prefill_fp8_config(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                  const PrefillFp8Args& args, int grid, cudaStream_t stream) {
   const auto kernel = paged_prefill_v3_fp8_kernel<kD, kTiles>;
   constexpr int kSmem =
@@ -21,12 +21,12 @@ Status launch_prefill_fp8_config(const CUtensorMap& q_map, const CUtensorMap& kv
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
       "v3 FP8 shared memory limit");
-  kernel<<<grid, PrefillFp8Traits<kD>::kThreads, kSmem, stream>>>(q_map, kv_map, args);
+  kernel<<<grid, PrefillFp8Traits<kD>::kThreads, kSmem, stream>>>(q_map, k_map, args);
   return runtime::check_launch("paged_prefill_v3_fp8_kernel");
 }
 
 template <int kD>
-Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv_map,
+Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                  const PrefillFp8Args& args, Fp8Tiles tiles, int grid,
                                  cudaStream_t stream) {
   if constexpr (!prefill_head_size_built(kD)) {
@@ -34,10 +34,10 @@ Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& kv
                          " is not built");
   } else {
     if (tiles == Fp8Tiles::kWide) {
-      return launch_prefill_fp8_config<kD, Fp8Tiles::kWide>(q_map, kv_map, args, grid, stream);
+      return launch_prefill_fp8_config<kD, Fp8Tiles::kWide>(q_map, k_map, args, grid, stream);
     }
     if constexpr (kD == 256) {
-      return launch_prefill_fp8_config<kD, Fp8Tiles::kNarrow>(q_map, kv_map, args, grid, stream);
+      return launch_prefill_fp8_config<kD, Fp8Tiles::kNarrow>(q_map, k_map, args, grid, stream);
     } else {
       return unimplemented("paged attention v3 FP8: narrow KV tiles at head size " +
                            std::to_string(kD) + " are not built");

@@ -12,8 +12,8 @@
 #include "device/mbarrier.cuh"
 #include "device/tma.cuh"
 #include "device/warp_specialize.cuh"
-#include "kernels/attention/v3/fp8/mainloop_mma.cuh"
 #include "kernels/attention/v3/fp8/mainloop_load.cuh"
+#include "kernels/attention/v3/fp8/mainloop_mma.cuh"
 #include "kernels/attention/v3/fp8/traits.cuh"
 
 namespace pagedattn::kernels::attention::v3 {
@@ -21,8 +21,7 @@ namespace pagedattn::kernels::attention::v3 {
 template <int kD, Fp8Tiles kTiles>
 __global__ void __launch_bounds__(PrefillFp8Traits<kD>::kThreads, 1)
     paged_prefill_v3_fp8_kernel(const __grid_constant__ CUtensorMap q_map,
-                                const __grid_constant__ CUtensorMap kv_map,
-                                const PrefillFp8Args a) {
+                                const __grid_constant__ CUtensorMap k_map, const PrefillFp8Args a) {
   constexpr int kN = fp8_kv_tile_keys(kD, kTiles);
   using S = PrefillFp8Traits<kD, kN>;
   const int total_tiles = a.base.num_heads * a.base.num_reqs * a.base.num_q_tiles;
@@ -52,7 +51,7 @@ __global__ void __launch_bounds__(PrefillFp8Traits<kD>::kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     device::setmaxnreg_dec<S::kProducerRegisters>();
-    produce_fp8<kD>(&q_map, &kv_map, a, total_tiles, s);
+    produce_fp8<kD>(&q_map, &k_map, a, total_tiles, s);
   } else {
     device::setmaxnreg_inc<S::kConsumerRegisters>();
     consume_fp8<kD>(a, total_tiles, s, warpgroup - 1);

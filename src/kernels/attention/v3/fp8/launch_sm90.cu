@@ -20,17 +20,18 @@ Status unsupported(const std::string& what) {
   return unimplemented("paged attention v3 FP8: " + what + " (use kernel generation v2)");
 }
 
-// The cache of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x `keys`
-// tokens (a KV tile, or a part inside one page: fp8_k_box_keys).
-Status encode_fp8_kv_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
-                         int* token_coord) {
+// The K plane of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x
+// `keys` tokens (a KV tile, or a part inside one page: fp8_k_box_keys); V reaches the kernel
+// transposed (v_transpose.h).
+Status encode_fp8_k_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
+                        int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
   *token_coord = m.token_coord;
   const CUresult r =
-      device::encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.kv_cache, 5, m.dims,
+      device::encode_tensor_map_sw128(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k_cache, m.rank, m.dims,
                                       m.strides_bytes, m.box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r == CUDA_SUCCESS) return ok_status();
-  return internal_error("paged attention v3 FP8: encoding the K/V tensor map failed (CUresult " +
+  return internal_error("paged attention v3 FP8: encoding the K tensor map failed (CUresult " +
                         std::to_string(static_cast<int>(r)) + ")");
 }
 
@@ -73,32 +74,30 @@ Status check_fp8_served(const PagedAttentionParams& p) {
     return invalid_argument("paged attention v3 FP8: k_scale and v_scale must be given");
   }
   // TMA: 16-byte strides (the bf16 kernel's checks cover Q's and the alignments).
-  const int64_t strides[] = {p.cache_block_stride, p.cache_kv_stride, p.cache_token_stride,
-                             p.cache_head_stride};
+  const int64_t strides[] = {p.cache_block_stride, p.cache_token_stride, p.cache_head_stride};
   bool ok = true;
   for (int64_t s : strides) ok = ok && s % 16 == 0;
-  if (!ok) return unsupported("kv_cache strides must be multiples of 16 elements");
+  if (!ok) return unsupported("cache strides must be multiples of 16 elements");
   return ok_status();
 }
 
 Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_map,
                           const PrefillArgs& base, int grid, cudaStream_t stream) {
-  alignas(64) CUtensorMap kv_map;
+  alignas(64) CUtensorMap k_map;
   PrefillFp8Args a{};
   a.base = base;
   const Fp8Tiles tiles = launch_tiles(p);
   const int tile_keys = fp8_kv_tile_keys(p.head_size, tiles);
   PAGEDATTN_RETURN_IF_ERROR(
-      encode_fp8_kv_map(p, fp8_k_box_keys(tile_keys), &kv_map, &a.base.kv_token_coord));
+      encode_fp8_k_map(p, fp8_k_box_keys(tile_keys), &k_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
   PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
   a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);
-  return p.head_size == 128
-             ? launch_prefill_fp8_kernel<128>(q_map, kv_map, a, tiles, grid, stream)
-             : launch_prefill_fp8_kernel<256>(q_map, kv_map, a, tiles, grid, stream);
+  return p.head_size == 128 ? launch_prefill_fp8_kernel<128>(q_map, k_map, a, tiles, grid, stream)
+                            : launch_prefill_fp8_kernel<256>(q_map, k_map, a, tiles, grid, stream);
 }
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -103,7 +103,7 @@ __device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, cons
 // TMA, one box per panel and kKBoxKeys keys (a box lies inside one page; boxes past the request's
 // last page read that page again: their keys are masked), and its Vᵀ image by one bulk copy.
 template <int kD, int kN>
-__device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const PrefillFp8Args& a,
+__device__ __forceinline__ void load_kv_tile(const CUtensorMap* k_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
                                              uint32_t parity, bool leader,
                                              PrefillFp8Smem<kD, kN>& s) {
@@ -118,12 +118,12 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* kv_map, const Pr
       const int page = min(key / a.base.block_size, last_page);
       const int block = a.base.block_table[w.req * a.base.block_table_stride + page];
       const int row0 = key % a.base.block_size;
-      // Map coordinates: {column byte, token or head, head or token, plane (K), block}.
-      int32_t c[5] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, 0, block};
+      // K map coordinates: {column byte, token or head, head or token, block}.
+      int32_t c[4] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, block};
       for (int panel = 0; panel < S::kPanels; ++panel) {
         c[0] = 128 * panel;
-        device::tma_load<5>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128,
-                            kv_map, c, &s.k_full[stage]);
+        device::tma_load<4>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128, k_map,
+                            c, &s.k_full[stage]);
       }
     }
   }
@@ -158,7 +158,7 @@ __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<
 // then its K/V tiles, and t + 1's Q stage once t's Q is converted; warps 1-3 convert each work
 // tile's Q once the consumers have done every S of the previous one.
 template <int kD, int kN>
-__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* kv_map,
+__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* k_map,
                                             const PrefillFp8Args& a, int total_tiles,
                                             PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Traits<kD, kN>;
@@ -171,8 +171,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
     if (leader) load_q_stage<kD>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
-        load_kv_tile<kD>(kv_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader,
-                         s);
+        load_kv_tile<kD>(k_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader, s);
       }
       walk.advance();
       if (!walk.find_keys<kD, kN>(a.base, w)) return;

@@ -10,8 +10,8 @@ namespace pagedattn::kernels::attention::v3 {
 namespace {
 
 struct VtArgs {
-  const uint8_t* cache;  // e4m3, logical [block, K/V, token, head, column]
-  int64_t block_stride, kv_stride, token_stride, head_stride;  // bytes
+  const uint8_t* v_cache;                           // e4m3, logical [block, token, head, column]
+  int64_t block_stride, token_stride, head_stride;  // bytes
   const int32_t* seqused_k;
   const int32_t* block_table;
   int64_t block_table_stride;
@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(256) transpose_v_images(const VtArgs a) {
     uint32_t words[16];
     if (first < keys) {
       const int32_t block = a.block_table[req * a.block_table_stride + first / a.block_size];
-      const uint8_t* src = a.cache + block * a.block_stride + a.kv_stride +
+      const uint8_t* src = a.v_cache + block * a.block_stride +
                            (first % a.block_size) * a.token_stride + kv_head * a.head_stride +
                            4 * quad;
 #pragma unroll
@@ -96,9 +96,8 @@ Status launch_fp8_v_transpose(const PagedAttentionParams& p, int tile_keys, cuda
                          " (allowed: up to 65535; use kernel generation v2)");
   }
   VtArgs a{};
-  a.cache = static_cast<const uint8_t*>(p.kv_cache);
+  a.v_cache = static_cast<const uint8_t*>(p.v_cache);
   a.block_stride = p.cache_block_stride;  // e4m3: elements are bytes
-  a.kv_stride = p.cache_kv_stride;
   a.token_stride = p.cache_token_stride;
   a.head_stride = p.cache_head_stride;
   a.seqused_k = p.seqused_k;

@@ -3,7 +3,7 @@
 
 namespace pagedattn::kernels::attention::v3 {
 
-template Status launch_prefill_kernel<128>(const CUtensorMap&, const CUtensorMap&,
+template Status launch_prefill_kernel<128>(const CUtensorMap&, const KvMaps&,
                                            const PrefillArgs&, int, cudaStream_t);
 
 }  // namespace pagedattn::kernels::attention::v3
