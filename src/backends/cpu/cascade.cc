@@ -4,24 +4,10 @@
 #include <vector>
 
 #include "backends/cpu/cpu_impl.h"
-#include "common/numeric.h"
+#include "backends/cpu/output_rows.h"
 #include "pagedattn/ops.h"
 
 namespace pagedattn::cpu {
-namespace {
-
-// Points a pass's output at float32 buffers [T, H, D] and LSE [H, T].
-void redirect(AttentionPass& pass, float* out, float* lse, int64_t num_tokens) {
-  pass.output = out;
-  pass.output_dtype = DType::kF32;
-  pass.o_token_stride = static_cast<int64_t>(pass.num_heads) * pass.head_size;
-  pass.o_head_stride = pass.head_size;
-  pass.lse = lse;
-  pass.lse_head_stride = num_tokens;
-  pass.lse_token_stride = 1;
-}
-
-}  // namespace
 
 Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
                    const TensorView& output, const TensorView& output_lse) {
@@ -36,12 +22,13 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
   thread_local std::vector<float> prefix_out, suffix_out, merged, prefix_lse, suffix_lse,
       merged_lse;
   for (std::vector<float>* v : {&prefix_out, &suffix_out, &merged}) v->resize(elements);
-  for (std::vector<float>* v : {&prefix_lse, &suffix_lse, &merged_lse}) v->resize(heads * num_tokens);
+  for (std::vector<float>* v : {&prefix_lse, &suffix_lse, &merged_lse})
+    v->resize(heads * num_tokens);
 
   // Prefix: every query token sees every shared key (they all precede it). The shared blocks are
   // request 0's first blocks, the same ids in every row.
   AttentionPass prefix = plain;
-  redirect(prefix, prefix_out.data(), prefix_lse.data(), num_tokens);
+  redirect_to_float_rows(prefix, prefix_out.data(), prefix_lse.data(), num_tokens);
   prefix.causal = false;
   const int32_t* shared_blocks = md.block_table.data_as<const int32_t>();
   for (RequestPass& rp : prefix.requests) {
@@ -53,7 +40,7 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
 
   // Suffix: per request, causal over its own blocks after the prefix, no sinks.
   AttentionPass suffix = plain;
-  redirect(suffix, suffix_out.data(), suffix_lse.data(), num_tokens);
+  redirect_to_float_rows(suffix, suffix_out.data(), suffix_lse.data(), num_tokens);
   suffix.sinks = nullptr;
   for (RequestPass& rp : suffix.requests) {
     rp.blocks += prefix_blocks;
@@ -72,18 +59,7 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
                                               rows(suffix_out), lses(suffix_lse),
                                               lses(merged_lse)));
 
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* src = &merged[(t * heads + h) * dim];
-      const int64_t row = t * output.stride(0) + h * output.stride(1);
-      for (int64_t d = 0; d < dim; ++d)
-        store_from_float(output.data(), output.dtype(), row + d, src[d]);
-      if (output_lse.defined()) {
-        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] =
-            merged_lse[h * num_tokens + t];
-      }
-    }
-  }
+  store_merged_rows(merged.data(), merged_lse.data(), num_tokens, heads, dim, output, output_lse);
   return ok_status();
 }
 

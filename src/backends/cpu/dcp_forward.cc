@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_impl.h"
-#include "common/numeric.h"
+#include "backends/cpu/output_rows.h"
 #include "pagedattn/communicator.h"
 #include "pagedattn/dcp_combine.h"
 #include "pagedattn/dcp_heads.h"
@@ -63,17 +63,6 @@ Status agree_on_step(Communicator& group, const Status& ready, int64_t num_token
   return ok_status();
 }
 
-// Points a pass's output at float32 rows [T, heads, D] and LSE [heads, T].
-void redirect(AttentionPass& pass, float* out, float* lse, int64_t num_tokens) {
-  pass.output = out;
-  pass.output_dtype = DType::kF32;
-  pass.o_token_stride = static_cast<int64_t>(pass.num_heads) * pass.head_size;
-  pass.o_head_stride = pass.head_size;
-  pass.lse = lse;
-  pass.lse_head_stride = num_tokens;
-  pass.lse_token_stride = 1;
-}
-
 // The group's query [T, N * Hq, D]: this rank's rows gathered from every rank, rank s's heads at
 // [s * Hq, (s + 1) * Hq).
 Status gather_query(Communicator& group, const TensorView& query, int64_t num_tokens,
@@ -118,7 +107,7 @@ AttentionPass context_pass(const AttentionPass& plain, const CpuAttentionMetadat
   pass.num_heads = group_heads;
   pass.q_token_stride = static_cast<int64_t>(group_heads) * plain.head_size;
   pass.q_head_stride = plain.head_size;
-  pass.causal = false;  // every context key precedes every new token
+  pass.causal = false;   // every context key precedes every new token
   pass.sinks = nullptr;  // they join the new tokens' pass, once
   const int left = plain.window.left;
   pass.window = SlidingWindow{left, -1};  // the right side never reaches back into the context
@@ -222,7 +211,7 @@ Status run_dcp_forward(const Status& ready, const AttentionPass& plain,
 
   PAGEDATTN_RETURN_IF_ERROR(gather_query(group, query, num_tokens, group_query));
   AttentionPass context = context_pass(plain, md, group_query.data(), group_heads);
-  redirect(context, partial_out.data(), partial_lse.data(), num_tokens);
+  redirect_to_float_rows(context, partial_out.data(), partial_lse.data(), num_tokens);
   run_attention_pass(context);
 
   auto rows = [&](std::vector<float>& v, int64_t h) {
@@ -238,25 +227,13 @@ Status run_dcp_forward(const Status& ready, const AttentionPass& plain,
   AttentionPass own;
   PAGEDATTN_RETURN_IF_ERROR(
       own_tokens_pass(plain, p, md, key, value, scales, num_tokens, staged, own));
-  redirect(own, own_out.data(), own_lse.data(), num_tokens);
+  redirect_to_float_rows(own, own_out.data(), own_lse.data(), num_tokens);
   run_attention_pass(own);
 
   PAGEDATTN_RETURN_IF_ERROR(merge_attn_states(rows(merged, heads), rows(context_out, heads),
                                               lses(context_lse, heads), rows(own_out, heads),
                                               lses(own_lse, heads), lses(merged_lse, heads)));
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* src = &merged[(t * heads + h) * dim];
-      const int64_t row = t * output.stride(0) + h * output.stride(1);
-      for (int64_t d = 0; d < dim; ++d) {
-        store_from_float(output.data(), output.dtype(), row + d, src[d]);
-      }
-      if (output_lse.defined()) {
-        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] =
-            merged_lse[h * num_tokens + t];
-      }
-    }
-  }
+  store_merged_rows(merged.data(), merged_lse.data(), num_tokens, heads, dim, output, output_lse);
   return ok_status();
 }
 

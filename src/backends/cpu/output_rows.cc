@@ -39,4 +39,28 @@ void store_output_row(const float* src, int n, float multiplier, DType dtype, vo
   }
 }
 
+void redirect_to_float_rows(AttentionPass& pass, float* out, float* lse, int64_t num_tokens) {
+  pass.output = out;
+  pass.output_dtype = DType::kF32;
+  pass.o_token_stride = static_cast<int64_t>(pass.num_heads) * pass.head_size;
+  pass.o_head_stride = pass.head_size;
+  pass.lse = lse;
+  pass.lse_head_stride = num_tokens;
+  pass.lse_token_stride = 1;
+}
+
+void store_merged_rows(const float* rows, const float* lse, int64_t num_tokens, int64_t heads,
+                       int64_t dim, const TensorView& output, const TensorView& output_lse) {
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t h = 0; h < heads; ++h) {
+      store_output_row(&rows[(t * heads + h) * dim], static_cast<int>(dim), 1.0f, output.dtype(),
+                       output.data(), t * output.stride(0) + h * output.stride(1));
+      if (output_lse.defined()) {
+        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] =
+            lse[h * num_tokens + t];
+      }
+    }
+  }
+}
+
 }  // namespace pagedattn::cpu

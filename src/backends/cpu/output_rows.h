@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "backends/cpu/attention_kernel.h"
+#include "pagedattn/tensor.h"
 #include "pagedattn/types.h"
 
 namespace pagedattn::cpu {
@@ -10,5 +12,14 @@ namespace pagedattn::cpu {
 // dst[offset + d] = src[d] * multiplier for d in [0, n), as f32, bf16 or f16 (the output dtypes).
 void store_output_row(const float* src, int n, float multiplier, DType dtype, void* dst,
                       int64_t offset);
+
+// Points a pass's output at float32 rows [num_tokens, pass heads, D] and LSE [pass heads,
+// num_tokens], for a merge to read (cascade, DCP).
+void redirect_to_float_rows(AttentionPass& pass, float* out, float* lse, int64_t num_tokens);
+
+// A merge's float32 rows [num_tokens, heads, dim] and LSE [heads, num_tokens] into output [T,
+// heads, dim] (its dtype and strides) and, when defined, output_lse [heads, T] (cascade, DCP).
+void store_merged_rows(const float* rows, const float* lse, int64_t num_tokens, int64_t heads,
+                       int64_t dim, const TensorView& output, const TensorView& output_lse);
 
 }  // namespace pagedattn::cpu
