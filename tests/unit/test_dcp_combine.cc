@@ -12,6 +12,7 @@
 #include "common/numeric.h"
 #include "pagedattn/dcp_combine.h"
 #include "unit/dcp_partials.h"
+#include "unit/dcp_printers.h"
 #include "unit/dcp_ranks.h"
 
 namespace pagedattn {
@@ -24,7 +25,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // One rank's combine inputs and results, in the tested dtype.
 struct RankBuffers {
-  std::vector<char> partial_out;  // [T, H, D]
+  std::vector<char> partial_out;   // [T, H, D]
   std::vector<float> partial_lse;  // [H, T]
   std::vector<char> out;           // [T, H / N, D]
   std::vector<float> out_lse;      // [H / N, T]
@@ -36,16 +37,19 @@ std::vector<char> to_dtype(const std::vector<float>& values, DType dtype) {
   return bytes;
 }
 
-std::vector<RankBuffers> partials(const DcpRows& rows, int world_size, int interleave, DType dtype) {
+std::vector<RankBuffers> partials(const DcpRows& rows, int world_size, int interleave,
+                                  DType dtype) {
   std::vector<RankBuffers> ranks(world_size);
   for (int r = 0; r < world_size; ++r) {
     std::vector<float> out;
     std::vector<float> lse;
-    rows.attend([&](int64_t j) { return dcp_owner_rank(j, world_size, interleave) == r; }, out, lse);
+    rows.attend([&](int64_t j) { return dcp_owner_rank(j, world_size, interleave) == r; }, out,
+                lse);
     for (int64_t t = 0; t < rows.num_tokens; ++t) {
       for (int64_t h = 0; h < rows.num_heads; ++h) {
         if (lse[h * rows.num_tokens + t] != -kInf || rows.lengths[t] == 0) continue;
-        for (int64_t d = 0; d < rows.head_size; ++d) out[(t * rows.num_heads + h) * rows.head_size + d] = kNaN;
+        for (int64_t d = 0; d < rows.head_size; ++d)
+          out[(t * rows.num_heads + h) * rows.head_size + d] = kNaN;
       }
     }
     ranks[r].partial_out = to_dtype(out, dtype);
@@ -65,10 +69,11 @@ std::vector<Status> combine(std::vector<RankBuffers>& ranks, const DcpRows& rows
   const int64_t T = rows.num_tokens, H = rows.num_heads, D = rows.head_size;
   return run_on_ranks(*group, [&](Communicator& c) {
     RankBuffers& b = ranks[c.rank()];
-    return dcp_combine(c, backend, TensorView(b.partial_out.data(), dtype, Device::cpu(), {T, H, D}),
-                       TensorView(b.partial_lse.data(), DType::kF32, Device::cpu(), {H, T}),
-                       TensorView(b.out.data(), dtype, Device::cpu(), {T, H / world_size, D}),
-                       TensorView(b.out_lse.data(), DType::kF32, Device::cpu(), {H / world_size, T}));
+    return dcp_combine(
+        c, backend, TensorView(b.partial_out.data(), dtype, Device::cpu(), {T, H, D}),
+        TensorView(b.partial_lse.data(), DType::kF32, Device::cpu(), {H, T}),
+        TensorView(b.out.data(), dtype, Device::cpu(), {T, H / world_size, D}),
+        TensorView(b.out_lse.data(), DType::kF32, Device::cpu(), {H / world_size, T}));
   });
 }
 
@@ -108,10 +113,11 @@ double tolerance(DType dtype) {
 }
 
 // Row lengths: empty, shorter than one turn of the ranks, and long.
-std::vector<int64_t> row_lengths() { return {0, 1, 5, 17, 130, 301, 64, 999}; }
+std::vector<int64_t> row_lengths() {
+  return {0, 1, 5, 17, 130, 301, 64, 999};
+}
 
-class CombineTest
-    : public ::testing::TestWithParam<std::tuple<DcpCommBackend, int, int, DType>> {};
+class CombineTest : public ::testing::TestWithParam<std::tuple<DcpCommBackend, int, int, DType>> {};
 
 TEST_P(CombineTest, EqualsSingleRankAttention) {
   const auto [backend, world_size, interleave, dtype] = GetParam();
@@ -166,7 +172,8 @@ std::vector<Status> combine_handmade(std::vector<std::vector<float>> lse_by_rank
   DcpRows shape{1, world_size, 1, 2, {}, {}, {}, {}, {}};
   for (int r = 0; r < world_size; ++r) {
     ranks[r].partial_lse = lse_by_rank[r];  // [H = N, T = 1]
-    ranks[r].partial_out = to_dtype(std::vector<float>(world_size * 2, out_by_rank[r]), DType::kF32);
+    ranks[r].partial_out =
+        to_dtype(std::vector<float>(world_size * 2, out_by_rank[r]), DType::kF32);
     ranks[r].out.resize(2 * sizeof(float));
     ranks[r].out_lse.resize(1);
   }
@@ -191,8 +198,8 @@ TEST_P(CombineEdgeTest, EmptyRanksAddNothingEvenNaN) {
 
 TEST_P(CombineEdgeTest, AllEmptyGivesRankZerosOutputAndMinusInf) {
   std::vector<RankBuffers> ranks;
-  for (const Status& s : combine_handmade({{-kInf, -kInf}, {-kInf, kInf}}, {5.0f, 9.0f},
-                                          GetParam(), ranks)) {
+  for (const Status& s :
+       combine_handmade({{-kInf, -kInf}, {-kInf, kInf}}, {5.0f, 9.0f}, GetParam(), ranks)) {
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   for (const auto& rank : ranks) {
@@ -204,8 +211,8 @@ TEST_P(CombineEdgeTest, AllEmptyGivesRankZerosOutputAndMinusInf) {
 TEST_P(CombineEdgeTest, NaNPropagates) {
   std::vector<RankBuffers> ranks;
   // Head 0: rank 1's LSE is NaN. Head 1: rank 0's output is NaN and it contributes.
-  for (const Status& s : combine_handmade({{0.5f, 0.5f}, {kNaN, 0.25f}}, {kNaN, 2.0f}, GetParam(),
-                                          ranks)) {
+  for (const Status& s :
+       combine_handmade({{0.5f, 0.5f}, {kNaN, 0.25f}}, {kNaN, 2.0f}, GetParam(), ranks)) {
     ASSERT_TRUE(s.ok()) << s.to_string();
   }
   EXPECT_TRUE(std::isnan(ranks[0].out_lse[0]));
@@ -216,7 +223,9 @@ TEST_P(CombineEdgeTest, NaNPropagates) {
 
 INSTANTIATE_TEST_SUITE_P(Dcp, CombineEdgeTest,
                          ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
-                         [](const auto& info) { return std::string(dcp_comm_backend_name(info.param)); });
+                         [](const auto& info) {
+                           return std::string(dcp_comm_backend_name(info.param));
+                         });
 
 TEST(DcpCombine, RefusesBadArgumentsOnEveryRank) {
   auto group = make_in_process_group(2);
@@ -224,17 +233,20 @@ TEST(DcpCombine, RefusesBadArgumentsOnEveryRank) {
   std::vector<float> a(64), b(64), c(64), d(64);
   const Device cpu = Device::cpu();
   const auto results = run_on_ranks(*group, [&](Communicator& comm) {
-    return dcp_combine(comm, DcpCommBackend::kAgRs, TensorView(a.data(), DType::kF32, cpu, {2, 3, 4}),
+    return dcp_combine(comm, DcpCommBackend::kAgRs,
+                       TensorView(a.data(), DType::kF32, cpu, {2, 3, 4}),
                        TensorView(b.data(), DType::kF32, cpu, {3, 2}),
                        TensorView(c.data(), DType::kF32, cpu, {2, 1, 4}),
                        TensorView(d.data(), DType::kF32, cpu, {1, 2}));
   });
   for (const Status& s : results) {
-    EXPECT_EQ(s.message(), "dcp_combine_ag_rs: partial_out has 3 heads; must be a multiple of "
-                           "world_size (2): each rank gets H / N of them");
+    EXPECT_EQ(s.message(),
+              "dcp_combine_ag_rs: partial_out has 3 heads; must be a multiple of "
+              "world_size (2): each rank gets H / N of them");
   }
   const auto wrong_out = run_on_ranks(*group, [&](Communicator& comm) {
-    return dcp_combine(comm, DcpCommBackend::kA2a, TensorView(a.data(), DType::kF32, cpu, {2, 4, 4}),
+    return dcp_combine(comm, DcpCommBackend::kA2a,
+                       TensorView(a.data(), DType::kF32, cpu, {2, 4, 4}),
                        TensorView(b.data(), DType::kF32, cpu, {4, 2}),
                        TensorView(c.data(), DType::kF16, cpu, {2, 2, 4}),
                        TensorView(d.data(), DType::kF32, cpu, {2, 2}));
@@ -243,7 +255,8 @@ TEST(DcpCombine, RefusesBadArgumentsOnEveryRank) {
     EXPECT_EQ(s.message(), "dcp_combine_a2a: out has dtype f16; allowed: f32");
   }
   const auto on_cuda = run_on_ranks(*group, [&](Communicator& comm) {
-    return dcp_combine(comm, DcpCommBackend::kA2a, TensorView(a.data(), DType::kF32, Device::cuda(0), {2, 4, 4}),
+    return dcp_combine(comm, DcpCommBackend::kA2a,
+                       TensorView(a.data(), DType::kF32, Device::cuda(0), {2, 4, 4}),
                        TensorView(b.data(), DType::kF32, cpu, {4, 2}),
                        TensorView(c.data(), DType::kF32, cpu, {2, 2, 4}),
                        TensorView(d.data(), DType::kF32, cpu, {2, 2}));

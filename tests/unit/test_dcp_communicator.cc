@@ -7,6 +7,7 @@
 
 #include "common/numeric.h"
 #include "pagedattn/communicator.h"
+#include "unit/dcp_printers.h"
 #include "unit/dcp_ranks.h"
 
 namespace pagedattn {
@@ -21,7 +22,9 @@ std::vector<std::unique_ptr<Communicator>> group(int world_size) {
 }
 
 // Small integers distinct per rank, that bf16 holds exactly even summed over 8 ranks (< 256).
-float value_of(int rank, int64_t index) { return static_cast<float>(rank * 4 + index % 4); }
+float value_of(int rank, int64_t index) {
+  return static_cast<float>(rank * 4 + index % 4);
+}
 
 // Bytes for `count` elements of `dtype`, filled with value_of(rank, i).
 std::vector<char> filled(DType dtype, int rank, int64_t count) {
@@ -38,7 +41,8 @@ TensorView view(std::vector<char>& bytes, DType dtype) {
 class CollectiveTest : public ::testing::TestWithParam<std::tuple<int, DType>> {};
 
 TEST_P(CollectiveTest, AllGatherPutsRankChunksInRankOrder) {
-  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const int world_size =
+      std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
   const DType dtype = std::get<1>(GetParam());
   const int64_t n = 37;
   auto ranks = group(world_size);
@@ -59,7 +63,8 @@ TEST_P(CollectiveTest, AllGatherPutsRankChunksInRankOrder) {
 }
 
 TEST_P(CollectiveTest, ReduceScatterSumsEachRanksChunk) {
-  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const int world_size =
+      std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
   const DType dtype = std::get<1>(GetParam());
   const int64_t n = 29;
   auto ranks = group(world_size);
@@ -80,7 +85,8 @@ TEST_P(CollectiveTest, ReduceScatterSumsEachRanksChunk) {
 }
 
 TEST_P(CollectiveTest, AllToAllSwapsChunks) {
-  const int world_size = std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
+  const int world_size =
+      std::get<0>(GetParam());  // named, not bound: clang 14 cannot capture bindings
   const DType dtype = std::get<1>(GetParam());
   const int64_t chunk = 13;
   auto ranks = group(world_size);
@@ -148,7 +154,8 @@ TEST(DcpCommunicator, RanksCallingDifferentCollectivesAllGetAnError) {
   });
   for (int r = 0; r < world_size; ++r) {
     ASSERT_FALSE(results[r].ok()) << "rank " << r;
-    EXPECT_NE(results[r].message().find("ranks disagree"), std::string::npos) << results[r].message();
+    EXPECT_NE(results[r].message().find("ranks disagree"), std::string::npos)
+        << results[r].message();
     EXPECT_NE(results[r].message().find("all_to_all"), std::string::npos) << results[r].message();
   }
   // The group is still usable afterwards.
@@ -167,9 +174,9 @@ TEST(DcpCommunicator, OneRanksBadArgumentFailsEveryRank) {
   const auto results = run_on_ranks(ranks, [&](Communicator& c) {
     std::vector<float> send(2, 1.0f);
     std::vector<float> recv(c.rank() == 2 ? 7 : 2 * world_size);  // rank 2 sized it wrong
-    return c.all_gather(TensorView(send.data(), DType::kF32, Device::cpu(), {2}),
-                        TensorView(recv.data(), DType::kF32, Device::cpu(),
-                                   {static_cast<int64_t>(recv.size())}));
+    return c.all_gather(
+        TensorView(send.data(), DType::kF32, Device::cpu(), {2}),
+        TensorView(recv.data(), DType::kF32, Device::cpu(), {static_cast<int64_t>(recv.size())}));
   });
   EXPECT_EQ(results[2].message(),
             "all_gather: recv has 7 elements; must be world_size (4) * send's 2 = 8");

@@ -5,6 +5,7 @@
 // sinks and soft caps; unused cache slots are NaN and block ids shuffled on every rank.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "reference/compare.h"
 #include "support/cpu_run.h"
 #include "unit/dcp_cpu_step.h"
+#include "unit/dcp_printers.h"
 
 namespace pagedattn {
 namespace {
@@ -35,6 +37,10 @@ std::string feature_name(Feature f) {
     case Feature::kNonCausal: return "noncausal";
   }
   return "";
+}
+
+void PrintTo(Feature f, std::ostream* os) {
+  *os << feature_name(f);
 }
 
 constexpr int kBlockSize = 32;
@@ -129,8 +135,8 @@ TEST_P(DcpCpuForward, EachRankEqualsOneRankAndTheOracle) {
   std::vector<DcpRankStep> steps;
   steps.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    StatusOr<DcpRankStep> step = testing::make_dcp_rank_step(batch, world_size, r, interleave,
-                                                             (*group)[r].get(), path);
+    StatusOr<DcpRankStep> step =
+        testing::make_dcp_rank_step(batch, world_size, r, interleave, (*group)[r].get(), path);
     ASSERT_TRUE(step.ok()) << step.status().message();
     steps.push_back(std::move(*step));
   }
@@ -147,8 +153,8 @@ TEST_P(DcpCpuForward, EachRankEqualsOneRankAndTheOracle) {
     const reference::Comparison vs_oracle = reference::compare_to_reference(
         step.output.view(), step.lse.view(), want.out, want.lse, tol);
     EXPECT_TRUE(vs_oracle.pass) << "rank " << step.rank << " vs the oracle: " << vs_oracle;
-    const auto one_rank = head_slice(single_out, single_lse, tokens, spec.num_heads,
-                                     spec.head_size, first, kHeadsPerRank);
+    const auto one_rank = head_slice(single_out, single_lse, tokens, spec.num_heads, spec.head_size,
+                                     first, kHeadsPerRank);
     const reference::Comparison vs_single = reference::compare_to_reference(
         step.output.view(), step.lse.view(), one_rank.out, one_rank.lse, tol);
     EXPECT_TRUE(vs_single.pass) << "rank " << step.rank << " vs N = 1: " << vs_single;
@@ -160,8 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(2, 4, 8), ::testing::Values(1, 16, kBlockSize),
                        ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
                        ::testing::Values(Feature::kGqaF32, Feature::kFp8Hnd, Feature::kWindow,
-                                         Feature::kSinks, Feature::kSoftCap,
-                                         Feature::kNonCausal)),
+                                         Feature::kSinks, Feature::kSoftCap, Feature::kNonCausal)),
     [](const auto& info) {
       return "n" + std::to_string(std::get<0>(info.param)) + "_i" +
              std::to_string(std::get<1>(info.param)) + "_" +
