@@ -64,11 +64,28 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
                                       const DecodePlanConfig& config,
                                       const DecodePlanLimits& limits, DecodePlanScratch& scratch,
                                       void* plan) {
+  scratch.requests.resize(seq_lens.size());
+  for (size_t r = 0; r < seq_lens.size(); ++r) scratch.requests[r] = static_cast<int32_t>(r);
+  return plan_decode(query_start_loc, seq_lens, scratch.requests, config, limits, scratch, plan);
+}
+
+StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
+                                      std::span<const int32_t> seq_lens,
+                                      std::span<const int32_t> requests,
+                                      const DecodePlanConfig& config,
+                                      const DecodePlanLimits& limits, DecodePlanScratch& scratch,
+                                      void* plan) {
   const int n = static_cast<int>(seq_lens.size());
   if (query_start_loc.size() != seq_lens.size() + 1) {
     return invalid_argument("decode plan: query_start_loc has " +
                             std::to_string(query_start_loc.size()) +
-                            " entries; expected num_decodes + 1 = " + std::to_string(n + 1));
+                            " entries; expected num_reqs + 1 = " + std::to_string(n + 1));
+  }
+  for (const int32_t r : requests) {
+    if (r < 0 || r >= n) {
+      return invalid_argument("decode plan: request index " + std::to_string(r) +
+                              " (allowed: 0 to num_reqs - 1 = " + std::to_string(n - 1) + ")");
+    }
   }
   if (config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0 ||
       config.num_ctas != limits.num_ctas) {
@@ -80,7 +97,7 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
   const int group = config.num_heads / config.num_kv_heads;
   const int64_t c0 = config.unit_overhead_tokens;
   int64_t total = 0;
-  for (int r = 0; r < n; ++r) {
+  for (const int r : requests) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     if (q_len < 0 || q_len > kMaxDecodeQueryLen || seq_lens[r] < q_len) {
       return invalid_argument("decode plan: request " + std::to_string(r) + " has query_len " +
@@ -101,12 +118,12 @@ StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
 
   // Longest visible range first; equal lengths keep batch order (the index breaks ties).
   std::vector<int64_t>& order = scratch.order;
-  order.resize(n);
-  for (int r = 0; r < n; ++r) {
+  order.clear();
+  for (const int r : requests) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
     const int visible = config.window_left >= 0 ? std::min(seq_lens[r], config.window_left + q_len)
                                                 : seq_lens[r];
-    order[r] = (int64_t{INT32_MAX - visible} << 32) | r;
+    order.push_back((int64_t{INT32_MAX - visible} << 32) | r);
   }
   std::sort(order.begin(), order.end());
 

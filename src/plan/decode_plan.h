@@ -89,15 +89,25 @@ struct DecodePlanStats {
 
 // Host scratch reused across steps (no allocation once warm).
 struct DecodePlanScratch {
+  std::vector<int32_t> requests;  // every request, when none are listed
   std::vector<int64_t> order;  // sort keys: longest visible range first, then batch order
   std::vector<kernels::DecodeMergeItem> merges;
   std::vector<int32_t> merge_units;  // each merge's first unit (its pieces are consecutive units)
   std::vector<detail::WholeRowTile> row_tiles;  // uncut plans: the row tiles, longest first
 };
 
-// Plans the decode requests: query_start_loc [n + 1] (host, starting at the first decode token's
-// index) and seq_lens [n]. Writes the plan into `plan` (limits.plan_bytes bytes, 16-byte
-// aligned). Errors name the field and the value.
+// Plans the listed requests of a step, in any order: query_start_loc [n + 1] and seq_lens [n] of
+// the step (host; a unit names its request's index, so the kernel reads that block-table row and
+// those query rows). Writes the plan into `plan` (limits.plan_bytes bytes, 16-byte aligned).
+// Errors name the field and the value.
+StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
+                                      std::span<const int32_t> seq_lens,
+                                      std::span<const int32_t> requests,
+                                      const DecodePlanConfig& config,
+                                      const DecodePlanLimits& limits, DecodePlanScratch& scratch,
+                                      void* plan);
+
+// Plans every request of query_start_loc and seq_lens.
 StatusOr<DecodePlanStats> plan_decode(std::span<const int32_t> query_start_loc,
                                       std::span<const int32_t> seq_lens,
                                       const DecodePlanConfig& config,

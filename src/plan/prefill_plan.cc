@@ -32,6 +32,61 @@ StatusOr<PrefillPlan> plan_prefill(std::span<const int32_t> query_start_loc,
   return plan;
 }
 
+void route_requests(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+                    int max_decode_query_len, StepRouting& routing) {
+  routing.decodes.clear();
+  routing.prefills.clear();
+  routing.prefill_max_query_len = 0;
+  routing.prefill_max_seq_len = 0;
+  for (size_t r = 0; r < seq_lens.size(); ++r) {
+    const int q_len = query_start_loc[r + 1] - query_start_loc[r];
+    if (q_len <= max_decode_query_len) {
+      routing.decodes.push_back(static_cast<int32_t>(r));
+      continue;
+    }
+    routing.prefills.push_back(static_cast<int32_t>(r));
+    routing.prefill_max_query_len = std::max(routing.prefill_max_query_len, q_len);
+    routing.prefill_max_seq_len = std::max(routing.prefill_max_seq_len, seq_lens[r]);
+  }
+}
+
+StatusOr<PrefillPlan> plan_listed_prefill(std::span<const int32_t> query_start_loc,
+                                          std::span<const int32_t> seq_lens,
+                                          std::span<const int32_t> requests,
+                                          const SplitKVConfig& config, bool allow_splits,
+                                          ListedPrefillScratch& scratch,
+                                          std::span<int32_t> num_splits) {
+  const size_t n = seq_lens.size();
+  if (query_start_loc.size() != n + 1 || num_splits.size() < n) {
+    return invalid_argument("prefill plan: " + std::to_string(query_start_loc.size()) +
+                            " query starts, " + std::to_string(n) + " requests, split buffer " +
+                            std::to_string(num_splits.size()));
+  }
+  std::fill(num_splits.begin(), num_splits.begin() + n, 0);
+  scratch.query_start_loc.assign(1, 0);
+  scratch.seq_lens.clear();
+  for (const int32_t r : requests) {
+    if (r < 0 || static_cast<size_t>(r) >= n) {
+      return invalid_argument("prefill plan: request index " + std::to_string(r) +
+                              " (allowed: 0 to " + std::to_string(n) + " - 1)");
+    }
+    scratch.query_start_loc.push_back(scratch.query_start_loc.back() + query_start_loc[r + 1] -
+                                      query_start_loc[r]);
+    scratch.seq_lens.push_back(seq_lens[r]);
+    num_splits[r] = 1;
+  }
+  PrefillPlan plan;
+  plan.num_prefills = static_cast<int>(requests.size());
+  if (requests.empty() || !allow_splits) return plan;
+  PAGEDATTN_ASSIGN_OR_RETURN(const SplitSchedule schedule,
+                             plan_split_kv(scratch.query_start_loc, scratch.seq_lens, config));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    num_splits[requests[i]] = schedule.num_splits_per_req[i];
+  }
+  plan.max_splits_used = schedule.max_splits_used;
+  return plan;
+}
+
 int64_t prefill_tile_work(std::span<const int32_t> query_start_loc,
                           std::span<const int32_t> seq_lens, int num_decodes, int group,
                           int rows_per_tile, int keys_per_tile, int window_left) {

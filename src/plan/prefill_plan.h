@@ -1,5 +1,6 @@
-// The prefill part of a FLASHINFER step (requests after the decodes): its query-start array for
-// the paged attention kernel and its split-KV schedule. Pure host code.
+// The prefill part of a step: FLASHINFER's (requests after the decodes) as a query-start array for
+// the paged attention kernel and its split-KV schedule; FLASH_ATTN's (any order) as the list of its
+// requests and their schedule. Pure host code.
 //
 // Query starts: every request of the step keeps its slot and its absolute token offsets, the
 // decodes with an empty query range (the kernel returns at once for them), so one launch shape
@@ -12,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "pagedattn/status.h"
 #include "plan/split_kv.h"
@@ -29,6 +31,33 @@ StatusOr<PrefillPlan> plan_prefill(std::span<const int32_t> query_start_loc,
                                    std::span<const int32_t> seq_lens, int num_decodes,
                                    const SplitKVConfig& config, bool allow_splits,
                                    std::span<int32_t> cu_seqlens, std::span<int32_t> num_splits);
+
+// A step's requests by the kernel family that serves them, in batch order: requests of at most
+// max_decode_query_len query tokens (decodes, speculative verification) for the decode kernel, the
+// others for the prefill pass, which names its requests (PagedAttentionParams::pass_requests), so
+// the batch runs in any order with no reorder.
+struct StepRouting {
+  std::vector<int32_t> decodes;
+  std::vector<int32_t> prefills;
+  int prefill_max_query_len = 0;
+  int prefill_max_seq_len = 0;
+};
+void route_requests(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
+                    int max_decode_query_len, StepRouting& routing);
+
+// The listed requests' split schedule, planned over their own lengths: num_splits [n] gets their
+// counts (1 without splits) and 0 for every other request (the split combine leaves those rows).
+// scratch holds the listed requests' lengths side by side afterwards (a batch of their own).
+struct ListedPrefillScratch {
+  std::vector<int32_t> query_start_loc;
+  std::vector<int32_t> seq_lens;
+};
+StatusOr<PrefillPlan> plan_listed_prefill(std::span<const int32_t> query_start_loc,
+                                          std::span<const int32_t> seq_lens,
+                                          std::span<const int32_t> requests,
+                                          const SplitKVConfig& config, bool allow_splits,
+                                          ListedPrefillScratch& scratch,
+                                          std::span<int32_t> num_splits);
 
 // Query tiles x KV tiles the prefill requests touch, with causal trimming: tile (i, j) counts
 // when some query row of tile i sees some key of tile j. The paged kernel's work, for reports

@@ -18,7 +18,8 @@ WorkspaceLayout workspace_layout(const WorkspaceLimits& limits) {
   const int64_t reqs = limits.max_num_reqs;
   l.prefill_cu_offset = 0;
   l.prefill_splits_offset = l.prefill_cu_offset + align16(4 * (reqs + 1));
-  l.kv_indptr_offset = l.prefill_splits_offset + align16(4 * reqs);
+  l.pass_requests_offset = l.prefill_splits_offset + align16(4 * reqs);
+  l.kv_indptr_offset = l.pass_requests_offset + align16(4 * reqs);
   l.last_page_len_offset = l.kv_indptr_offset + align16(4 * (reqs + 1));
   l.decode_plan_offset = l.last_page_len_offset + align16(4 * reqs);
   l.int_bytes = l.decode_plan_offset + l.decode.plan_bytes;

@@ -1,5 +1,5 @@
-// The FLASHINFER workspace: one layout that builder construction sizes (from BuilderParams'
-// limits) and every step fills. The int part is plain data written into pinned host memory and
+// The GPU builders' step workspace: one layout that builder construction sizes (from
+// BuilderParams' limits) and every step fills. The int part is plain data written into pinned host memory and
 // moved to the device by one asynchronous copy of its used prefix: the prefill arrays first
 // (fixed size), then the decode plan (variable size, last). The float part holds the decode
 // kernel's split partials. Pure host code.
@@ -24,6 +24,7 @@ struct WorkspaceLayout {
   // Int part, byte offsets (16-byte aligned).
   int64_t prefill_cu_offset = 0;      // [max_num_reqs + 1] int32: prefill query starts
   int64_t prefill_splits_offset = 0;  // [max_num_reqs] int32: prefill split counts
+  int64_t pass_requests_offset = 0;   // [max_num_reqs] int32: the prefill pass's requests
   int64_t kv_indptr_offset = 0;       // [max_num_reqs + 1] int32: vLLM's paged_kv_indptr
   int64_t last_page_len_offset = 0;   // [max_num_reqs] int32: vLLM's paged_kv_last_page_len
   int64_t decode_plan_offset = 0;     // decode.plan_bytes: the decode plan

@@ -2,6 +2,7 @@
 // GPU backends' grid (backend_grid.h), batches that make the builder split KV, deterministic mode,
 // encoder layers in a causal step, and what it refuses.
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -124,18 +125,15 @@ TEST(FlashAttnDeterminism, OutputDoesNotDependOnTheBatch) {
   }
 }
 
-// The main pass FLASH_ATTN plans for one 4096-key decode (14 splits on 132 SMs by default), with
-// `adjust` applied to its builder's parameters; nullopt (and a failure) where the build fails.
-std::optional<gpu::PassMetadata> long_decode_main_pass(
-    const std::function<void(BuilderParams&)>& adjust) {
-  CaseSpec s;
-  s.seq_lens = {4096};
-  s.query_lens = {1};
+// The metadata FLASH_ATTN builds for `spec` on 132 SMs, with `adjust` applied to its builder's
+// parameters; nullptr (and a failure) where the build fails.
+std::unique_ptr<AttentionMetadata> flash_attn_metadata(
+    const CaseSpec& s, const std::function<void(BuilderParams&)>& adjust) {
   StatusOr<testing::HostBatch> batch = testing::make_host_batch(s, KVCacheLayout::kNHD);
   auto dev = batch.ok() ? testing::upload_batch(*batch, 0) : batch.status();
   if (!dev.ok()) {
     ADD_FAILURE() << dev.status().to_string();
-    return std::nullopt;
+    return nullptr;
   }
   BuilderParams bp = builder_params_for(*batch);
   bp.num_sms = 132;
@@ -144,12 +142,24 @@ std::optional<gpu::PassMetadata> long_decode_main_pass(
   auto md = builder.ok() ? (*builder)->build(0, (*dev)->metadata()) : builder.status();
   if (!md.ok()) {
     ADD_FAILURE() << md.status().to_string();
-    return std::nullopt;
+    return nullptr;
   }
-  return dynamic_cast<const flash_attn::FlashAttnMetadata&>(**md).main;
+  return std::move(md).value();
 }
 
-// The plan behind it: a decode long enough to split runs unsplit, and on v2, when deterministic.
+// The paged kernels' pass for one 12-token query over 4096 keys (a prefill-pass request short
+// enough to split: 14 splits on 132 SMs by default).
+std::optional<gpu::PassMetadata> long_decode_main_pass(
+    const std::function<void(BuilderParams&)>& adjust) {
+  CaseSpec s;
+  s.seq_lens = {4096};
+  s.query_lens = {12};
+  const std::unique_ptr<AttentionMetadata> md = flash_attn_metadata(s, adjust);
+  if (md == nullptr) return std::nullopt;
+  return dynamic_cast<const flash_attn::FlashAttnMetadata&>(*md).main;
+}
+
+// The plan behind it: a query long enough to split runs unsplit, and on v2, when deterministic.
 TEST(FlashAttnDeterminism, BuilderNeverSplits) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   const auto free = long_decode_main_pass([](BuilderParams&) {});
@@ -180,6 +190,60 @@ TEST(FlashAttnDeterminism, MaxNumSplitsBoundsTheSchedule) {
   const Status refused = find_backend("FLASH_ATTN")->make_builder(negative).status();
   EXPECT_NE(refused.message().find("max_num_splits = -1"), std::string::npos)
       << refused.to_string();
+}
+
+// One call serves any order: decode rows (q_len <= 8) run the decode kernel, the rest one pass
+// of the paged kernels that names its requests, with no reorder (vLLM's FLASH_ATTN contract).
+TEST(FlashAttnDecodePath, DecodesInAnyOrderBesidePrefills) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "mixed_any_order";
+  s.seed = 61;
+  s.seq_lens = {4000, 300, 2048, 1, 700, 5000, 90, 129};
+  s.query_lens = {1, 64, 1, 1, 8, 3, 90, 1};
+  expect_matches_oracle(s);
+  const std::unique_ptr<AttentionMetadata> md = flash_attn_metadata(s, [](BuilderParams&) {});
+  ASSERT_NE(md, nullptr);
+  const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(*md);
+  EXPECT_TRUE(fa.decode.kernel);
+  EXPECT_EQ(fa.num_decodes, 6);
+  EXPECT_EQ(fa.decode_max_query_len, 8);
+  EXPECT_EQ(fa.main.num_pass_reqs, 2);
+  s.name += "_fp8_hnd_sinks_window_softcap";
+  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  s.kv_scale_per_head = true;
+  s.sinks = true;
+  s.sliding_window = SlidingWindow{500, 0};
+  s.logits_soft_cap = 30.0;
+  expect_matches_oracle(s, KVCacheLayout::kHND);
+  s.name = "decodes_last_gqa7_block64";
+  s.num_heads = 28;
+  s.num_kv_heads = 4;
+  s.block_size = 64;
+  s.sinks = false;
+  s.seq_lens = {3000, 41, 6000, 17};
+  s.query_lens = {200, 41, 2, 1};
+  expect_matches_oracle(s);
+}
+
+// Only a decode kernel's rows: no paged launch; and a split bound keeps every row on the paged
+// kernels (the decode plan has no per-request bound).
+TEST(FlashAttnDecodePath, PureDecodeStepsAndTheSplitBound) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "pure_decode";
+  s.seed = 62;
+  s.seq_lens = {6000, 10, 2500};
+  s.query_lens = {1, 1, 4};
+  expect_matches_oracle(s);
+  const auto routed = flash_attn_metadata(s, [](BuilderParams&) {});
+  ASSERT_NE(routed, nullptr);
+  const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(*routed);
+  EXPECT_TRUE(fa.decode.kernel);
+  EXPECT_EQ(fa.main.num_pass_reqs, 0);
+  const auto bounded = flash_attn_metadata(s, [](BuilderParams& bp) { bp.max_num_splits = 2; });
+  ASSERT_NE(bounded, nullptr);
+  EXPECT_FALSE(dynamic_cast<const flash_attn::FlashAttnMetadata&>(*bounded).decode.kernel);
 }
 
 // FLASH_ATTN reads attn_type: encoder layers run bidirectionally in a causal step.

@@ -117,6 +117,58 @@ TEST(PlanDecode, OneCtaTakesEverythingUncut) {
   EXPECT_EQ(p.stats.num_units, 10 * 8);
 }
 
+// A listed subset of a step (FLASH_ATTN's decodes among its prefills, in any order) plans as the
+// same requests side by side do, each unit naming its request's index and token range in the step.
+TEST(PlanDecode, ListedRequestsPlanAsTheirOwnBatch) {
+  Batch step, alone;
+  std::vector<int32_t> listed;
+  std::mt19937 rng(11);
+  for (int r = 0; r < 60; ++r) {
+    const bool decode = rng() % 3 != 0;
+    const int q_len = decode ? 1 + static_cast<int>(rng() % 4) : 20 + static_cast<int>(rng() % 90);
+    const int seq_len = q_len + static_cast<int>(rng() % 5000);
+    step.add(q_len, seq_len);
+    if (!decode) continue;
+    listed.push_back(r);
+    alone.add(q_len, seq_len);
+  }
+  for (const DecodePlanConfig& config : {h200_config(), production_config()}) {
+    const DecodePlanLimits limits = decode_plan_limits(
+        config, static_cast<int>(step.seq.size()), step.qsl.back(), 1 << 20);
+    Planned p;
+    p.buffer.resize(static_cast<size_t>(limits.plan_bytes + 15) / 16);
+    DecodePlanScratch scratch;
+    auto stats = plan_decode(step.qsl, step.seq, listed, config, limits, scratch, p.buffer.data());
+    ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+    p.stats = *stats;
+    const Planned expected = plan(alone, config);
+    check_plan(alone, config, expected);
+    ASSERT_EQ(p.header().num_units, expected.header().num_units);
+    for (int u = 0; u < p.header().num_units; ++u) {
+      const DecodeWorkUnit& got = p.units()[u];
+      const DecodeWorkUnit& want = expected.units()[u];
+      const int r = listed[want.req];
+      EXPECT_EQ(got.req, r) << "unit " << u;
+      EXPECT_EQ(got.q_start, step.qsl[r]) << "unit " << u;
+      EXPECT_EQ(got.q_len, want.q_len);
+      EXPECT_EQ(got.kv_len, want.kv_len);
+      EXPECT_EQ(got.head_row, want.head_row);
+      EXPECT_EQ(got.kv_begin, want.kv_begin);
+      EXPECT_EQ(got.kv_end, want.kv_end);
+    }
+  }
+  // An index outside the step is refused by name.
+  const DecodePlanConfig config = h200_config();
+  const DecodePlanLimits limits = decode_plan_limits(config, 4, 4, 4096);
+  std::vector<Chunk16> buffer(static_cast<size_t>(limits.plan_bytes + 15) / 16);
+  DecodePlanScratch scratch;
+  const std::vector<int32_t> qsl{0, 1, 2}, seq{5, 9}, outside{1, 2};
+  auto bad = plan_decode(qsl, seq, outside, config, limits, scratch, buffer.data());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("request index 2"), std::string::npos)
+      << bad.status().to_string();
+}
+
 TEST(PlanDecode, ErrorsNameTheField) {
   DecodePlanConfig config = h200_config();
   const DecodePlanLimits limits = decode_plan_limits(config, 4, 4, 4096);

@@ -3,6 +3,7 @@
 // vLLM's split tests (seq_lens 10 (i + 1), page 16).
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <random>
 #include <vector>
 
@@ -57,21 +58,68 @@ TEST(PlanPrefill, TileWorkTrimsCausalAndWindowedTiles) {
   EXPECT_EQ(prefill_tile_work(qsl2, seqs2, 1, 1, 64, 64, -1), 3 + 4);
 }
 
+// FLASH_ATTN's routing: requests of at most the decode query length go to the decode kernel, the
+// others to the prefill pass, each list in batch order.
+TEST(RouteRequests, ByQueryLengthInBatchOrder) {
+  const std::vector<int32_t> qsl = {0, 1, 41, 42, 50, 59, 59, 62};
+  const std::vector<int32_t> seqs = {900, 4000, 1, 20, 3000, 7, 5};
+  StepRouting routing;
+  route_requests(qsl, seqs, 8, routing);
+  EXPECT_EQ(routing.decodes, (std::vector<int32_t>{0, 2, 3, 5, 6}));
+  EXPECT_EQ(routing.prefills, (std::vector<int32_t>{1, 4}));
+  EXPECT_EQ(routing.prefill_max_query_len, 40);
+  EXPECT_EQ(routing.prefill_max_seq_len, 4000);
+  route_requests(qsl, seqs, 0, routing);  // only empty requests are "decodes"
+  EXPECT_EQ(routing.decodes, (std::vector<int32_t>{5}));
+}
+
+// The listed requests' schedule is plan_split_kv's over them alone; every other request gets 0.
+TEST(PlanListedPrefill, SplitsTheListedAsTheirOwnBatch) {
+  const std::vector<int32_t> qsl = {0, 1, 13, 14, 24};
+  const std::vector<int32_t> seqs = {8000, 9000, 300, 6000};
+  const std::vector<int32_t> listed = {1, 3};
+  SplitKVConfig config;
+  ListedPrefillScratch scratch;
+  std::vector<int32_t> splits(4, -7);
+  auto plan = plan_listed_prefill(qsl, seqs, listed, config, true, scratch, splits);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(plan->num_prefills, 2);
+  const std::vector<int32_t> own_qsl = {0, 12, 22}, own_seqs = {9000, 6000};
+  EXPECT_EQ(scratch.query_start_loc, own_qsl);
+  EXPECT_EQ(scratch.seq_lens, own_seqs);
+  auto alone = plan_split_kv(own_qsl, own_seqs, config);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_GT(alone->max_splits_used, 1);  // the case exercises splitting
+  EXPECT_EQ(plan->max_splits_used, alone->max_splits_used);
+  EXPECT_EQ(splits, (std::vector<int32_t>{0, alone->num_splits_per_req[0], 0,
+                                          alone->num_splits_per_req[1]}));
+  // Without splits each listed request gets 1; an index outside the step is refused.
+  auto unsplit = plan_listed_prefill(qsl, seqs, listed, config, false, scratch, splits);
+  ASSERT_TRUE(unsplit.ok());
+  EXPECT_EQ(splits, (std::vector<int32_t>{0, 1, 0, 1}));
+  const std::vector<int32_t> outside = {4};
+  auto bad = plan_listed_prefill(qsl, seqs, outside, config, true, scratch, splits);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("request index 4"), std::string::npos);
+}
+
 TEST(PlanWorkspace, RegionsAreAlignedAndTheDecodePlanComesLast) {
   WorkspaceLimits limits;
   limits.max_num_reqs = 37;
   limits.max_num_tokens = 1000;
   limits.head_size = 96;
   const WorkspaceLayout l = workspace_layout(limits);
-  const int64_t offsets[] = {l.prefill_cu_offset, l.prefill_splits_offset, l.kv_indptr_offset,
+  const int64_t offsets[] = {l.prefill_cu_offset,   l.prefill_splits_offset,
+                             l.pass_requests_offset, l.kv_indptr_offset,
                              l.last_page_len_offset, l.decode_plan_offset};
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < std::size(offsets); ++i) {
     EXPECT_EQ(offsets[i] % 16, 0);
     if (i > 0) {
       EXPECT_GT(offsets[i], offsets[i - 1]);
     }
   }
   EXPECT_GE(l.prefill_splits_offset - l.prefill_cu_offset, 4 * (37 + 1));
+  EXPECT_GE(l.kv_indptr_offset - l.pass_requests_offset, 4 * 37);
   EXPECT_EQ(l.int_bytes, l.decode_plan_offset + l.decode.plan_bytes);
   EXPECT_EQ(l.partial_out_floats, l.decode.max_partial_rows * 96);
   EXPECT_EQ(l.partial_lse_floats, l.decode.max_partial_rows);

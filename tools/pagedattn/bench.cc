@@ -39,6 +39,7 @@ struct BenchOptions {
   int warmup = 1;
   bool quick = false;
   bool list = false;
+  bool deterministic = false;
   int kernel_generation = 0;
 };
 
@@ -175,7 +176,7 @@ int run_bench(const BenchOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   bool any_bad_input = false, any_failed = false;
   for (size_t i = 0; i < cases.size(); ++i) {
-    SharedCase shared(cases[i].spec, device);
+    SharedCase shared(cases[i].spec, device, o.deterministic);
     for (const BenchVariant& v : *variants) {
       progress(i, cases[i].spec.name + " on " + v.backend + ":" +
                       generation_name(v.kernel_generation) + " (block " +
@@ -252,6 +253,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Only the cases whose name matches this regular expression")
       ->check(regex_validator());
   add_generation_option(*cmd, o->kernel_generation);
+  cmd->add_flag("--deterministic", o->deterministic,
+                "Build every step in deterministic (batch-invariant) mode");
   cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");
   cmd->add_flag("--quick", o->quick,
                 "Smaller cases and a shorter compute probe (CI): contexts / 4, the standard "

@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "pagedattn/selector.h"
+#include "testing/batch_params.h"
 
 namespace pagedattn::cli {
 
@@ -88,6 +89,10 @@ StatusOr<std::unique_ptr<testing::StepRunner>> SharedCase::runner(const BenchVar
   }
   testing::StepOptions options;
   options.kernel_generation = variant.kernel_generation;
+  if (deterministic_) {
+    options.builder_params = testing::builder_params_for(batch->spec, device_);
+    options.builder_params->deterministic = true;
+  }
   return testing::StepRunner::for_batch(*batch, *selection.backend, device_, options);
 }
 

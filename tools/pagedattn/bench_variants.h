@@ -36,7 +36,9 @@ StatusOr<Device> variants_device(const std::vector<BenchVariant>& variants);
 // their requests decode-first, so the order no builder would change is the order it runs.
 class SharedCase {
  public:
-  SharedCase(const testing::CaseSpec& spec, const Device& device) : spec_(spec), device_(device) {}
+  // deterministic: builders run in BuilderParams::deterministic mode (batch-invariant results).
+  SharedCase(const testing::CaseSpec& spec, const Device& device, bool deterministic)
+      : spec_(spec), device_(device), deterministic_(deterministic) {}
   // Selects the variant's backend for the case (forced unless "auto") and places the batch on the
   // device. Errors are bad input (the backend cannot serve the case).
   StatusOr<std::unique_ptr<testing::StepRunner>> runner(const BenchVariant& variant);
@@ -44,6 +46,7 @@ class SharedCase {
  private:
   testing::CaseSpec spec_;
   Device device_;
+  bool deterministic_ = false;
   std::vector<std::unique_ptr<testing::HostBatch>> batches_;  // at most one per layout
 };
 

@@ -1,13 +1,17 @@
 // FLASH_ATTN's metadata builder (vLLM's FlashAttentionMetadataBuilder): the GPU layer's checks,
-// persistent buffers and cascade sequence (backends/gpu/), plus what is FLASH_ATTN's own: the
-// split-KV schedule, decided on the host by plan::plan_split_kv and copied in build(), and the
-// varlen description of each launch. reorder_batch_threshold stays unset: one kernel serves mixed
-// prefill/decode batches in any order. Buffer ordering: see backends/gpu/step_buffers.h.
+// persistent buffers and cascade sequence (backends/gpu/), plus what is FLASH_ATTN's own. One call
+// serves a mixed batch in any order (reorder_batch_threshold stays unset): requests of at most
+// plan::kMaxDecodeQueryLen query tokens run the GQA-packed decode kernel, the way
+// FlashAttention-3 sends decode-shaped problems to its packed split path, and the others one
+// prefill pass of the paged kernels that names its requests. A cascade step, a non-causal step, a
+// split bound (BuilderParams::max_num_splits) or a layer with no decode kernel runs every request
+// through the paged kernels. The plans are made on the host into the step workspace
+// (gpu/step_workspace.h) and copied with one asynchronous copy.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "backends/builder_base.h"
 #include "backends/factories.h"
@@ -17,7 +21,10 @@
 #include "backends/gpu/generation.h"
 #include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
+#include "backends/gpu/step_workspace.h"
 #include "kernels/attention/paged_attention.h"
+#include "plan/decode_plan.h"
+#include "plan/prefill_plan.h"
 #include "plan/split_kv.h"
 #include "runtime/check.h"
 
@@ -25,20 +32,25 @@ namespace pagedattn::flash_attn {
 namespace {
 
 using gpu::PassMetadata;
-
-using runtime::DeviceBuffer;
+using gpu::StepWorkspace;
 
 class FlashAttnMetadataBuilder final : public backends::BuilderBase {
  public:
-  FlashAttnMetadataBuilder(const BuilderParams& params, int num_sms, gpu::CascadeBuilder cascade)
-      : BuilderBase(params), num_sms_(num_sms), cascade_(std::move(cascade)) {}
+  FlashAttnMetadataBuilder(const BuilderParams& params, int num_sms, int decode_ctas,
+                           gpu::CascadeBuilder cascade)
+      : BuilderBase(params),
+        num_sms_(num_sms),
+        decode_ctas_(decode_ctas),
+        cascade_(std::move(cascade)) {}
 
   Status init() {
     const int dev = params_.device.index;
     layout_ =
         plan::split_workspace_layout(params_.max_num_tokens, params_.num_heads, params_.head_size);
-    PAGEDATTN_ASSIGN_OR_RETURN(splits_, DeviceBuffer::allocate(dev, 4 * params_.max_num_reqs));
-    PAGEDATTN_ASSIGN_OR_RETURN(workspace_, gpu::SplitWorkspace::allocate(dev, layout_));
+    PAGEDATTN_ASSIGN_OR_RETURN(split_, gpu::SplitWorkspace::allocate(dev, layout_));
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        workspace_,
+        StepWorkspace::allocate(dev, gpu::step_workspace_layout(params_, decode_ctas_)));
     return ok_status();
   }
 
@@ -47,25 +59,29 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
     PAGEDATTN_RETURN_IF_ERROR(gpu::check_step(params_, meta));
-    const int num_reqs = meta.num_reqs;
-    const int num_tokens = meta.num_actual_tokens;
+    const int n = meta.num_reqs;
     const std::span<const int32_t> qsl(meta.query_start_loc_cpu.data_as<const int32_t>(),
-                                       static_cast<size_t>(num_reqs) + 1);
+                                       static_cast<size_t>(n) + 1);
     const std::span<const int32_t> seqs(meta.seq_lens_cpu.data_as<const int32_t>(),
-                                        static_cast<size_t>(num_reqs));
+                                        static_cast<size_t>(n));
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
+    const plan::WorkspaceLayout& l = workspace_->layout();
+    const char* dev = workspace_->device_ints();
 
     auto md = std::make_unique<FlashAttnMetadata>();
     md->step = gpu::step_info(params_, meta);
-    md->split = workspace_.view();
+    md->split = split_.view();
 
     const plan::SplitKVConfig config =
-        gpu::split_config(params_, num_sms_, num_tokens, layout_.token_splits);
+        gpu::split_config(params_, num_sms_, meta.num_actual_tokens, layout_.token_splits);
     PassMetadata& main = md->main;
     main = gpu::pass_metadata(meta);
-    main.num_splits_per_req = splits_.as<const int32_t>();
+    main.num_splits_per_req = reinterpret_cast<const int32_t*>(dev + l.prefill_splits_offset);
     main.max_num_splits = config.max_splits;
+    const std::span<int32_t> splits =
+        StepWorkspace::region<int32_t>(host, l.prefill_splits_offset, n);
 
     PAGEDATTN_ASSIGN_OR_RETURN(md->cascade, cascade_.plan(common_prefix_len, meta, qsl, seqs));
     std::span<const int32_t> main_seqs = seqs;
@@ -74,23 +90,65 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
                                  cascade_.split_passes(md->cascade, config, num_sms_, main));
       main_seqs = cascade_.suffix_seq_lens();
     }
-    main.kernel = gpu::builder_pass_kernel(params_, qsl, main_seqs, meta.causal);
-    PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,
-                               plan::plan_split_kv(qsl, main_seqs, config));
-    main.max_splits_used = schedule.max_splits_used;
-    splits_host_ = schedule.num_splits_per_req;
-    PAGEDATTN_RETURN_IF_ERROR(
-        gpu::copy_ints_to_device(splits_host_, splits_, "the split schedule"));
+    md->decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled && meta.causal &&
+                        params_.max_num_splits == 0;
+    if (!md->decode.kernel) {
+      main.kernel = gpu::builder_pass_kernel(params_, qsl, main_seqs, meta.causal);
+      PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,
+                                 plan::plan_split_kv(qsl, main_seqs, config));
+      main.max_splits_used = schedule.max_splits_used;
+      std::copy(schedule.num_splits_per_req.begin(), schedule.num_splits_per_req.end(),
+                splits.begin());
+      PAGEDATTN_RETURN_IF_ERROR(workspace_->upload(l.prefill_splits_offset + 4 * int64_t{n}));
+      return std::unique_ptr<AttentionMetadata>(std::move(md));
+    }
+
+    // The decode kernel's requests and the prefill pass's, in batch order; the pass's list is
+    // padded with empty slots to num_reqs for a captured launch.
+    plan::route_requests(qsl, seqs, plan::kMaxDecodeQueryLen, routing_);
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        const plan::PrefillPlan prefill,
+        plan::plan_listed_prefill(qsl, seqs, routing_.prefills, config, /*allow_splits=*/true,
+                                  listed_, splits));
+    main.max_splits_used = prefill.max_splits_used;
+    main.kernel = gpu::builder_pass_kernel(params_, listed_.query_start_loc, listed_.seq_lens,
+                                           meta.causal);
+    const std::span<int32_t> pass_requests =
+        StepWorkspace::region<int32_t>(host, l.pass_requests_offset, n);
+    std::fill(std::copy(routing_.prefills.begin(), routing_.prefills.end(), pass_requests.begin()),
+              pass_requests.end(), -1);
+    main.pass_requests = reinterpret_cast<const int32_t*>(dev + l.pass_requests_offset);
+    main.num_pass_reqs = prefill.num_prefills;
+
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        const plan::DecodePlanStats stats,
+        plan::plan_decode(qsl, seqs, routing_.decodes, gpu::decode_plan_config(params_, decode_ctas_),
+                          l.decode, scratch_, host + l.decode_plan_offset));
+    md->num_decodes = static_cast<int>(routing_.decodes.size());
+    for (const int32_t r : routing_.decodes) {
+      md->decode_max_query_len = std::max(md->decode_max_query_len, qsl[r + 1] - qsl[r]);
+    }
+    gpu::DecodePass& decode = md->decode;
+    decode.plan = dev + l.decode_plan_offset;
+    decode.partial_out = workspace_->partial_out();
+    decode.partial_lse = workspace_->partial_lse();
+    decode.num_ctas = decode_ctas_;
+    decode.block_table = main.block_table;
+    decode.block_table_stride = main.block_table_stride;
+    PAGEDATTN_RETURN_IF_ERROR(workspace_->upload(l.decode_plan_offset + stats.bytes_used));
     return std::unique_ptr<AttentionMetadata>(std::move(md));
   }
 
  private:
   int num_sms_ = 0;
+  int decode_ctas_ = 0;  // 0: no decode kernel for this layer
   gpu::CascadeBuilder cascade_;
   plan::SplitWorkspaceLayout layout_;
-  DeviceBuffer splits_;  // [max_num_reqs] int32
-  gpu::SplitWorkspace workspace_;
-  std::vector<int32_t> splits_host_;  // staging of the copy
+  gpu::SplitWorkspace split_;
+  std::unique_ptr<StepWorkspace> workspace_;
+  plan::StepRouting routing_;
+  plan::ListedPrefillScratch listed_;
+  plan::DecodePlanScratch scratch_;
 };
 
 }  // namespace
@@ -101,7 +159,8 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
   PAGEDATTN_ASSIGN_OR_RETURN(
       gpu::CascadeBuilder cascade,
       gpu::CascadeBuilder::create("FLASH_ATTN", params, kCascadeFeatures, /*prefix_extra_ints=*/1));
-  auto builder = std::make_unique<FlashAttnMetadataBuilder>(params, num_sms, std::move(cascade));
+  auto builder = std::make_unique<FlashAttnMetadataBuilder>(
+      params, num_sms, gpu::decode_grid_ctas(params, num_sms), std::move(cascade));
   PAGEDATTN_RETURN_IF_ERROR(builder->init());
   return std::unique_ptr<AttentionMetadataBuilder>(std::move(builder));
 }

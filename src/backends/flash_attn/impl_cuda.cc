@@ -1,7 +1,8 @@
 // FLASH_ATTN's impl (vLLM's FlashAttentionImpl): the cache write and the forward, over the GPU
 // layer's checks, per-head parameters and cascade sequence (backends/gpu/). What is FLASH_ATTN's
-// own: PagedAttentionParams filling and the split bound of each launch (the kernel generation of
-// each launch: gpu/generation.h).
+// own: the step's launches as build() planned them (the paged kernels' pass, then the decode
+// kernel for the decode rows) and the split bound of each (the kernel generation of each launch:
+// gpu/generation.h).
 // forward is CUDA-graph safe by construction: host checks of shapes (no synchronisation, no
 // allocation), then launches; every data-dependent choice was made in build().
 #include "pagedattn/config.h"  // first: flash_attn_backend.h tests PAGEDATTN_WITH_CUDA
@@ -52,27 +53,56 @@ class FlashAttnImpl final : public gpu::GpuImpl {
         paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
     // Metadata built for capture launches with the graph-safe split bound (a captured grid stays
     // fixed for every replay); eager metadata with this step's own largest count.
-    const bool graph_safe = md->for_cudagraph_capture;
-    const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
+    const bool capture = md->for_cudagraph_capture;
+    const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out,
+                            int max_splits) -> Status {
       kernels::PagedAttentionParams p = base;
-      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass,
-                                         graph_safe ? pass.max_num_splits : pass.max_splits_used,
-                                         md->split.token_capacity));
+      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
       generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);
     };
-    if (!md->cascade.enabled) return launch(md->main, gpu::caller_output(output, output_lse));
-
-    PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_features(
-        "FLASH_ATTN", md->cascade.common_prefix_len, !params_.alibi_slopes.empty(),
-        params_.sliding_window.enabled(), kCascadeFeatures));
-    return gpu::run_cascade(
-        md->cascade, md->step, query.device(), output, output_lse,
-        [&](gpu::CascadePass pass, const gpu::PassOutput& out) {
-          return launch(pass == gpu::CascadePass::kPrefix ? md->prefix : md->main, out);
-        },
-        stream);
+    const auto split_bound = [&](const PassMetadata& pass) {
+      return capture ? pass.max_num_splits : pass.max_splits_used;
+    };
+    const gpu::PassOutput out = gpu::caller_output(output, output_lse);
+    if (md->cascade.enabled) {
+      PAGEDATTN_RETURN_IF_ERROR(backends::check_cascade_features(
+          "FLASH_ATTN", md->cascade.common_prefix_len, !params_.alibi_slopes.empty(),
+          params_.sliding_window.enabled(), kCascadeFeatures));
+      return gpu::run_cascade(
+          md->cascade, md->step, query.device(), output, output_lse,
+          [&](gpu::CascadePass which, const gpu::PassOutput& pass_out) {
+            const PassMetadata& pass = which == gpu::CascadePass::kPrefix ? md->prefix : md->main;
+            return launch(pass, pass_out, split_bound(pass));
+          },
+          stream);
+    }
+    if (!md->decode.kernel) return launch(md->main, out, split_bound(md->main));
+    // The decode kernel is causal: a bidirectional layer's multi-token rows (and, captured, any
+    // replay's) run every request through the paged kernels, unsplit (the split schedule left
+    // the decodes out).
+    if (!params_.causal_in_step(true) && (capture || md->decode_max_query_len > 1)) {
+      PassMetadata every_request = md->main;
+      every_request.pass_requests = nullptr;
+      return launch(every_request, out, 1);
+    }
+    // A captured prefill pass covers every slot (a replay may bring any mix) and runs unsplit:
+    // at the graph-safe bound a decode-only replay would retire slots x splits x heads empty CTAs.
+    if (capture) {
+      PassMetadata every_slot = md->main;
+      every_slot.num_pass_reqs = every_slot.num_reqs;
+      PAGEDATTN_RETURN_IF_ERROR(launch(every_slot, out, 1));
+    } else if (md->main.num_pass_reqs > 0) {
+      PassMetadata prefills = md->main;
+      // Without decodes the pass serves every request: no slot list for each tile to read first.
+      if (md->num_decodes == 0) prefills.pass_requests = nullptr;
+      PAGEDATTN_RETURN_IF_ERROR(launch(prefills, out, prefills.max_splits_used));
+    }
+    if (!capture && md->num_decodes == 0) return ok_status();
+    generations_.note_decode();
+    return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, md->decode, out),
+                                            stream);
   }
 
  private:

@@ -1,6 +1,6 @@
 // FLASH_ATTN's per-step metadata (vLLM's FlashAttentionMetadata): the GPU layer's common parts
-// (step sizes, split workspace, cascade) plus the varlen description of each kernel launch.
-// Everything forward reads was decided in build(); forward only launches.
+// (step sizes, split workspace, cascade) plus the step's two launches: the paged kernels' pass and
+// the decode kernel's plan. Everything forward reads was decided in build(); forward only launches.
 #pragma once
 
 #include "backends/gpu/metadata.h"
@@ -11,7 +11,12 @@ namespace pagedattn::flash_attn {
 struct FlashAttnMetadata final : AttentionMetadata {
   gpu::StepInfo step;
   gpu::SplitWorkspaceView split;
-  gpu::PassMetadata main;  // the whole step (without cascade), or the suffix pass (with cascade)
+  // The paged kernels' pass: every request, or the cascade's suffix pass, or with the decode kernel
+  // the requests it does not serve (main.pass_requests).
+  gpu::PassMetadata main;
+  gpu::DecodePass decode;
+  int num_decodes = 0;           // requests the decode kernel serves this step
+  int decode_max_query_len = 0;  // their longest query
   gpu::CascadeMetadata cascade;
   gpu::PassMetadata prefix;  // the cascade's prefix pass (when cascade.enabled)
 };

@@ -14,11 +14,11 @@
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
 #include "backends/flashinfer/metadata.h"
-#include "backends/flashinfer/step_workspace.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/generation.h"
 #include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
+#include "backends/gpu/step_workspace.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/decode/decode_attention.h"
 #include "plan/page_indptr.h"
@@ -30,11 +30,6 @@ namespace {
 
 using gpu::PassMetadata;
 
-template <typename T>
-std::span<T> region(char* base, int64_t offset, int64_t count) {
-  return {reinterpret_cast<T*>(base + offset), static_cast<size_t>(count)};
-}
-
 class FlashInferMetadataBuilder final : public backends::BuilderBase {
  public:
   FlashInferMetadataBuilder(const BuilderParams& params, int num_sms, int decode_ctas,
@@ -45,14 +40,9 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
         cascade_(std::move(cascade)) {}
 
   Status init() {
-    plan::WorkspaceLimits limits;
-    limits.max_num_reqs = params_.max_num_reqs;
-    limits.max_num_tokens = params_.max_num_tokens;
-    limits.max_model_len = params_.max_model_len;
-    limits.head_size = params_.head_size;
-    limits.decode = decode_config();
     PAGEDATTN_ASSIGN_OR_RETURN(
-        workspace_, StepWorkspace::allocate(params_.device.index, plan::workspace_layout(limits)));
+        workspace_, gpu::StepWorkspace::allocate(params_.device.index,
+                                                 gpu::step_workspace_layout(params_, decode_ctas_)));
     split_layout_ =
         plan::split_workspace_layout(params_.max_num_tokens, params_.num_heads, params_.head_size);
     PAGEDATTN_ASSIGN_OR_RETURN(split_,
@@ -80,8 +70,8 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
     auto md = std::make_unique<FlashInferMetadata>();
     md->step = gpu::step_info(params_, meta);
     md->split = split_.view();
-    auto indptr = region<int32_t>(host, l.kv_indptr_offset, n + 1);
-    auto last_page = region<int32_t>(host, l.last_page_len_offset, n);
+    auto indptr = gpu::StepWorkspace::region<int32_t>(host, l.kv_indptr_offset, n + 1);
+    auto last_page = gpu::StepWorkspace::region<int32_t>(host, l.last_page_len_offset, n);
     plan::paged_kv_indptr(seqs, params_.block_size, indptr, last_page);
     md->paged_kv_indptr = indptr.data();
     md->paged_kv_last_page_len = last_page.data();
@@ -118,14 +108,14 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
     PAGEDATTN_ASSIGN_OR_RETURN(
         const plan::PrefillPlan prefill_plan,
         plan::plan_prefill(qsl, pass_seqs, nd, split_config, !params_.deterministic,
-                           region<int32_t>(host, l.prefill_cu_offset, n + 1),
-                           region<int32_t>(host, l.prefill_splits_offset, n)));
+                           gpu::StepWorkspace::region<int32_t>(host, l.prefill_cu_offset, n + 1),
+                           gpu::StepWorkspace::region<int32_t>(host, l.prefill_splits_offset, n)));
     prefill.max_splits_used = prefill_plan.max_splits_used;
     // The decodes (the first nd requests) run in the decode kernel: not this pass's work.
     prefill.kernel =
         gpu::builder_pass_kernel(params_, qsl.subspan(nd), pass_seqs.subspan(nd), meta.causal);
 
-    DecodePass& decode = md->decode;
+    gpu::DecodePass& decode = md->decode;
     decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled;
     int64_t plan_bytes = 0;
     if (decode.kernel) {
@@ -147,19 +137,13 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
 
  private:
   plan::DecodePlanConfig decode_config() const {
-    plan::DecodePlanConfig c;
-    c.num_ctas = std::max(1, decode_ctas_);
-    c.num_heads = params_.num_heads;
-    c.num_kv_heads = params_.num_kv_heads;
-    c.window_left = params_.sliding_window.left;
-    c.fixed_chunk_tokens = params_.deterministic ? plan::kDeterministicChunkTokens : 0;
-    return c;
+    return gpu::decode_plan_config(params_, decode_ctas_);
   }
 
   int num_sms_ = 0;
   int decode_ctas_ = 0;  // 0: no decode kernel for this layer (decodes run as prefills)
   gpu::CascadeBuilder cascade_;
-  std::unique_ptr<StepWorkspace> workspace_;
+  std::unique_ptr<gpu::StepWorkspace> workspace_;
   plan::SplitWorkspaceLayout split_layout_;
   gpu::SplitWorkspace split_;
   plan::DecodePlanScratch scratch_;
@@ -176,12 +160,10 @@ StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderPa
                             "per-request split bound)");
   }
   PAGEDATTN_ASSIGN_OR_RETURN(const int num_sms, gpu::builder_sm_count(params));
-  const int per_sm = kernels::decode_attention_ctas_per_sm(
-      params.head_size, params.dtype, kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype));
   PAGEDATTN_ASSIGN_OR_RETURN(
       gpu::CascadeBuilder cascade,
       gpu::CascadeBuilder::create("FLASHINFER", params, kCascadeFeatures, /*prefix_extra_ints=*/1));
-  auto builder = std::make_unique<FlashInferMetadataBuilder>(params, num_sms, num_sms * per_sm,
+  auto builder = std::make_unique<FlashInferMetadataBuilder>(params, num_sms, gpu::decode_grid_ctas(params, num_sms),
                                                              std::move(cascade));
   PAGEDATTN_RETURN_IF_ERROR(builder->init());
   return std::unique_ptr<AttentionMetadataBuilder>(std::move(builder));

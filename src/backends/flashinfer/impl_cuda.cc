@@ -123,7 +123,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
           paged(gpu::pass_from_request(md->prefill, md->parts.num_decodes), out));
     }
     if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
-      return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, *md, out),
+      return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, md->decode, out),
                                               stream);
     }
     return ok_status();
@@ -154,21 +154,6 @@ class FlashInferImpl final : public gpu::GpuImpl {
           "non-causal, as encoder attention is)");
     }
     return ok_status();
-  }
-
-  kernels::DecodeAttentionParams decode_params(const TensorView& query, const KVCacheView& kv_cache,
-                                               const KVScales& scales, const FlashInferMetadata& md,
-                                               const gpu::PassOutput& out) const {
-    kernels::DecodeAttentionParams p;
-    fill_layer(p, query, kv_cache, scales);
-    p.block_table = md.decode.block_table;
-    p.block_table_stride = md.decode.block_table_stride;
-    set_output(p, out);
-    p.plan = md.decode.plan;
-    p.partial_out = md.decode.partial_out;
-    p.partial_lse = md.decode.partial_lse;
-    p.num_ctas = md.decode.num_ctas;
-    return p;
   }
 
   gpu::LaunchGenerations generations_;

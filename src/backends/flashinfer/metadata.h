@@ -12,21 +12,11 @@
 
 namespace pagedattn::flashinfer {
 
-struct DecodePass {
-  bool kernel = false;  // the decode kernel serves this layer (else decodes run as prefills)
-  const void* plan = nullptr;  // device, kernels/decode/work.h layout
-  float* partial_out = nullptr;
-  float* partial_lse = nullptr;
-  int num_ctas = 0;
-  const int32_t* block_table = nullptr;  // [num_reqs, block_table_stride] int32, device
-  int64_t block_table_stride = 0;
-};
-
 struct FlashInferMetadata final : AttentionMetadata {
   gpu::StepInfo step;
   gpu::SplitWorkspaceView split;
   DecodePrefillSplit parts;  // what the kernels serve (all prefill when decode.kernel is false)
-  DecodePass decode;
+  gpu::DecodePass decode;
   plan::DecodePlanStats decode_stats;
   gpu::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
   gpu::CascadeMetadata cascade;

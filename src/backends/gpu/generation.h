@@ -63,18 +63,24 @@ class LaunchGenerations {
                    std::memory_order_relaxed);
   }
 
+  // Records a launch of the decode kernel beside the paged ones.
+  void note_decode() { used_.fetch_or(kUsedDecode, std::memory_order_relaxed); }
+
   // "v2", "v3", or "v3/v2" when launches used both (or, before any launch, when v3 is preferred:
-  // it runs where it serves and v2 elsewhere).
+  // it runs where it serves and v2 elsewhere); prefixed "decode+" once the decode kernel ran.
   std::string_view used() const {
     const int used = used_.load(std::memory_order_relaxed);
-    if (used == kUsedV2) return "v2";
-    if (used == kUsedV3) return "v3";
-    if (used == 0 && preferred_ == kernels::KernelGeneration::kV2) return "v2";
-    return "v3/v2";
+    const bool decode = (used & kUsedDecode) != 0;
+    const int paged = used & ~kUsedDecode;
+    if (paged == kUsedV2 || (paged == 0 && preferred_ == kernels::KernelGeneration::kV2)) {
+      return decode ? "decode+v2" : "v2";
+    }
+    if (paged == kUsedV3) return decode ? "decode+v3" : "v3";
+    return decode ? "decode+v3/v2" : "v3/v2";
   }
 
  private:
-  static constexpr int kUsedV2 = 1, kUsedV3 = 2;
+  static constexpr int kUsedV2 = 1, kUsedV3 = 2, kUsedDecode = 4;
   kernels::KernelGeneration preferred_;
   bool forced_;
   std::atomic<int> used_{0};

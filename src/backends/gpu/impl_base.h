@@ -13,6 +13,7 @@
 #include "backends/gpu/metadata.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/cache_write.h"
+#include "kernels/decode/decode_attention.h"
 #include "pagedattn/backend.h"
 
 namespace pagedattn::gpu {
@@ -101,6 +102,8 @@ class GpuImpl : public AttentionImpl {
     p.block_table = pass.block_table;
     p.block_table_stride = pass.block_table_stride;
     p.num_reqs = pass.num_reqs;
+    p.pass_requests = pass.pass_requests;
+    p.num_pass_reqs = pass.num_pass_reqs;
     p.max_query_len = pass.max_query_len;
     p.max_seq_len = pass.max_seq_len;
     p.causal = params_.causal_in_step(pass.causal);
@@ -112,6 +115,22 @@ class GpuImpl : public AttentionImpl {
                             std::to_string(token_capacity));
     }
     return ok_status();
+  }
+
+  // The decode kernel's launch of a step's decode pass, writing `out`.
+  kernels::DecodeAttentionParams decode_params(const TensorView& query, const KVCacheView& kv_cache,
+                                               const KVScales& scales, const DecodePass& decode,
+                                               const PassOutput& out) const {
+    kernels::DecodeAttentionParams p;
+    fill_layer(p, query, kv_cache, scales);
+    p.block_table = decode.block_table;
+    p.block_table_stride = decode.block_table_stride;
+    set_output(p, out);
+    p.plan = decode.plan;
+    p.partial_out = decode.partial_out;
+    p.partial_lse = decode.partial_lse;
+    p.num_ctas = decode.num_ctas;
+    return p;
   }
 
   template <typename P>

@@ -38,6 +38,22 @@ struct PassMetadata {
   int max_num_splits = 1;
   int max_splits_used = 1;
   PassKernel kernel = PassKernel::kV3;  // gpu::pass_kernel (generation.h)
+  // The requests this pass serves when not all (kernels::PagedAttentionParams::pass_requests):
+  // [num_reqs] int32, device, the num_pass_reqs served first, then -1, so that a captured launch
+  // over all num_reqs slots replays any mix.
+  const int32_t* pass_requests = nullptr;
+  int num_pass_reqs = 0;
+};
+
+// The decode kernel's part of a step (kernels/decode/): its plan in the step workspace.
+struct DecodePass {
+  bool kernel = false;  // the decode kernel serves this step's decode rows (else the paged kernels)
+  const void* plan = nullptr;  // device, kernels/decode/work.h layout
+  float* partial_out = nullptr;
+  float* partial_lse = nullptr;
+  int num_ctas = 0;
+  const int32_t* block_table = nullptr;  // [num_reqs, block_table_stride] int32, device
+  int64_t block_table_stride = 0;
 };
 
 // The pass over its requests from `first` on: the leading ones have empty query ranges (FLASHINFER's

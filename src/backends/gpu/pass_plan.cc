@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/attention/paged_attention.h"
+#include "kernels/decode/decode_attention.h"
 
 namespace pagedattn::gpu {
 
@@ -33,6 +34,32 @@ PassMetadata pass_metadata(const CommonAttentionMetadata& meta) {
   pass.max_seq_len = meta.max_seq_len;
   pass.causal = meta.causal;
   return pass;
+}
+
+int decode_grid_ctas(const BuilderParams& params, int num_sms) {
+  return num_sms * kernels::decode_attention_ctas_per_sm(
+                       params.head_size, params.dtype,
+                       kv_cache_storage_dtype(params.kv_cache_dtype, params.dtype));
+}
+
+plan::DecodePlanConfig decode_plan_config(const BuilderParams& params, int decode_ctas) {
+  plan::DecodePlanConfig c;
+  c.num_ctas = std::max(1, decode_ctas);
+  c.num_heads = params.num_heads;
+  c.num_kv_heads = params.num_kv_heads;
+  c.window_left = params.sliding_window.left;
+  c.fixed_chunk_tokens = params.deterministic ? plan::kDeterministicChunkTokens : 0;
+  return c;
+}
+
+plan::WorkspaceLayout step_workspace_layout(const BuilderParams& params, int decode_ctas) {
+  plan::WorkspaceLimits limits;
+  limits.max_num_reqs = params.max_num_reqs;
+  limits.max_num_tokens = params.max_num_tokens;
+  limits.max_model_len = params.max_model_len;
+  limits.head_size = params.head_size;
+  limits.decode = decode_plan_config(params, decode_ctas);
+  return plan::workspace_layout(limits);
 }
 
 }  // namespace pagedattn::gpu

@@ -1,11 +1,13 @@
-// What both GPU builders ask of every step the same way: the split-KV question and the pass over
-// the whole batch as the engine's metadata gives it.
+// What both GPU builders ask of every step the same way: the split-KV question, the pass over the
+// whole batch as the engine's metadata gives it, and the decode kernel's grid and plan.
 #pragma once
 
 #include "backends/gpu/metadata.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/metadata.h"
+#include "plan/decode_plan.h"
 #include "plan/split_kv.h"
+#include "plan/workspace.h"
 
 namespace pagedattn::gpu {
 
@@ -17,5 +19,16 @@ plan::SplitKVConfig split_config(const BuilderParams& params, int num_sms, int n
 
 // Every request of the step, its keys through the block table, with the step's mask; no split.
 PassMetadata pass_metadata(const CommonAttentionMetadata& meta);
+
+// The decode kernel's grid for the builder's layers (SMs x CTAs one SM holds), 0 where no decode
+// kernel serves their head size and dtypes.
+int decode_grid_ctas(const BuilderParams& params, int num_sms);
+
+// The decode plan for a grid of decode_ctas CTAs: heads, window, and under
+// BuilderParams::deterministic the fixed chunks that keep a request's bits batch-invariant.
+plan::DecodePlanConfig decode_plan_config(const BuilderParams& params, int decode_ctas);
+
+// The step workspace a builder needs for its limits and decode grid.
+plan::WorkspaceLayout step_workspace_layout(const BuilderParams& params, int decode_ctas);
 
 }  // namespace pagedattn::gpu

@@ -70,8 +70,14 @@ Status validate(const PagedAttentionParams& p) {
     return invalid_argument(
         "paged attention: max_num_splits > 1 needs split_out (16-byte aligned) and split_lse");
   }
-  if (p.max_query_len < 0 || p.num_reqs < 0 || p.num_tokens < 0) {
-    return invalid_argument("paged attention: negative max_query_len, num_reqs or num_tokens");
+  if (p.max_query_len < 0 || p.num_reqs < 0 || p.num_tokens < 0 || p.num_pass_reqs < 0) {
+    return invalid_argument(
+        "paged attention: negative max_query_len, num_reqs, num_pass_reqs or num_tokens");
+  }
+  if (p.pass_requests != nullptr && p.max_num_splits > 1 && p.num_splits_per_req == nullptr) {
+    return invalid_argument(
+        "paged attention: pass_requests with max_num_splits " + std::to_string(p.max_num_splits) +
+        " needs num_splits_per_req (0 for the requests outside the pass)");
   }
   PAGEDATTN_RETURN_IF_ERROR(check_operand_layout("paged attention", p));
   PAGEDATTN_RETURN_IF_ERROR(validate_ragged_source(p));
@@ -176,7 +182,7 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
                          PAGEDATTN_HEAD_SIZES + ")");
   }
   if (Status s = validate(params); !s.ok()) return s;
-  if (params.num_reqs == 0 || params.num_tokens == 0) return ok_status();
+  if (request_slots(params) == 0 || params.num_tokens == 0) return ok_status();
   return launch(params, kernel_head_size, stream);
 }
 

@@ -32,7 +32,14 @@ struct PagedAttentionParams : PagedOperands {
 
   const int32_t* cu_seqlens_q = nullptr;  // [num_reqs + 1] device
   const int32_t* seqused_k = nullptr;     // [num_reqs] device: keys per request
-  int num_reqs = 0;
+  int num_reqs = 0;  // rows of cu_seqlens_q (+ 1), seqused_k, block_table, num_splits_per_req
+  // The requests this launch serves when not all of them (FLASH_ATTN's prefill rows beside the
+  // decode kernel's decode rows, in any order): grid slot i serves request pass_requests[i], -1 an
+  // empty slot, for i < num_pass_reqs (device). nullptr: slot i serves request i < num_reqs. With
+  // splits, num_splits_per_req is required and 0 for the requests no slot names (their rows are
+  // another launch's: the split combine leaves them alone).
+  const int32_t* pass_requests = nullptr;
+  int num_pass_reqs = 0;
   int num_tokens = 0;
   int max_query_len = 0;  // upper bound, decides the grid (graph capture passes the padded max)
   int max_seq_len = 0;    // upper bound
@@ -68,6 +75,11 @@ struct PagedAttentionParams : PagedOperands {
   int64_t new_token_stride = 0;
   int64_t new_head_stride = 0;
 };
+
+// The grid's request slots: num_pass_reqs with pass_requests, else num_reqs.
+inline int request_slots(const PagedAttentionParams& p) {
+  return p.pass_requests != nullptr ? p.num_pass_reqs : p.num_reqs;
+}
 
 // Whether this build compiled the generation's kernels.
 bool paged_attention_generation_built(KernelGeneration generation);

@@ -22,6 +22,8 @@ __global__ void __launch_bounds__(kCombineThreads)
     const int mid = (lo + hi + 1) / 2;
     if (p.cu_seqlens_q[mid] <= token) lo = mid; else hi = mid - 1;
   }
+  // A request no slot of the launch names has 0 splits: its rows are another launch's.
+  if (p.pass_requests != nullptr && p.num_splits_per_req[lo] == 0) return;
   const int num_splits = p.num_splits_per_req != nullptr
                              ? min(max(p.num_splits_per_req[lo], 1), p.max_num_splits)
                              : p.max_num_splits;

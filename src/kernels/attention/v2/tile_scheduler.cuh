@@ -1,7 +1,7 @@
 // Tile scheduler of the v2 paged attention kernel: the grid shape, which (request, split, KV head,
 // column chunk, row tile) a CTA serves, and which KV tiles its split covers.
 //
-// Grid: x = (request * max_num_splits + split) * (KV heads * output-column chunks) + KV head
+// Grid: x = (request slot * max_num_splits + split) * (KV heads * output-column chunks) + KV head
 // chunk, y = row tile of the request's packed rows. KV heads vary fastest so that CTAs running
 // together read neighbouring bytes of the same cache blocks; the heaviest (last) row tiles start
 // first. Every bound comes from upper bounds (max_query_len, max_num_splits, num_reqs), so the
@@ -41,19 +41,21 @@ unsigned prefill_row_tiles(const KernelArgs& a) {
 
 inline dim3 grid_shape(const KernelArgs& a, unsigned row_tiles) {
   const PagedAttentionParams& p = a.p;
-  return dim3(static_cast<unsigned>(p.num_reqs * p.max_num_splits * p.num_kv_heads * a.dchunks),
+  return dim3(static_cast<unsigned>(request_slots(p) * p.max_num_splits * p.num_kv_heads * a.dchunks),
               row_tiles);
 }
 
 // Decodes this CTA's work; false when it has none (a split past the request's count, an empty
-// request, a request of the other tile shape, a row tile past its rows).
+// slot, an empty request, a request of the other tile shape, a row tile past its rows).
 template <typename Small, typename Large, bool kLarge>
 __device__ __forceinline__ bool schedule_cta(const KernelArgs& a, CtaWork& w, int& num_splits) {
   const PagedAttentionParams& p = a.p;
   const int heads = p.num_kv_heads * a.dchunks;
   const int head_idx = blockIdx.x % heads;
   const int work = blockIdx.x / heads;
-  w.req = work / p.max_num_splits;
+  const int slot = work / p.max_num_splits;
+  w.req = p.pass_requests != nullptr ? p.pass_requests[slot] : slot;
+  if (w.req < 0) return false;
   w.split = work % p.max_num_splits;
   num_splits = p.num_splits_per_req != nullptr
                    ? min(max(p.num_splits_per_req[w.req], 1), p.max_num_splits)

@@ -149,7 +149,7 @@ Status check_served(const PagedAttentionParams& p, bool pack_gqa) {
                        " query heads per KV head <= 16 (v2's decode tile serves it; v3 only with "
                        "GQA packing)");
   }
-  const int64_t tiles = heads_ok ? int64_t{pack_gqa ? p.num_kv_heads : p.num_heads} * p.num_reqs *
+  const int64_t tiles = heads_ok ? int64_t{pack_gqa ? p.num_kv_heads : p.num_heads} * request_slots(p) *
                                        num_query_tiles(p, pack_gqa) * std::max(1, p.max_num_splits)
                                  : 0;
   if (!heads_ok || tiles >= (int64_t{1} << 31)) {
@@ -267,7 +267,7 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
     return unsupported("kernel head size " + std::to_string(kernel_head_size) + " for head_size " +
                        std::to_string(p.head_size) + " (v3 serves its sizes exactly)");
   }
-  if (p.num_reqs == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
+  if (request_slots(p) == 0 || p.num_tokens == 0 || p.max_query_len == 0) return ok_status();
 
   alignas(64) CUtensorMap q_map;
   alignas(64) KvMaps kv_maps;
@@ -300,7 +300,8 @@ Status launch_v3(const PagedAttentionParams& p, int kernel_head_size, void* stre
   a.num_kv_heads = p.num_kv_heads;
   a.packed_positions = pack ? tile_positions(p, true) : 0;
   a.num_heads = p.num_heads;
-  a.num_reqs = p.num_reqs;
+  a.num_reqs = request_slots(p);
+  a.pass_requests = p.pass_requests;
   a.num_q_tiles = num_query_tiles(p, pack);
   // Split-KV: partials (f32) for the combine, which adds the sinks once.
   const bool split = p.max_num_splits > 1;

@@ -1,6 +1,6 @@
 // The work tiles of the v3 prefill kernel and the order a CTA takes them in (v3/traits.cuh,
 // PrefillArgs): tile t is split t % max_splits (split-KV; else every tile is split 0) and, with
-// u = t / max_splits, query head u % num_heads of request (u / num_heads) % num_reqs, query tile
+// u = t / max_splits, query head u % num_heads of request slot (u / num_heads) % num_reqs, query tile
 // num_q_tiles - 1 - u / (num_heads * num_reqs). Under a causal mask later query tiles see more
 // keys, so the longest tiles of every request come first and the short ones fill the end; the
 // query heads of one KV head are neighbours, so CTAs running together share K/V in L2. Every
@@ -58,9 +58,11 @@ __device__ __forceinline__ TileKind describe_tile(const PrefillArgs& a, int t, P
     w.kv_head = w.head / a.group;
     positions = S::kBlockM;
   }
-  w.req = rest % a.num_reqs;
+  const int slot = rest % a.num_reqs;
+  const int listed = a.pass_requests != nullptr ? a.pass_requests[slot] : slot;
+  w.req = max(listed, 0);  // an empty slot (-1) reads request 0's start and serves no rows
   w.q_start = a.cu_seqlens_q[w.req];
-  w.q_len = a.cu_seqlens_q[w.req + 1] - w.q_start;
+  w.q_len = listed < 0 ? 0 : a.cu_seqlens_q[w.req + 1] - w.q_start;
   w.q0 = (a.num_q_tiles - 1 - rest / a.num_reqs) * positions;
   if (w.q0 >= w.q_len) return TileKind::kNone;
   w.k_len = a.seqused_k[w.req];

@@ -159,7 +159,7 @@ struct PrefillArgs {
   // tiles from the last (the most keys under a causal mask) to the first; CTA b serves tiles b, b +
   // gridDim.x, ...
   int num_heads;
-  int num_reqs;
+  int num_reqs;  // request slots (kernels::request_slots)
   int num_q_tiles;  // of the longest request
   bool staged_o;    // O through shared memory (kStagedO sizes, 16-byte aligned output rows)
   // Score units (ScoreRule): the raw score q . k, or tanh(q . k * scale / cap) with a soft cap.
@@ -179,6 +179,7 @@ struct PrefillArgs {
   float* split_out;               // [max_splits, num_tokens, num_heads, head size] normalised
   float* split_lse;               // [max_splits, num_heads, num_tokens] natural log, no sinks
   int num_tokens;
+  const int32_t* pass_requests;  // slot -> request (-1: empty), or nullptr: slot = request
 };
 
 }  // namespace pagedattn::kernels::attention::v3

@@ -1,10 +1,10 @@
-#include "backends/flashinfer/step_workspace.h"
+#include "backends/gpu/step_workspace.h"
 
 #include <string>
 
 #include "runtime/check.h"
 
-namespace pagedattn::flashinfer {
+namespace pagedattn::gpu {
 
 StatusOr<std::unique_ptr<StepWorkspace>> StepWorkspace::allocate(
     int device, const plan::WorkspaceLayout& layout) {
@@ -51,4 +51,4 @@ Status StepWorkspace::upload(int64_t bytes) {
   return ok_status();
 }
 
-}  // namespace pagedattn::flashinfer
+}  // namespace pagedattn::gpu
