@@ -16,10 +16,12 @@ class CountedCommunicator : public Communicator {
 
   // all_gather: every chunk of recv but the rank's own; reduce_scatter: the other ranks' chunks of
   // send that are summed into recv; all_to_all: every chunk of recv but the one the rank sent itself.
-  Status all_gather(const TensorView& send, const TensorView& recv, StreamHandle stream) override;
+  Status all_gather(const TensorView& send, const TensorView& recv,
+                    StreamHandle stream = nullptr) override;
   Status reduce_scatter(const TensorView& send, const TensorView& recv,
-                        StreamHandle stream) override;
-  Status all_to_all(const TensorView& send, const TensorView& recv, StreamHandle stream) override;
+                        StreamHandle stream = nullptr) override;
+  Status all_to_all(const TensorView& send, const TensorView& recv,
+                    StreamHandle stream = nullptr) override;
 
   // Bytes received since the last call, and the count reset.
   double take_received_bytes();
