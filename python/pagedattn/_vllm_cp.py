@@ -98,7 +98,7 @@ def rank_partial(rows, q, block_table, out, return_lse, attend):
         keys = from_host(block_table, rows.keys[kept].astype(np.int32))
         tables = block_table[from_host(block_table, rows.request[kept])]
         max_keys = int(rows.keys.max())
-    if rows.all_kept():
+    if len(kept) and rows.all_kept():
         return attend(q, offsets, keys, max_keys, tables, out)
     out = empty(q, q.shape) if out is None else out
     lse = empty(q, (q.shape[1], q.shape[0]), float32=True) if return_lse else None

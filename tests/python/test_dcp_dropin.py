@@ -154,6 +154,15 @@ class RanksMatchTheOracle(unittest.TestCase):
         np.testing.assert_array_equal(out[:2], 0)
         self.assertTrue(np.all(np.isfinite(lse[:, 2])))
 
+    def test_a_call_without_rows(self):
+        k = np.zeros((2, BS, HKV, D), np.float32)
+        out, lse = vc.flash_attn_varlen_func(
+            np.zeros((0, H, D), np.float32), k, k, 0, np.zeros(1, np.int32), 0, seqused_k=np.zeros(0, np.int32),
+            block_table=np.zeros((0, 1), np.int32), causal=True, return_softmax_lse=True, cp_world_size=2,
+            cp_rank=1, cp_tot_seqused_k=np.zeros(0, np.int32))
+        self.assertEqual(out.shape, (0, H, D))
+        self.assertEqual(lse.shape, (H, 0))
+
     def test_explicit_single_rank_is_the_plain_call(self):
         step = Step()
         k, v, table, used = step.rank_cache(lambda t: 0, 0, seed=1)
