@@ -1,6 +1,7 @@
-// AttentionLayer carries decode context parallelism: a layer with a dcp_group gives the selector its
-// world size, the impl its group and combine path, and each step its sharding (shard_step), so N
-// ranks made from layers alone equal the N = 1 layer; without shard_step the ranks refuse the step.
+// AttentionLayer carries decode context parallelism: a layer with a dcp_group gives the selector
+// its world size, the impl its group and combine path, and each step its sharding (shard_step), so
+// N ranks made from layers alone equal the N = 1 layer; without shard_step the ranks refuse the
+// step.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -68,7 +69,8 @@ void head_slice(const cpu_test::RunResult& run, int64_t first, int64_t count,
     }
   }
   for (int64_t h = first; h < first + count; ++h) {
-    for (int64_t t = 0; t < tokens; ++t) lse.push_back(load_as_float(l.data(), l.dtype(), h * tokens + t));
+    for (int64_t t = 0; t < tokens; ++t)
+      lse.push_back(load_as_float(l.data(), l.dtype(), h * tokens + t));
   }
 }
 
@@ -79,13 +81,14 @@ struct Ranks {
 
 // Each rank's cache, tables and query slice as an engine holds them, with the builder and impl
 // parameters made from the rank's layer and, when `shard`, the step's DCP fields from shard_step.
-Ranks ranks_from_layers(const HostBatch& batch, int world_size, int interleave,
-                        DcpCommBackend path, bool shard) {
+Ranks ranks_from_layers(const HostBatch& batch, int world_size, int interleave, DcpCommBackend path,
+                        bool shard) {
   Ranks ranks;
   StatusOr<std::vector<std::unique_ptr<Communicator>>> group = make_in_process_group(world_size);
   EXPECT_TRUE(group.ok());
   ranks.group = std::move(*group);
-  const AttentionLayer whole = testing::attention_layer_for(batch.spec, batch.layout, Device::cpu());
+  const AttentionLayer whole =
+      testing::attention_layer_for(batch.spec, batch.layout, Device::cpu());
   for (int r = 0; r < world_size; ++r) {
     StatusOr<DcpRankStep> step = testing::make_dcp_rank_step(batch, world_size, r, interleave,
                                                              nullptr, DcpCommBackend::kAgRs);
@@ -102,8 +105,7 @@ Ranks ranks_from_layers(const HostBatch& batch, int world_size, int interleave,
   return ranks;
 }
 
-class DcpAttentionLayer
-    : public ::testing::TestWithParam<std::tuple<int, int, DcpCommBackend>> {};
+class DcpAttentionLayer : public ::testing::TestWithParam<std::tuple<int, int, DcpCommBackend>> {};
 
 TEST_P(DcpAttentionLayer, RanksMadeFromLayersEqualOneRank) {
   const auto [world_size, interleave, path] = GetParam();
@@ -145,7 +147,8 @@ TEST_P(DcpAttentionLayer, StepsNotShardedByTheLayerAreRefused) {
   Ranks ranks = ranks_from_layers(*batch, world_size, interleave, path, /*shard=*/false);
   for (const Status& s : testing::run_dcp_ranks(*batch, ranks.steps, ranks.group)) {
     // The rank's table holds its 1/N of the blocks; read as the whole sequence's it is too narrow.
-    EXPECT_NE(s.message().find("block_table_tensor is too narrow"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("block_table_tensor is too narrow"), std::string::npos)
+        << s.message();
   }
 }
 

@@ -99,7 +99,8 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   return names;
 }
 
-// Under --dcp every named backend must serve DCP; "auto" and "all" mean CPU_ATTN, the one that does.
+// Under --dcp every named backend must serve DCP; "auto" and "all" mean CPU_ATTN, the one that
+// does.
 StatusOr<std::vector<std::string>> dcp_backends_to_run(const ServeOptions& o,
                                                        const serve::ModelShape& m) {
   if (o.backend == "auto" || o.backend == "all") return std::vector<std::string>{"CPU_ATTN"};

@@ -15,7 +15,8 @@ class CountedCommunicator : public Communicator {
   Device device() const override { return inner_.device(); }
 
   // all_gather: every chunk of recv but the rank's own; reduce_scatter: the other ranks' chunks of
-  // send that are summed into recv; all_to_all: every chunk of recv but the one the rank sent itself.
+  // send that are summed into recv; all_to_all: every chunk of recv but the one the rank sent
+  // itself.
   Status all_gather(const TensorView& send, const TensorView& recv,
                     StreamHandle stream = nullptr) override;
   Status reduce_scatter(const TensorView& send, const TensorView& recv,

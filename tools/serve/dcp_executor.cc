@@ -64,7 +64,6 @@ Status DcpExecutor::make_rank(const ExecutorConfig& config, int r) {
   const int hq = m.num_heads / dcp_.world_size;
   Rank& rank = ranks_[r];
   rank.comm = std::make_unique<CountedCommunicator>(*group_[r]);
-  std::vector<std::vector<int>> layers_of_group;
   for (const LayerGroup& lg : m.layer_groups()) {
     AttentionLayer layer =
         attention_layer_of(m, lg.window, KVCacheLayout::kNHD, Device::cpu(), config.seed);
@@ -142,8 +141,7 @@ CommonAttentionMetadata DcpExecutor::rank_metadata(const StepBatch& b, Rank& ran
   m.query_start_loc = TensorView(const_cast<int32_t*>(b.query_start_loc.data()), DType::kI32,
                                  Device::cpu(), {n + 1});
   m.query_start_loc_cpu = m.query_start_loc;
-  m.seq_lens =
-      TensorView(const_cast<int32_t*>(b.seq_lens.data()), DType::kI32, Device::cpu(), {n});
+  m.seq_lens = TensorView(const_cast<int32_t*>(b.seq_lens.data()), DType::kI32, Device::cpu(), {n});
   m.seq_lens_cpu = m.seq_lens;
   m.num_reqs = b.num_reqs;
   m.num_actual_tokens = b.num_tokens;
@@ -151,7 +149,8 @@ CommonAttentionMetadata DcpExecutor::rank_metadata(const StepBatch& b, Rank& ran
   m.max_seq_len = b.max_seq_len;
   m.block_table_tensor = TensorView(const_cast<int32_t*>(b.block_table.data()), DType::kI32,
                                     Device::cpu(), {n, int64_t{b.table_width}});
-  m.slot_mapping = TensorView(rank.slots.data(), DType::kI64, Device::cpu(), {int64_t{b.num_tokens}});
+  m.slot_mapping =
+      TensorView(rank.slots.data(), DType::kI64, Device::cpu(), {int64_t{b.num_tokens}});
   m.causal = true;
   shard_step(rank.layers[0], m);
   return m;
@@ -159,8 +158,8 @@ CommonAttentionMetadata DcpExecutor::rank_metadata(const StepBatch& b, Rank& ran
 
 TensorView DcpExecutor::rank_output(const Rank& rank, int layer, int64_t tokens) const {
   const int hq = model_.num_heads / dcp_.world_size;
-  return TensorView(const_cast<uint16_t*>(rank.outputs[layer].data()), model_.dtype,
-                    Device::cpu(), {tokens, hq, model_.head_size});
+  return TensorView(const_cast<uint16_t*>(rank.outputs[layer].data()), model_.dtype, Device::cpu(),
+                    {tokens, hq, model_.head_size});
 }
 
 // The rank's heads of the step's query (a strided view), the step's K and V: each rank writes the
@@ -184,8 +183,7 @@ Status DcpExecutor::run_rank_layers(const StepBatch& b, Rank& rank, int r) {
     if (!backend_->forward_includes_kv_cache_update()) {
       PAGEDATTN_RETURN_IF_ERROR(impl.do_kv_cache_update(k, v, cache, slots, scales));
     }
-    PAGEDATTN_RETURN_IF_ERROR(impl.forward(rank_q, k, v, cache,
-                                           *rank.metadata[group_of_layer_[l]],
+    PAGEDATTN_RETURN_IF_ERROR(impl.forward(rank_q, k, v, cache, *rank.metadata[group_of_layer_[l]],
                                            rank_output(rank, l, t), TensorView(), scales));
   }
   return ok_status();
@@ -204,8 +202,8 @@ StatusOr<StepResult> DcpExecutor::run_step(const StepBatch& batch) {
   PAGEDATTN_RETURN_IF_ERROR(on_every_rank([&](Rank& rank, int r) -> Status {
     const DcpShard shard{shard0.world_size, r, shard0.interleave};
     PAGEDATTN_RETURN_IF_ERROR(dcp_slot_mapping(
-        step.query_start_loc, step.seq_lens, step.block_table, step.table_width,
-        model_.block_size, shard, std::span<int64_t>(rank.slots.data(), step.num_tokens)));
+        step.query_start_loc, step.seq_lens, step.block_table, step.table_width, model_.block_size,
+        shard, std::span<int64_t>(rank.slots.data(), step.num_tokens)));
     const CommonAttentionMetadata meta = rank_metadata(step, rank);
     for (size_t g = 0; g < rank.builders.size(); ++g) {
       PAGEDATTN_ASSIGN_OR_RETURN(rank.metadata[g], rank.builders[g]->build(0, meta));
@@ -215,11 +213,12 @@ StatusOr<StepResult> DcpExecutor::run_step(const StepBatch& batch) {
   result.build_ms = ms_since(build_start);
 
   const auto start = std::chrono::steady_clock::now();
-  PAGEDATTN_RETURN_IF_ERROR(on_every_rank(
-      [&](Rank& rank, int r) { return run_rank_layers(step, rank, r); }));
+  PAGEDATTN_RETURN_IF_ERROR(
+      on_every_rank([&](Rank& rank, int r) { return run_rank_layers(step, rank, r); }));
   result.attention_ms = ms_since(start);
   for (Rank& rank : ranks_) {
-    result.dcp_received_bytes = std::max(result.dcp_received_bytes, rank.comm->take_received_bytes());
+    result.dcp_received_bytes =
+        std::max(result.dcp_received_bytes, rank.comm->take_received_bytes());
   }
   return result;
 }

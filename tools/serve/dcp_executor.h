@@ -5,6 +5,7 @@
 // id naming a block of block_size tokens in its own cache, and its own slot mapping.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ class DcpExecutor : public StepExecutor {
  private:
   struct Rank {
     std::unique_ptr<CountedCommunicator> comm;
-    std::vector<AttentionLayer> layers;  // per layer group
+    std::vector<AttentionLayer> layers;                               // per layer group
     std::vector<std::unique_ptr<AttentionMetadataBuilder>> builders;  // per layer group
     std::vector<std::unique_ptr<AttentionMetadata>> metadata;         // per layer group
     std::vector<KVCacheAllocation> caches;                            // per layer

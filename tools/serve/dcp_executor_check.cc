@@ -35,8 +35,8 @@ StatusOr<std::vector<std::string>> DcpExecutor::check(const StepBatch& batch, in
       for (int h = 0; h < hq; ++h) {
         for (int i = 0; i < d; ++i) {
           const double a = load_as_float(got.data(), got.dtype(), (t * hq + h) * d + i);
-          const double b = load_as_float(want.data(), want.dtype(),
-                                         (t * model_.num_heads + r * hq + h) * d + i);
+          const double b =
+              load_as_float(want.data(), want.dtype(), (t * model_.num_heads + r * hq + h) * d + i);
           if (std::abs(a - b) <= tol.atol + tol.rtol * std::abs(b)) continue;
           char text[200];
           std::snprintf(text, sizeof(text),

@@ -90,8 +90,8 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
     run.preemptions += static_cast<int>(out.preempted.size());
     if (out.work.empty())
       return internal_error("step " + std::to_string(step) + ": nothing scheduled");
-    const StepBatch batch = make_step_batch(out, block_size, executor->table_width(),
-                                            executor->reorder_threshold());
+    const StepBatch batch =
+        make_step_batch(out, block_size, executor->table_width(), executor->reorder_threshold());
     StepRecord rec;
     rec.step = step;
     rec.num_reqs = batch.num_reqs;
