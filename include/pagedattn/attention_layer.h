@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "pagedattn/backend.h"
+#include "pagedattn/communicator.h"
+#include "pagedattn/dcp_sharding.h"
 
 namespace pagedattn {
 
@@ -25,6 +27,12 @@ struct AttentionLayer {
   std::vector<float> sinks;         // [num_heads] or empty
   bool per_head_kv_scales = false;  // FP8 caches: k/v scales per KV head
   Device device = Device::cpu();
+  // Decode context parallelism (docs/dcp.md): the group whose ranks shard this layer's KV cache by
+  // tokens (not owned; it must outlive what is made from the layer), null = none. Under DCP,
+  // num_heads and sinks are this rank's share of the group's query heads (vLLM's contract).
+  Communicator* dcp_group = nullptr;
+  DcpCommBackend dcp_comm_backend = DcpCommBackend::kAgRs;
+  int cp_kv_cache_interleave_size = 1;  // token t on rank (t / I) % world size
 };
 
 // `causal`: whether the engine's steps are causal (the layer's own type may override it).
@@ -32,5 +40,11 @@ AttentionSelectorConfig selector_config(const AttentionLayer& layer, bool causal
 // The builder's limits are left at their defaults: an engine sets them from its scheduler config.
 BuilderParams builder_params(const AttentionLayer& layer);
 AttentionImplParams impl_params(const AttentionLayer& layer);
+// The sharding of the layer's steps: its group's size and rank and its interleave ({1, 0, 1}
+// without a group). An engine cuts each rank's block table and slot mapping by it.
+DcpShard dcp_shard(const AttentionLayer& layer);
+// Writes dcp_shard(layer) into a step's metadata (dcp_world_size, dcp_rank,
+// cp_kv_cache_interleave_size), the fields the builders read.
+void shard_step(const AttentionLayer& layer, CommonAttentionMetadata& step);
 
 }  // namespace pagedattn

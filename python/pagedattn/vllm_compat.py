@@ -15,6 +15,7 @@ per array and cached (change them and pass a new array). docs/python.md lists ev
 """
 from . import _C
 from . import _checks as check
+from . import _vllm_cp as cp
 from . import _vllm_layers as layers
 from . import _vllm_schedule as schedules
 from ._arrays import device_of, empty, framework, to_host
@@ -202,6 +203,9 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     k_descale / v_descale are the FP8 cache's scales (scalar, [Hkv], or vLLM's [num_reqs, Hkv]
     broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn)
     is multiplied by q_descale into out's dtype (bfloat16 without out) before the kernels read it.
+    cp_world_size > 1 (with cp_rank and cp_tot_seqused_k, as vLLM's FA3 fork takes them; CPU_ATTN only):
+    k, v and seqused_k are rank cp_rank's share (position t on rank t % cp_world_size), the mask is causal
+    at absolute positions, and the result is this rank's partial attention, to combine by its LSE.
     """
     if block_table is None:
         raise ValueError("block_table is None: k and v must be the paged KV cache "
@@ -216,10 +220,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
         raise ValueError("return_attn_probs is not supported")
     if q_v is not None:
         raise ValueError("q_v is not supported")
-    if cp_world_size != 1 or cp_rank != 0 or cp_tot_seqused_k is not None:
-        raise ValueError("cp_world_size = %r, cp_rank = %r, cp_tot_seqused_k %s: context parallelism (DCP) is not "
-                         "supported yet (allowed: 1, 0, None)" % (cp_world_size, cp_rank,
-                                                                  "None" if cp_tot_seqused_k is None else "given"))
+    cp_world_size, cp_rank = cp.check_ranks(cp_world_size, cp_rank, cp_tot_seqused_k)
     softmax_scale = check.positive_scale(softmax_scale, "softmax_scale", "1/sqrt(head_size)")
     softcap = check.soft_cap(softcap, "softcap", "0 = no cap")
     window = check.window(window_size)
@@ -230,6 +231,12 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
         q = _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
     _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out)
     _check_constants(alibi_slopes, s_aux, q.shape[1])
+    if cp_world_size > 1:
+        cp.check_served(device_of(q), cp_world_size, window, alibi_slopes, s_aux)
+        return _rank_partial(q, k, v, cu_seqlens_q, max_seqlen_k, seqused_k, softmax_scale, causal, softcap,
+                             deterministic, block_table, return_softmax_lse, out, scheduler_metadata, k_descale,
+                             v_descale, num_splits, fa_version, (cp_world_size, cp_rank, cp_tot_seqused_k),
+                             kv_cache_dtype, stream)
     kv_format = layers.cache_format(q.dtype, k.dtype, kv_cache_dtype)
     if scheduler_metadata is None:
         scheduler_metadata = get_scheduler_metadata(
@@ -266,6 +273,27 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     impl.forward_split(q, k, v, attn_metadata, out, lse, k_descale if fp8 else None, v_descale if fp8 else None,
                        stream)
     return (out, lse) if return_softmax_lse else out
+
+
+def _rank_partial(q, k, v, cu_seqlens_q, max_seqlen_k, seqused_k, softmax_scale, causal, softcap, deterministic,
+                  block_table, return_softmax_lse, out, scheduler_metadata, k_descale, v_descale, num_splits,
+                  fa_version, cp_args, kv_cache_dtype, stream):
+    """flash_attn_varlen_func under context parallelism (_vllm_cp): this rank's partial attention, each query
+    row a request of its own over the rank's keys it sees at absolute positions."""
+    world, rank, totals = cp_args
+    if scheduler_metadata is not None and bool(causal) != schedules.find(scheduler_metadata, cu_seqlens_q,
+                                                                          seqused_k).causal:
+        raise ValueError("causal=%s but the scheduler_metadata was built with causal=%s (pass the same causal "
+                         "to get_scheduler_metadata)" % (bool(causal), not causal))
+    rows = cp.Rows(cu_seqlens_q, seqused_k, totals, (world, rank), causal, q.shape[0], max_seqlen_k)
+
+    def attend(q_rows, offsets, keys, max_keys, tables, out_rows):
+        return flash_attn_varlen_func(q_rows, k, v, 1, offsets, max_keys, seqused_k=keys, softmax_scale=softmax_scale,
+                                      causal=True, softcap=softcap, deterministic=deterministic, block_table=tables,
+                                      return_softmax_lse=return_softmax_lse, out=out_rows, k_descale=k_descale,
+                                      v_descale=v_descale, num_splits=num_splits, fa_version=fa_version,
+                                      kv_cache_dtype=kv_cache_dtype, stream=stream)
+    return cp.rank_partial(rows, q, block_table, out, return_softmax_lse, attend)
 
 
 def cascade_attention(output, query, key_cache, value_cache, cu_query_lens, max_query_len, cu_prefix_query_lens,

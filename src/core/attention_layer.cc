@@ -18,6 +18,7 @@ AttentionSelectorConfig selector_config(const AttentionLayer& layer, bool causal
   c.attn_type = layer.attn_type;
   c.use_per_head_quant_scales = layer.per_head_kv_scales;
   c.device = layer.device;
+  c.dcp_world_size = dcp_shard(layer).world_size;
   return c;
 }
 
@@ -50,7 +51,22 @@ AttentionImplParams impl_params(const AttentionLayer& layer) {
   p.sinks = layer.sinks;
   p.kv_layout = layer.kv_layout;
   p.device = layer.device;
+  p.dcp_group = layer.dcp_group;
+  p.dcp_comm_backend = layer.dcp_comm_backend;
   return p;
+}
+
+DcpShard dcp_shard(const AttentionLayer& layer) {
+  if (layer.dcp_group == nullptr) return DcpShard{1, 0, layer.cp_kv_cache_interleave_size};
+  return DcpShard{layer.dcp_group->world_size(), layer.dcp_group->rank(),
+                  layer.cp_kv_cache_interleave_size};
+}
+
+void shard_step(const AttentionLayer& layer, CommonAttentionMetadata& step) {
+  const DcpShard shard = dcp_shard(layer);
+  step.dcp_world_size = shard.world_size;
+  step.dcp_rank = shard.rank;
+  step.cp_kv_cache_interleave_size = shard.interleave;
 }
 
 }  // namespace pagedattn

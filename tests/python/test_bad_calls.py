@@ -123,7 +123,7 @@ def bad_calls():
         ("out shape", varlen(out=torch.empty(3, H, D)), r"out is float32 \[3, 4, 64\] \(expected \[4, 4, 64\]"),
         ("alibi shape", varlen(alibi_slopes=torch.ones(3)), r"alibi_slopes is float32 \[3\] \(expected \[4\]: one per"),
         ("s_aux shape", varlen(s_aux=torch.ones(2, 4)), r"s_aux is float32 \[2, 4\] \(expected rank 1\)"),
-        ("context parallelism", varlen(cp_world_size=2), r"context parallelism \(DCP\) is not supported yet"),
+        ("context parallelism", varlen(cp_world_size=2), r"cp_tot_seqused_k is None with cp_world_size = 2 \(required"),
         ("fa_version", varlen(fa_version=7), r"fa_version = 7 \(allowed: None = the backend's choice, 2, 3\)"),
         ("num_splits", varlen(num_splits=-1), r"num_splits = -1 \(allowed: 0"),
         ("batch_size", schedule(batch_size=-1), r"batch_size = -1 \(allowed: at least 0\)"),

@@ -12,8 +12,10 @@
 
 #include "commands.h"
 #include "common.h"
+#include "pagedattn/dcp_combine.h"
 #include "pagedattn/device_info.h"
 #include "probes.h"
+#include "serve/dcp_report.h"
 #include "serve/engine.h"
 #include "serve/output_path.h"
 #include "serve/plot.h"
@@ -41,6 +43,8 @@ struct ServeOptions {
   int progress_every = 50;
   std::string json = std::string(serve::kOutputDir) + "/serve.json";
   std::string plot = std::string(serve::kOutputDir) + "/serve.svg";
+  int dcp = 1;
+  std::string dcp_comm = "ag_rs";
 };
 
 // Why `b` cannot run on this machine at all, in serve's terms: not built, or no device of its kind.
@@ -95,6 +99,23 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   return names;
 }
 
+// Under --dcp every named backend must serve DCP; "auto" and "all" mean CPU_ATTN, the one that
+// does.
+StatusOr<std::vector<std::string>> dcp_backends_to_run(const ServeOptions& o,
+                                                       const serve::ModelShape& m) {
+  if (o.backend == "auto" || o.backend == "all") return std::vector<std::string>{"CPU_ATTN"};
+  std::stringstream in(o.backend);
+  for (std::string name; std::getline(in, name, ',');) {
+    const AttentionBackend* b = find_backend(name);
+    if (b != nullptr && !b->supports_dcp()) {
+      return invalid_argument("--dcp " + std::to_string(o.dcp) + ": " + std::string(b->name()) +
+                              " does not serve decode context parallelism yet; CPU_ATTN serves it "
+                              "(--backend cpu)");
+    }
+  }
+  return backends_to_run(o, m);
+}
+
 nlohmann::json config_json(const ServeOptions& o, const serve::EngineConfig& e,
                            const serve::Workload& w) {
   const serve::ModelShape& m = e.executor.model;
@@ -135,13 +156,18 @@ int run_serve(const ServeOptions& o) {
       o.trace.empty() ? serve::generate_workload(o.workload, model.max_model_len)
                       : serve::load_trace(o.trace, model.max_model_len);
   if (!workload.ok()) return bad_input(workload.status());
-  StatusOr<std::vector<std::string>> backends = backends_to_run(o, model);
+  StatusOr<std::vector<std::string>> backends =
+      o.dcp > 1 ? dcp_backends_to_run(o, model) : backends_to_run(o, model);
   if (!backends.ok()) return bad_input(backends.status());
+  StatusOr<DcpCommBackend> dcp_comm = parse_dcp_comm_backend(o.dcp_comm);
+  if (!dcp_comm.ok()) return bad_input("--dcp-comm: " + dcp_comm.status().message());
 
   serve::EngineConfig config;
   config.executor.model = model;
   const int one_request = (model.max_model_len + model.block_size - 1) / model.block_size + 1;
   config.executor.num_blocks = o.num_blocks > 0 ? o.num_blocks : std::max(512, one_request);
+  // Under DCP an engine block holds block_size * N tokens: the same tokens in 1/N of the blocks.
+  config.executor.num_blocks = (config.executor.num_blocks + o.dcp - 1) / o.dcp;
   config.executor.max_num_seqs = o.max_num_seqs;
   config.executor.max_num_batched_tokens = o.max_num_batched_tokens;
   config.executor.cuda_graphs = !o.no_cuda_graphs;
@@ -150,6 +176,7 @@ int run_serve(const ServeOptions& o) {
   config.prefix_caching = !o.no_prefix_caching;
   config.check_every = o.check_every;
   config.check_requests = o.check_requests;
+  config.dcp = {o.dcp, *dcp_comm};
 
   std::cout << "pagedattn serve: " << model.describe() << "\n"
             << "workload: " << workload->description << "\n"
@@ -157,14 +184,20 @@ int run_serve(const ServeOptions& o) {
             << o.max_num_seqs << ", max_num_batched_tokens " << o.max_num_batched_tokens
             << ", prefix caching " << (config.prefix_caching ? "on" : "off") << ", CUDA graphs "
             << (config.executor.cuda_graphs ? "on" : "off") << ", oracle every " << o.check_every
-            << " steps\n"
-            << std::flush;
+            << " steps\n";
+  if (o.dcp > 1) {
+    std::cout << "dcp: " << o.dcp << " ranks as threads of this process (in-process communicator), "
+              << o.dcp_comm << " combine, " << model.block_size
+              << " tokens per rank in each engine block; N = 1 runs every step too\n";
+  }
+  std::cout << std::flush;
 
   std::vector<serve::EngineRun> runs;
   std::vector<serve::Summary> summaries;
   std::map<std::string, Ceiling> ceilings;  // one probe per device, the one bench uses
   nlohmann::json report = config_json(o, config, *workload);
   int exit_code = kExitOk;
+  std::string dcp_tables;
   for (const std::string& name : *backends) {
     config.executor.backend = name;
     serve::Progress progress(name == "auto" ? "serve" : name, serve::Progress::stderr_is_terminal(),
@@ -185,6 +218,11 @@ int run_serve(const ServeOptions& o) {
     summaries.push_back(serve::summarize(*run, {ceiling.value, ceiling.method}));
     nlohmann::json entry = serve::summary_json(summaries.back());
     entry["per_step"] = serve::steps_json(*run);
+    if (run->dcp_world_size > 1) {
+      const serve::DcpSummary dcp = serve::summarize_dcp(*run);
+      dcp_tables += "\n" + run->backend + " beside N = 1:\n" + serve::format_dcp_table(dcp);
+      entry["dcp"] = serve::dcp_json(dcp);
+    }
     report["backends"].push_back(entry);
     if (!run->note.empty()) std::cout << run->backend << ": " << run->note << "\n";
     if (!run->failure.empty()) {
@@ -194,7 +232,7 @@ int run_serve(const ServeOptions& o) {
     runs.push_back(std::move(run).value());
   }
   if (runs.empty()) return exit_code;
-  std::cout << "\n" << serve::format_table(summaries);
+  std::cout << "\n" << serve::format_table(summaries) << dcp_tables;
   for (const auto& [device, ceiling] : ceilings)
     std::cout << "read ceiling of " << device << ": " << describe_ceiling(ceiling, "GB/s") << "\n";
   if (!o.plot.empty()) {
@@ -283,6 +321,13 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "Steps between progress lines when stderr is no terminal")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--dcp", o->dcp,
+                  "Decode context parallelism: N ranks as threads on CPU_ATTN, each holding 1/N of "
+                  "the KV cache, run beside N = 1 (docs/dcp.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--dcp-comm", o->dcp_comm, "How the DCP ranks combine: ag_rs or a2a")
+      ->capture_default_str();
   cmd->add_option("--plot", o->plot,
                   "SVG of the step times by step kind (a .svg file name; '' = none)")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 #include <memory>
 #include <random>
 
+#include "pagedattn/dcp_combine.h"
 #include "serve/step_batch.h"
 
 namespace pagedattn::serve {
@@ -21,13 +22,31 @@ std::vector<int> sample_positions(const StepBatch& b, int count, std::mt19937_64
   return picked;
 }
 
+// The plain executor, or DCP's with its figures recorded in `run`.
+StatusOr<std::unique_ptr<StepExecutor>> make_executor(const EngineConfig& config, EngineRun& run) {
+  if (config.dcp.world_size == 1) {
+    PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<Executor> plain, Executor::create(config.executor));
+    return std::unique_ptr<StepExecutor>(std::move(plain));
+  }
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<DcpExecutor> dcp,
+                             DcpExecutor::create(config.executor, config.dcp));
+  run.dcp_world_size = config.dcp.world_size;
+  run.dcp_comm = dcp_comm_backend_name(config.dcp.comm_backend);
+  run.rank_kv_cache_bytes = dcp->rank_kv_cache_bytes();
+  run.single_rank_kv_cache_bytes = dcp->single_rank_kv_cache_bytes();
+  return std::unique_ptr<StepExecutor>(std::move(dcp));
+}
+
 }  // namespace
 
 StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workload,
                                const ProgressFn& progress) {
-  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<Executor> executor, Executor::create(config.executor));
+  EngineRun run;
+  PAGEDATTN_ASSIGN_OR_RETURN(std::unique_ptr<StepExecutor> executor, make_executor(config, run));
   const ModelShape& model = config.executor.model;
-  const int per_request_blocks = (model.max_model_len + model.block_size - 1) / model.block_size;
+  // Under DCP an engine block holds block_size tokens on each of the N ranks.
+  const int block_size = model.block_size * config.dcp.world_size;
+  const int per_request_blocks = (model.max_model_len + block_size - 1) / block_size;
   if (config.executor.num_blocks - 1 < per_request_blocks) {
     return invalid_argument(
         "num_blocks = " + std::to_string(config.executor.num_blocks) +
@@ -35,7 +54,7 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
         " (needs " + std::to_string(per_request_blocks + 1) + " with the null block)");
   }
   BlockPool pool(config.executor.num_blocks, config.prefix_caching);
-  KVCacheManager kv(pool, model.block_size);
+  KVCacheManager kv(pool, block_size);
   Scheduler scheduler(config.scheduler, kv);
 
   std::vector<std::unique_ptr<Request>> requests;
@@ -53,7 +72,6 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
     return sampled_token(seed, r.id, position);
   };
 
-  EngineRun run;
   run.backend = executor->label();
   run.device = device_name(executor->device());
   std::mt19937_64 check_rng(seed ^ 0xC4ECull);
@@ -72,8 +90,8 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
     run.preemptions += static_cast<int>(out.preempted.size());
     if (out.work.empty())
       return internal_error("step " + std::to_string(step) + ": nothing scheduled");
-    const StepBatch batch = make_step_batch(out, model.block_size, executor->table_width(),
-                                            executor->reorder_threshold());
+    const StepBatch batch =
+        make_step_batch(out, block_size, executor->table_width(), executor->reorder_threshold());
     StepRecord rec;
     rec.step = step;
     rec.num_reqs = batch.num_reqs;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "serve/dcp_executor.h"
 #include "serve/executor.h"
 #include "serve/scheduler.h"
 #include "serve/workload.h"
@@ -16,6 +17,7 @@ namespace pagedattn::serve {
 
 struct EngineConfig {
   ExecutorConfig executor;
+  DcpConfig dcp;  // world_size > 1: N simulated DCP ranks beside N = 1 (DcpExecutor)
   SchedulerConfig scheduler;
   bool prefix_caching = true;
   int check_every = 8;     // steps between oracle checks (0 = never)
@@ -47,6 +49,10 @@ struct EngineRun {
   int64_t prefix_query_tokens = 0, prefix_hit_tokens = 0;
   std::string failure;  // the oracle mismatch that stopped the run, if any
   std::string note;     // e.g. why CUDA graphs were turned off
+  // Under DCP: the ranks, their combine path, and the KV cache of one rank and of N = 1.
+  int dcp_world_size = 1;
+  std::string dcp_comm;
+  int64_t rank_kv_cache_bytes = 0, single_rank_kv_cache_bytes = 0;
 };
 
 // Reports progress after each step (steps done, requests finished of total, running, KV usage).

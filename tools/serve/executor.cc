@@ -167,6 +167,28 @@ TensorView Executor::rows(void* data, int64_t tokens, int heads) const {
   return TensorView(data, model_.dtype, device_, {tokens, heads, model_.head_size});
 }
 
+TensorView Executor::step_query(int64_t tokens) const {
+  return rows(buf_.query, tokens, model_.num_heads);
+}
+
+TensorView Executor::step_key(int64_t tokens) const {
+  return rows(buf_.key, tokens, model_.num_kv_heads);
+}
+
+TensorView Executor::step_value(int64_t tokens) const {
+  return rows(buf_.value, tokens, model_.num_kv_heads);
+}
+
+TensorView Executor::step_output(int layer, int64_t tokens) const {
+  return rows(buf_.outputs[layer], tokens, model_.num_heads);
+}
+
+int64_t Executor::kv_cache_bytes() const {
+  int64_t bytes = 0;
+  for (const KVCacheAllocation& cache : caches_) bytes += static_cast<int64_t>(cache.nbytes());
+  return bytes;
+}
+
 int Executor::graph_batch_size(int num_reqs) const {
   const int largest = std::min(max_reqs_, max_tokens_);  // a padded step still fits the buffers
   for (int n = num_reqs; n <= largest; ++n) {

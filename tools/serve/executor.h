@@ -18,6 +18,7 @@
 #include "serve/device_ops.h"
 #include "serve/model.h"
 #include "serve/step_batch.h"
+#include "serve/step_executor.h"
 
 namespace pagedattn::serve {
 
@@ -31,34 +32,29 @@ struct ExecutorConfig {
   uint64_t seed = 1;
 };
 
-struct StepResult {
-  double attention_ms = 0.0;  // cache update + attention over every layer (or the graph replay)
-  double build_ms = 0.0;      // builder.build for every group (host)
-  bool cascade = false;       // build() got the shared prefix
-  bool graph = false;         // replayed a CUDA graph
-  int graph_batch = 0;        // the padded batch size it replayed
-  double kv_bytes = 0.0;      // cache bytes the layers read
-};
-
-class Executor {
+class Executor : public StepExecutor {
  public:
   static StatusOr<std::unique_ptr<Executor>> create(const ExecutorConfig& config);
 
-  std::string label() const;  // "FLASH_ATTN (v2)"
-  const Device& device() const { return device_; }
-  // The strictest reorder_batch_threshold of the groups' builders; unset = keep the order.
-  std::optional<int> reorder_threshold() const;
-  int table_width() const { return table_width_; }
-  // Why graphs were turned off during the run (a capture failed); empty if they were not.
-  const std::string& graph_error() const { return graph_error_; }
+  std::string label() const override;
+  const Device& device() const override { return device_; }
+  std::optional<int> reorder_threshold() const override;
+  int table_width() const override { return table_width_; }
+  const std::string& graph_error() const override { return graph_error_; }
 
-  StatusOr<StepResult> run_step(const StepBatch& batch);
-  // FNV-1a of every layer's output rows of the last step (reproducibility checks).
-  StatusOr<uint64_t> output_digest(const StepBatch& batch);
-  // The float64 oracle on `layer` for the requests at batch positions `positions` (their last
-  // `max_rows` query rows), against the last step's output. A message per failing request.
+  StatusOr<StepResult> run_step(const StepBatch& batch) override;
+  StatusOr<uint64_t> output_digest(const StepBatch& batch) override;
   StatusOr<std::vector<std::string>> check(const StepBatch& batch, int layer,
-                                           std::span<const int> positions, int max_rows);
+                                           std::span<const int> positions, int max_rows) override;
+
+  // The last step's Q [T, Hq, D], K and V [T, Hkv, D] and layer `layer`'s output [T, Hq, D], on
+  // the executor's device: what a DCP run feeds its ranks and compares them with.
+  TensorView step_query(int64_t tokens) const;
+  TensorView step_key(int64_t tokens) const;
+  TensorView step_value(int64_t tokens) const;
+  TensorView step_output(int layer, int64_t tokens) const;
+  // Bytes of every layer's KV cache.
+  int64_t kv_cache_bytes() const;
 
  private:
   struct Group {

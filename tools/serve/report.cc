@@ -164,6 +164,10 @@ nlohmann::json steps_json(const EngineRun& run) {
     j["graph"].push_back(r.result.graph);
     j["graph_batch"].push_back(r.result.graph_batch);
     j["preempted"].push_back(r.preempted);
+    if (run.dcp_world_size > 1) {
+      j["dcp_received_bytes"].push_back(r.result.dcp_received_bytes);
+      j["single_rank_attention_ms"].push_back(r.result.single_rank_ms);
+    }
   }
   return j;
 }
