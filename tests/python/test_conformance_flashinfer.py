@@ -34,8 +34,9 @@ class PagedStep:
         inner = (page_size, num_kv_heads, head_dim) if kv_layout == "NHD" else (num_kv_heads, page_size, head_dim)
         if contiguous_kv:
             self.kv = torch.randn(total, 2, *inner, generator=gen).to(dtype)
-        else:  # every other pair of planes of a larger buffer: strided pages, unit head dim
-            self.kv = torch.randn(total, 4, *inner, generator=gen).to(dtype)[:, ::2]
+        else:  # FlashInfer's non-contiguous cache: every dim but the head dim strided in a larger buffer
+            self.kv = torch.randn(total, 2, 2, 2, inner[0], 2, inner[1], 2, inner[2], generator=gen).to(dtype)[
+                :, 1, :, 1, :, 1, :, 1, :]
         self.indptr = torch.arange(batch_size + 1, dtype=torch.int32) * pages_per_seq
         self.indices = torch.randperm(total, generator=gen).to(torch.int32)
         self.last_page_len = torch.full((batch_size,), (kv_len - 1) % page_size + 1, dtype=torch.int32)
