@@ -125,12 +125,16 @@ class MultiLevelCascadeAttentionWrapper:
         """The cascade's output [total_q, Hq, D] (and its base-2 LSE [total_q, Hq] with return_lse)."""
         if sinks is not None:
             raise ValueError("sinks: a cascade's sinks are not supported (allowed: None)")
+        check.array(q, "q", rank=3, dtypes=check.FLOAT_DTYPES)
+        if out is not None:
+            check.array(out, "out", dtypes=(check.dtype_name(q.dtype),), shape=q.shape, why="q's shape and dtype")
+        if lse is not None:
+            check.array(lse, "lse", dtypes=("float32",), shape=q.shape[:2], why="[q tokens, num_qo_heads]")
         merged, merged_lse = self._levels[0].run(q, paged_kv_cache, return_lse=True, stream=stream)
         for wrapper in self._levels[1:]:
             level, level_lse = wrapper.run(q, paged_kv_cache, return_lse=True, stream=stream)
             merged, merged_lse = merge_state(merged, merged_lse, level, level_lse)
         if out is not None:
-            check.array(out, "out", shape=q.shape, why="q's shape")
             out[...] = merged
             merged = out
         if lse is not None:

@@ -250,6 +250,9 @@ class FlashInferArguments(unittest.TestCase):
         self.refused(r"kv_layout = 'NDH' \(allowed: 'NHD', 'HND'\)", fi.single_prefill_with_kv_cache, self.q, keys,
                      keys, kv_layout="NDH")
         self.refused(r"v is None \(expected an array\)", fi.merge_states, None, torch.zeros(2, 1, H))
+        cascade = fi.MultiLevelCascadeAttentionWrapper(1, torch.zeros(16, dtype=torch.uint8))
+        self.refused(r"lse is float32 \[2, 3\] \(expected \[2, 4\]: \[q tokens, num_qo_heads\]\)", cascade.run,
+                     self.q, self.cache, lse=torch.zeros(2, 3))
 
 
 def cpu_decode_wrapper(torch):
