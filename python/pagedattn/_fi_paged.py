@@ -124,6 +124,11 @@ class PagedWrapper:
         sm_scale = check.positive_scale(sm_scale, "sm_scale", "1/sqrt(head_dim)")
         softcap = check.soft_cap(logits_soft_cap, "logits_soft_cap", "None or 0 = no cap") or None
         q_dtype = check.float_dtype(q_data_type, "q_data_type", "; FP8 queries are not supported by the C++ API yet")
+        kv_format = layers.cache_format(q_dtype, q_dtype if kv_data_type is None else kv_data_type, None)
+        if rope and kv_format.startswith("fp8"):
+            raise ValueError("pos_encoding_mode = 'ROPE_LLAMA' with an FP8 cache (%s): the drop-in turns the keys "
+                             "before our kernels read them, and FP8 keys would lose precision re-quantized (allowed "
+                             "with ROPE_LLAMA: a 16-bit or float32 cache)" % kv_format)
         starts, flat, kv_lens = self._page_table(indptr, indices, last_page_len, page_size, names)
         qsl = check.offsets(host_ints(qo_indptr, "qo_indptr"), "qo_indptr", len(kv_lens))
         q_positions = rope_mod.query_positions(qsl, kv_lens) if rope else None
@@ -137,10 +142,6 @@ class PagedWrapper:
         window = (window_left, 0 if causal else -1) if window_left >= 0 else (-1, -1)
         builder, kv_dtype = self._builder(heads, block_size, causal, window, softcap, q_dtype, kv_data_type, len(rows),
                                           int(qsl[-1]), int(seq_lens.max(initial=0)))
-        if rope and kv_dtype.startswith("fp8"):
-            raise ValueError("pos_encoding_mode = 'ROPE_LLAMA' with an FP8 cache (%s): the drop-in turns the keys "
-                             "before our kernels read them, and FP8 keys would lose precision re-quantized (allowed "
-                             "with ROPE_LLAMA: a 16-bit or float32 cache)" % kv_dtype)
         self._check_order(builder, np.diff(qsl))
         arrays = self._step_arrays(qsl.astype(np.int32), seq_lens.astype(np.int32), table,
                                    -(-self._fixed_pages * page_size // block_size) + 1 if self._graph else 0)
