@@ -53,7 +53,7 @@ class PagedStep:
         v = kv[:, 1].reshape(-1, *kv.shape[3:])[:self.kv_lens[r]]
         return k, v
 
-    def reference(self, causal, soft_cap=0.0, scale=None, rope=None):
+    def reference(self, causal, soft_cap=0.0, scale=None, rope=None, window=(-1, -1)):
         """(out, lse base 2) in float64; rope = (theta, scale) turns q and k as FlashInfer's ROPE_LLAMA."""
         scale = self.q.shape[2] ** -0.5 if scale is None else scale
         outs, lses, start = [], [], 0
@@ -62,7 +62,7 @@ class PagedStep:
             q = self.q[start:start + n]
             if rope is not None:
                 q, k = turned(q, k, *rope)
-            out, lse = cf.attention(q, k, v, causal, scale, softcap=soft_cap)
+            out, lse = cf.attention(q, k, v, causal, scale, window=window, softcap=soft_cap)
             outs.append(out)
             lses.append(lse)
             start += n
@@ -271,6 +271,52 @@ class BatchPrefillPaged(unittest.TestCase):
         self.assertIs(got[0], out)
         self.assertIs(got[1], lse)
         check_result(self, got, *step.reference(True), True)
+
+
+class MultiplesOf16:
+    """The bound backend as the GPU kernels take pages (multiples of 16 only), so that the drop-in's
+    gather into 16-token blocks runs here on CPU_ATTN as it runs on a GPU."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def supports_block_size(self, size):
+        return size % 16 == 0
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+@cf.needs_torch
+class GatheredPages(unittest.TestCase):
+    """Page sizes the kernels do not take: each request's keys gathered into 16-token blocks."""
+
+    def test_page_sizes_the_kernels_do_not_take(self):
+        for page_size, layout, halves, qo_len in ((1, "NHD", False, 1), (5, "HND", False, 7), (8, "NHD", True, 1),
+                                                  (24, "HND", True, 9)):
+            with self.subTest(page_size=page_size, layout=layout, halves=halves, qo_len=qo_len):
+                step = PagedStep(4, 61, qo_len, page_size, 2, 8, 64, layout, False, seed=page_size)
+                wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+                wrapper._backend = MultiplesOf16(wrapper._backend)
+                wrapper.plan(step.qo_indptr, step.indptr, step.indices, step.last_page_len, 8, 2, 64, page_size,
+                             causal=True, window_left=20)
+                self.assertTrue(wrapper._step["gathered"])
+                cache = (step.kv[:, 0], step.kv[:, 1]) if halves else step.kv
+                out, lse = wrapper.run(step.q, cache, return_lse=True)
+                want, want_lse = step.reference(True, window=(20, 0))
+                check_result(self, (out, lse), want, want_lse, True)
+
+    def test_an_fp8_cache_gathered_with_its_scales(self):
+        step = PagedStep(3, 45, 1, 8, 2, 4, 64, "NHD", True)
+        gen = torch.Generator().manual_seed(9)
+        codes = torch.randint(0, 0x7E, step.kv.shape, generator=gen, dtype=torch.uint8)
+        step.kv = cf.e4m3_to_float(codes).to(torch.float16)
+        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+        wrapper._backend = MultiplesOf16(wrapper._backend)
+        wrapper.plan(step.indptr, step.indices, step.last_page_len, 4, 2, 64, 8, kv_data_type="float8_e4m3fn")
+        out = wrapper.run(step.q, codes, k_scale=0.5, v_scale=2.0)
+        step.kv = step.kv.double() * torch.tensor([0.5, 2.0], dtype=torch.float64).view(1, 2, 1, 1, 1)
+        cf.assert_close(self, out, step.reference(False)[0], "float16", "FP8 pages of 8, gathered")
 
 
 @cf.needs_torch
