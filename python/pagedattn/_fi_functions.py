@@ -1,7 +1,7 @@
 """FlashInfer's ragged and cascade wrappers, its single-request functions and its state merges, on top
-of the paged wrapper: contiguous keys [kv_len, Hkv, D] are a paged cache of one-token pages (so they
-run where the backend takes page size 1: CPU_ATTN; elsewhere a ValueError names it), and the levels
-of a cascade are prefill steps merged by their LSEs."""
+of the paged wrapper: contiguous keys [kv_len, Hkv, D] are a paged cache of one-token pages (read in
+place by CPU_ATTN, gathered into 16-token blocks for the GPU kernels), and the levels of a cascade are
+prefill steps merged by their LSEs."""
 import numpy as np
 
 from . import _C

@@ -9,7 +9,8 @@ page_size, Hkv, D]`` NHD or ``[num_pages, 2, Hkv, page_size, D]`` HND, or the (K
 where it serves the workspace's device, else the device's best (CPU_ATTN on the CPU); "fa2" / "fa3"
 force FLASHINFER's kernel generation; our backends' names ("flashinfer", "flash_attn", "cpu") pick
 one. ``plan()`` reads the page table on the host and builds the step (once per step, for every
-layer); ``run()`` only converts the arrays and queues the kernel on the caller's stream. What is not
+layer); ``run()`` only converts the arrays and queues the kernel on the caller's stream (first gathering
+pages the kernels cannot take into 16-token blocks, and turning q and k under ROPE_LLAMA). What is not
 supported is a ValueError that names it; docs/python.md lists every keyword.
 """
 import numpy as np
