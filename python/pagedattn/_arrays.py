@@ -119,6 +119,16 @@ def from_host(like, values):
     return values
 
 
+def store_host(dst, values):
+    """dst[...] = values (a host NumPy array), in place on dst's device."""
+    import numpy
+
+    if framework(dst) == "torch":
+        dst.copy_(sys.modules["torch"].from_numpy(numpy.ascontiguousarray(values)))
+    else:
+        dst[...] = from_host(dst, numpy.ascontiguousarray(values))
+
+
 def permuted(array, order):
     """A view of `array` with its dims reordered (result dim i is dim order[i])."""
     return array.permute(*order) if framework(array) == "torch" else array.transpose(order)

@@ -1,13 +1,13 @@
 """FlashInfer's ragged and cascade wrappers, its single-request functions and its state merges, on top
-of the paged wrapper: contiguous keys [kv_len, Hkv, D] are a paged cache of one-token pages (so they
-run where the backend takes page size 1: CPU_ATTN; elsewhere a ValueError names it), and the levels
-of a cascade are prefill steps merged by their LSEs."""
+of the paged wrapper: contiguous keys [kv_len, Hkv, D] are a paged cache of one-token pages (read in
+place by CPU_ATTN, gathered into 16-token blocks for the GPU kernels), and the levels of a cascade are
+prefill steps merged by their LSEs."""
 import numpy as np
 
 from . import _C
 from . import _checks as check
-from ._arrays import device_of, empty, framework, permuted, to_host
-from ._fi_paged import LN2, PagedWrapper
+from ._arrays import device_of, empty, framework, permuted
+from ._fi_paged import LN2, PagedWrapper, host_ints
 
 _FLOAT_NAMES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
 
@@ -33,6 +33,7 @@ class BatchPrefillWithRaggedKVCacheWrapper:
         if kv_layout not in ("NHD", "HND"):
             raise ValueError("kv_layout = %r (allowed: 'NHD', 'HND')" % (kv_layout,))
         self._layout = kv_layout  # of k and v; their one-token pages are NHD whichever it is
+        self._keys = 0  # kv_indptr[-1] of the plan
         self._paged = _TokenPages(float_workspace_buffer, "NHD", False, {}, backend)
 
     def plan(self, qo_indptr, kv_indptr, num_qo_heads, num_kv_heads, head_dim_qk, head_dim_vo=None, custom_mask=None,
@@ -40,27 +41,32 @@ class BatchPrefillWithRaggedKVCacheWrapper:
              window_left=-1, logits_soft_cap=None, sm_scale=None, rope_scale=None, rope_theta=None,
              q_data_type="float16", kv_data_type=None, non_blocking=True):
         """Plans a step whose request r has qo_indptr[r + 1] - qo_indptr[r] queries and the keys
-        kv_indptr[r] to kv_indptr[r + 1] (read on the host). rope_scale, rope_theta, non_blocking:
-        accepted, no effect (FlashInfer reads the first two only with ROPE_LLAMA)."""
+        kv_indptr[r] to kv_indptr[r + 1] (read on the host); RoPE as in the paged plans; non_blocking:
+        accepted, no effect."""
         if use_fp16_qk_reduction:
             raise ValueError("use_fp16_qk_reduction = True: scores are reduced in float32 (allowed: False)")
         if custom_mask is not None or packed_custom_mask is not None:
             raise ValueError("custom_mask is not supported (causal or non-causal only)")
         if head_dim_vo not in (None, head_dim_qk):
             raise ValueError("head_dim_vo = %s must equal head_dim_qk = %s" % (head_dim_vo, head_dim_qk))
-        starts = np.asarray(to_host(check.array(kv_indptr, "kv_indptr", rank=1, dtypes=check.INDEX_DTYPES)))
-        lens = np.diff(starts.astype(np.int64))
-        total = int(starts[-1]) if len(starts) else 0
+        queries = check.array(qo_indptr, "qo_indptr", rank=1, dtypes=check.INDEX_DTYPES)
+        starts = check.offsets(host_ints(kv_indptr, "kv_indptr"), "kv_indptr", queries.shape[0] - 1)
+        lens = np.diff(starts)
         # One-token pages: request r's pages are its key rows kv_indptr[r] .. kv_indptr[r + 1].
-        self._paged._plan(qo_indptr, kv_indptr, np.arange(total, dtype=np.int32),
+        self._paged._plan(qo_indptr, starts, np.arange(int(starts[-1]), dtype=np.int32),
                           np.where(lens > 0, 1, 0).astype(np.int32), num_qo_heads, num_kv_heads, head_dim_qk, 1,
-                          causal, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, q_data_type, kv_data_type)
+                          causal, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, q_data_type, kv_data_type,
+                          rope_theta, rope_scale)
+        self._keys = int(starts[-1])
 
     def run(self, q, k, v, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None, return_lse=False,
             enable_pdl=None, sinks=None, stream=None):
         """Attention of q [total_q, Hq, D] over k / v [total_kv, Hkv, D] (HND: [Hkv, total_kv, D]):
         out, or (out, lse [total_q, Hq] base 2) with return_lse."""
         pages = (_token_pages(k, self._layout, "k"), _token_pages(v, self._layout, "v"))
+        check.array(v, "v", shape=k.shape, why="k's shape")
+        if pages[0].shape[0] < self._keys:
+            raise ValueError("k has %d key rows; kv_indptr[-1] = %d" % (pages[0].shape[0], self._keys))
         return self._paged.run(q, pages, q_scale=q_scale, k_scale=k_scale, v_scale=v_scale, out=out, lse=lse,
                                return_lse=return_lse, enable_pdl=enable_pdl, sinks=sinks, stream=stream)
 
@@ -119,12 +125,16 @@ class MultiLevelCascadeAttentionWrapper:
         """The cascade's output [total_q, Hq, D] (and its base-2 LSE [total_q, Hq] with return_lse)."""
         if sinks is not None:
             raise ValueError("sinks: a cascade's sinks are not supported (allowed: None)")
+        check.array(q, "q", rank=3, dtypes=check.FLOAT_DTYPES)
+        if out is not None:
+            check.array(out, "out", dtypes=(check.dtype_name(q.dtype),), shape=q.shape, why="q's shape and dtype")
+        if lse is not None:
+            check.array(lse, "lse", dtypes=("float32",), shape=q.shape[:2], why="[q tokens, num_qo_heads]")
         merged, merged_lse = self._levels[0].run(q, paged_kv_cache, return_lse=True, stream=stream)
         for wrapper in self._levels[1:]:
             level, level_lse = wrapper.run(q, paged_kv_cache, return_lse=True, stream=stream)
             merged, merged_lse = merge_state(merged, merged_lse, level, level_lse)
         if out is not None:
-            check.array(out, "out", shape=q.shape, why="q's shape")
             out[...] = merged
             merged = out
         if lse is not None:
@@ -155,6 +165,8 @@ def single_prefill_with_kv_cache(q, k, v, custom_mask=None, packed_custom_mask=N
     aligned bottom-right); out [qo_len, Hq, D], or (out, lse [qo_len, Hq] base 2) with return_lse."""
     check.array(q, "q", rank=3, dtypes=check.FLOAT_DTYPES)
     check.array(k, "k", rank=3)
+    if kv_layout not in ("NHD", "HND"):
+        raise ValueError("kv_layout = %r (allowed: 'NHD', 'HND')" % (kv_layout,))
     kv_len = k.shape[0] if kv_layout == "NHD" else k.shape[1]
     wrapper = BatchPrefillWithRaggedKVCacheWrapper(q, kv_layout, backend=backend)
     wrapper.plan(np.array([0, q.shape[0]], np.int32), np.array([0, kv_len], np.int32), q.shape[1],

@@ -9,7 +9,8 @@ page_size, Hkv, D]`` NHD or ``[num_pages, 2, Hkv, page_size, D]`` HND, or the (K
 where it serves the workspace's device, else the device's best (CPU_ATTN on the CPU); "fa2" / "fa3"
 force FLASHINFER's kernel generation; our backends' names ("flashinfer", "flash_attn", "cpu") pick
 one. ``plan()`` reads the page table on the host and builds the step (once per step, for every
-layer); ``run()`` only converts the arrays and queues the kernel on the caller's stream. What is not
+layer); ``run()`` only converts the arrays and queues the kernel on the caller's stream (first gathering
+pages the kernels cannot take into 16-token blocks, and turning q and k under ROPE_LLAMA). What is not
 supported is a ValueError that names it; docs/python.md lists every keyword.
 """
 import numpy as np
@@ -48,14 +49,15 @@ class BatchDecodeWithPagedKVCacheWrapper(PagedWrapper):
              kv_data_type=None, data_type=None, sm_scale=None, rope_scale=None, rope_theta=None, non_blocking=True):
         """Plans a decode step over FlashInfer's page table (read on the host). data_type: FlashInfer's
         older name, taken as it takes it: the cache's dtype where kv_data_type is None, the query's where
-        q_data_type is None. rope_scale / rope_theta (read by FlashInfer only with ROPE_LLAMA) and
-        non_blocking (how FlashInfer copies its plan) leave the result unchanged: accepted, no effect."""
+        q_data_type is None. pos_encoding_mode="ROPE_LLAMA" turns q and k by rope_theta / rope_scale
+        (FlashInfer's defaults 1e4 / 1.0) before our kernels run; non_blocking (how FlashInfer copies
+        its plan) leaves the result unchanged: accepted, no effect."""
         q_dtype = data_type if q_data_type is None else q_data_type
         kv_dtype = data_type if kv_data_type is None else kv_data_type
         batch = check.array(last_page_len, "last_page_len", rank=1).shape[0]
         self._plan(np.arange(batch + 1, dtype=np.int32), indptr, indices, last_page_len, num_qo_heads, num_kv_heads,
                    head_dim, page_size, True, pos_encoding_mode, window_left, logits_soft_cap, sm_scale, q_dtype,
-                   kv_dtype)
+                   kv_dtype, rope_theta, rope_scale)
 
 
 class BatchPrefillWithPagedKVCacheWrapper(PagedWrapper):
@@ -80,8 +82,8 @@ class BatchPrefillWithPagedKVCacheWrapper(PagedWrapper):
              pos_encoding_mode="NONE", use_fp16_qk_reduction=False, sm_scale=None, window_left=-1,
              logits_soft_cap=None, rope_scale=None, rope_theta=None, q_data_type="float16", kv_data_type=None,
              non_blocking=True):
-        """Plans a prefill (or mixed) step over FlashInfer's page table (read on the host).
-        rope_scale, rope_theta and non_blocking: accepted, no effect (as in the decode plan)."""
+        """Plans a prefill (or mixed) step over FlashInfer's page table (read on the host); RoPE and
+        non_blocking as in the decode plan."""
         if use_fp16_qk_reduction:
             raise ValueError("use_fp16_qk_reduction = %r: scores are reduced in float32 (allowed: False)" % (
                 use_fp16_qk_reduction,))
@@ -91,4 +93,5 @@ class BatchPrefillWithPagedKVCacheWrapper(PagedWrapper):
             raise ValueError("head_dim_vo = %s must equal head_dim_qk = %s" % (head_dim_vo, head_dim_qk))
         self._plan(qo_indptr, paged_kv_indptr, paged_kv_indices, paged_kv_last_page_len, num_qo_heads, num_kv_heads,
                    head_dim_qk, page_size, causal, pos_encoding_mode, window_left, logits_soft_cap, sm_scale,
-                   q_data_type, kv_data_type)
+                   q_data_type, kv_data_type, rope_theta, rope_scale,
+                   ("paged_kv_indptr", "paged_kv_indices", "paged_kv_last_page_len"))

@@ -76,6 +76,18 @@ def attention(q, k, v, causal, scale, window=(-1, -1), softcap=0.0, sinks=None):
     return out, lse.t()
 
 
+def llama_rope(x, positions, theta=1e4, scale=1.0):
+    """FlashInfer's ROPE_LLAMA in float64: x [T, H, D] turned at positions [T]; dim i < D/2 pairs with
+    i + D/2 at frequency theta^(-2i / D) / scale."""
+    x = x.double()
+    half = x.shape[-1] // 2
+    freq = theta ** (-torch.arange(half, dtype=torch.float64) * 2.0 / x.shape[-1]) / scale
+    angle = torch.as_tensor(positions, dtype=torch.float64).unsqueeze(1) * freq
+    cos, sin = angle.cos().unsqueeze(1), angle.sin().unsqueeze(1)
+    first, second = x[..., :half], x[..., half:]
+    return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)
+
+
 def paged_attention(q, key_cache, value_cache, query_lens, kv_lens, block_table, causal, scale, **features):
     """attention() per request over a paged cache [num_blocks, block_size, Hkv, D] and its table."""
     block_size = key_cache.shape[1]

@@ -7,6 +7,7 @@ import numpy as np
 
 import fake_dlpack
 import pagedattn as pa
+from pagedattn import flashinfer_compat as fi
 from pagedattn import vllm_compat
 
 H, HKV, D, BS, NB = 4, 2, 64, 16, 6
@@ -161,6 +162,102 @@ class Torch(unittest.TestCase):
         query = self.torch.from_numpy(a["query"]).requires_grad_()
         with self.assertRaisesRegex(ValueError, "query: the tensor requires grad"):
             impl.forward(query, a["key"], a["value"], a["kv_cache"], md, a["output"])
+
+
+
+class FlashInferArguments(unittest.TestCase):
+    """flashinfer_compat checks each argument before use: a ValueError naming it, its value and what is allowed."""
+
+    def setUp(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("torch not importable")
+        self.torch = torch
+        i32 = dict(dtype=torch.int32)
+        self.table = dict(indptr=torch.tensor([0, 2, 3], **i32), indices=torch.tensor([0, 1, 2], **i32),
+                          last_page_len=torch.tensor([4, 9], **i32))
+        self.cache = torch.randn(3, 2, BS, HKV, D)
+        self.q = torch.randn(2, H, D)
+
+    def decode(self, **changes):
+        wrapper = cpu_decode_wrapper(self.torch)
+        wrapper.plan(*[changes.pop(n, self.table[n]) for n in ("indptr", "indices", "last_page_len")], H, HKV, D,
+                     changes.pop("page_size", BS), q_data_type=self.torch.float32, **changes)
+        return wrapper
+
+    def prefill(self, **changes):
+        wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(self.torch.zeros(16, dtype=self.torch.uint8))
+        args = dict(qo_indptr=self.torch.tensor([0, 1, 2], dtype=self.torch.int32),
+                    paged_kv_indptr=self.table["indptr"], paged_kv_indices=self.table["indices"],
+                    paged_kv_last_page_len=self.table["last_page_len"], num_qo_heads=H, num_kv_heads=HKV,
+                    head_dim_qk=D, page_size=BS, q_data_type=self.torch.float32)
+        wrapper.plan(**dict(args, **changes))
+        return wrapper
+
+    def refused(self, pattern, call, *args, **kwargs):
+        with self.assertRaisesRegex(ValueError, pattern):
+            call(*args, **kwargs)
+
+    def test_plan_arguments(self):
+        self.refused(r"rope_theta = -1\.0 \(allowed: None = 10000, or a positive number\)", self.decode,
+                     pos_encoding_mode="ROPE_LLAMA", rope_theta=-1.0)
+        self.refused(r"rope_scale = 0 \(allowed: None = 1, or a positive number\)", self.decode, rope_scale=0)
+        self.refused(r"pos_encoding_mode = 'ROPE' \(allowed: 'NONE', 'ROPE_LLAMA'", self.decode,
+                     pos_encoding_mode="ROPE")
+        self.refused(r"pos_encoding_mode = 'ALIBI' \(allowed: 'NONE', 'ROPE_LLAMA'; ALiBi is not supported",
+                     self.decode, pos_encoding_mode="ALIBI")
+        self.refused(r"indices\[1\] = -3 \(allowed: page ids >= 0\)", self.decode,
+                     indices=self.torch.tensor([0, -3, 2], dtype=self.torch.int32))
+        self.refused(r"indices is None \(expected an array\)", self.decode, indices=None)
+        self.refused(r"paged_kv_indptr is not non-decreasing: paged_kv_indptr\[1\] = 2 > paged_kv_indptr\[2\] = 1",
+                     self.prefill, paged_kv_indptr=self.torch.tensor([0, 2, 1], dtype=self.torch.int32))
+        self.refused(r"paged_kv_last_page_len\[1\] = 17 \(allowed: 1 to page_size = 16", self.prefill,
+                     paged_kv_last_page_len=self.torch.tensor([4, 17], dtype=self.torch.int32))
+        self.refused(r"paged_kv_indices has 2 entries; paged_kv_indptr\[-1\] = 3 pages", self.prefill,
+                     paged_kv_indices=self.torch.tensor([0, 1], dtype=self.torch.int32))
+        self.refused(r"qo_indptr has shape \[2\] \(expected \[3\]", self.prefill,
+                     qo_indptr=self.torch.tensor([0, 2], dtype=self.torch.int32))
+        self.refused(r"pos_encoding_mode = 'ROPE_LLAMA' needs PyTorch tensors \(got a numpy array",
+                     fi.BatchDecodeWithPagedKVCacheWrapper(np.zeros(16, np.uint8)).plan,
+                     *[t.numpy() for t in self.table.values()], H, HKV, D, BS, pos_encoding_mode="ROPE_LLAMA")
+
+    def test_run_arguments(self):
+        wrapper = self.decode()
+        self.refused(r"paged_kv_cache has 2 pages; the plan's page table reads page 2", wrapper.run, self.q,
+                     self.cache[:2])
+        self.refused(r"paged_kv_cache is \[3, 3, 16, 2, 64\] \(expected \[pages, 2, \.\.\.\]: K and V\)",
+                     wrapper.run, self.q, self.torch.randn(3, 3, BS, HKV, D))
+        self.refused(r"v_scale = -2\.0 \(allowed: a positive scale\)", wrapper.run, self.q, self.cache, v_scale=-2.0)
+        self.refused(r"q_scale = nan \(allowed: a positive scale\)", wrapper.run, self.q, self.cache,
+                     q_scale=float("nan"))
+        self.refused(r"q is None \(expected an array\)", wrapper.run, None, self.cache)
+        fp8 = self.decode(kv_data_type="float8_e4m3fn")
+        self.refused(r"k_scale = -1\.0 \(allowed: a positive scale\)", fp8.run, self.q,
+                     self.torch.zeros(3, 2, BS, HKV, D, dtype=self.torch.uint8), k_scale=-1.0)
+
+    def test_ragged_and_single_arguments(self):
+        torch = self.torch
+        ragged = fi.BatchPrefillWithRaggedKVCacheWrapper(torch.zeros(16, dtype=torch.uint8))
+        self.refused(r"kv_indptr is not non-decreasing: kv_indptr\[1\] = 9 > kv_indptr\[2\] = 4", ragged.plan,
+                     torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([0, 9, 4], dtype=torch.int32), H, HKV, D)
+        ragged.plan(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([0, 9, 20], dtype=torch.int32), H, HKV,
+                    D, q_data_type=torch.float32)
+        keys = torch.randn(20, HKV, D)
+        self.refused(r"k has 10 key rows; kv_indptr\[-1\] = 20", ragged.run, self.q, keys[:10], keys[:10])
+        self.refused(r"v is float32 \[19, 2, 64\] \(expected \[20, 2, 64\]: k's shape\)", ragged.run, self.q, keys,
+                     keys[:19])
+        self.refused(r"kv_layout = 'NDH' \(allowed: 'NHD', 'HND'\)", fi.single_prefill_with_kv_cache, self.q, keys,
+                     keys, kv_layout="NDH")
+        self.refused(r"v is None \(expected an array\)", fi.merge_states, None, torch.zeros(2, 1, H))
+        cascade = fi.MultiLevelCascadeAttentionWrapper(1, torch.zeros(16, dtype=torch.uint8))
+        self.refused(r"lse is float32 \[2, 3\] \(expected \[2, 4\]: \[q tokens, num_qo_heads\]\)", cascade.run,
+                     self.q, self.cache, lse=torch.zeros(2, 3))
+
+
+def cpu_decode_wrapper(torch):
+    """A decode wrapper on the CPU (auto binds CPU_ATTN here)."""
+    return fi.BatchDecodeWithPagedKVCacheWrapper(torch.zeros(16, dtype=torch.uint8), "NHD")
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ class PagedStep:
         inner = (page_size, num_kv_heads, head_dim) if kv_layout == "NHD" else (num_kv_heads, page_size, head_dim)
         if contiguous_kv:
             self.kv = torch.randn(total, 2, *inner, generator=gen).to(dtype)
-        else:  # every other pair of planes of a larger buffer: strided pages, unit head dim
-            self.kv = torch.randn(total, 4, *inner, generator=gen).to(dtype)[:, ::2]
+        else:  # FlashInfer's non-contiguous cache: every dim but the head dim strided in a larger buffer
+            self.kv = torch.randn(total, 2, 2, 2, inner[0], 2, inner[1], 2, inner[2], generator=gen).to(dtype)[
+                :, 1, :, 1, :, 1, :, 1, :]
         self.indptr = torch.arange(batch_size + 1, dtype=torch.int32) * pages_per_seq
         self.indices = torch.randperm(total, generator=gen).to(torch.int32)
         self.last_page_len = torch.full((batch_size,), (kv_len - 1) % page_size + 1, dtype=torch.int32)
@@ -52,21 +53,50 @@ class PagedStep:
         v = kv[:, 1].reshape(-1, *kv.shape[3:])[:self.kv_lens[r]]
         return k, v
 
-    def reference(self, causal, soft_cap=0.0, scale=None):
+    def reference(self, causal, soft_cap=0.0, scale=None, rope=None, window=(-1, -1)):
+        """(out, lse base 2) in float64; rope = (theta, scale) turns q and k as FlashInfer's ROPE_LLAMA."""
         scale = self.q.shape[2] ** -0.5 if scale is None else scale
         outs, lses, start = [], [], 0
         for r, n in enumerate(self.qo_lens):
             k, v = self.keys_values(r)
-            out, lse = cf.attention(self.q[start:start + n], k, v, causal, scale, softcap=soft_cap)
+            q = self.q[start:start + n]
+            if rope is not None:
+                q, k = turned(q, k, *rope)
+            out, lse = cf.attention(q, k, v, causal, scale, window=window, softcap=soft_cap)
             outs.append(out)
             lses.append(lse)
             start += n
         return torch.cat(outs), torch.cat(lses) / LN2
 
 
+def turned(q, k, theta, scale):
+    """One request's q and k under ROPE_LLAMA: query i at kv_len - qo_len + i, key j at j."""
+    kv_len, qo_len = k.shape[0], q.shape[0]
+    return (cf.llama_rope(q, torch.arange(qo_len) + kv_len - qo_len, theta, scale),
+            cf.llama_rope(k, torch.arange(kv_len), theta, scale))
+
+
+ROPE = (1e4, 1.0)  # FlashInfer's defaults for rope_theta, rope_scale
+
+
+def rope_of(case):
+    return ROPE if case.get("pos_encoding_mode") == "ROPE_LLAMA" else None
+
+
 def decode_step(case, seed=0):
     return PagedStep(case["batch_size"], case["kv_len"], 1, case["page_size"], case["num_kv_heads"],
                      case["num_qo_heads"], case["head_dim"], case["kv_layout"], case["contiguous_kv"], seed=seed)
+
+
+def fixed_buffers(step, use_cuda_graph, device):
+    """The prefill wrapper's use_cuda_graph keywords, with buffers sized for the step's page table."""
+    if not use_cuda_graph:
+        return {}
+    batch = len(step.qo_lens)
+    return dict(use_cuda_graph=True, qo_indptr_buf=torch.zeros(batch + 1, dtype=torch.int32, device=device),
+                paged_kv_indptr_buf=torch.zeros(batch + 1, dtype=torch.int32, device=device),
+                paged_kv_indices_buf=torch.zeros(step.indices.shape[0], dtype=torch.int32, device=device),
+                paged_kv_last_page_len_buf=torch.zeros(batch, dtype=torch.int32, device=device))
 
 
 def check_result(test, result, want, want_lse, return_lse, dtype_name="float16"):
@@ -83,14 +113,18 @@ class BatchDecode(unittest.TestCase):
     def cases(self, page_sizes):
         return cf.grid("decode", 0, batch_size=[12, 17], kv_len=[54, 97, 512], page_size=page_sizes,
                        num_kv_heads=[4], num_qo_heads=[4, 32], head_dim=[128, 256], kv_layout=["NHD", "HND"],
-                       logits_soft_cap=[0.0, 30.0], return_lse=[True, False], contiguous_kv=[True, False])
+                       logits_soft_cap=[0.0, 30.0], return_lse=[True, False], contiguous_kv=[True, False],
+                       pos_encoding_mode=["NONE", "ROPE_LLAMA"])
 
     def test_grid(self):
         self.run_grid(self.cases([1, 8, 16]), "cpu")
 
+    def test_rope_grid(self):
+        self.run_grid([dict(c, pos_encoding_mode="ROPE_LLAMA") for c in self.cases([1, 8, 16])], "cpu")
+
     @cf.needs_gpu
-    def test_grid_on_the_gpu(self):  # the GPU backends take page sizes that are multiples of 16 today
-        self.run_grid(self.cases([16, 32]), "cuda")
+    def test_grid_on_the_gpu(self):  # pages that are not multiples of 16 are gathered into 16-token blocks
+        self.run_grid(self.cases([1, 8, 16, 32]), "cuda")
 
     def run_grid(self, cases, device):
         for case in cases:
@@ -98,22 +132,26 @@ class BatchDecode(unittest.TestCase):
                 step = decode_step(case)
                 wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace().to(device), case["kv_layout"])
                 wrapper.plan(step.indptr, step.indices, step.last_page_len, case["num_qo_heads"],
-                             case["num_kv_heads"], case["head_dim"], case["page_size"], pos_encoding_mode="NONE",
-                             logits_soft_cap=case["logits_soft_cap"], q_data_type=torch.float16,
-                             kv_data_type=torch.float16)
+                             case["num_kv_heads"], case["head_dim"], case["page_size"],
+                             pos_encoding_mode=case["pos_encoding_mode"], logits_soft_cap=case["logits_soft_cap"],
+                             q_data_type=torch.float16, kv_data_type=torch.float16)
                 result = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=case["return_lse"])
                 if case["return_lse"]:
                     result = tuple(x.cpu() for x in result)
                 check_result(self, result if case["return_lse"] else result.cpu(),
-                             *step.reference(False, case["logits_soft_cap"]), case["return_lse"])
+                             *step.reference(False, case["logits_soft_cap"], rope=rope_of(case)), case["return_lse"])
 
-    def test_rope_in_the_kernel_is_refused_with_the_reason(self):
-        step = PagedStep(2, 20, 1, 16, 4, 4, 64, "NHD", True)
-        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
-        with self.assertRaisesRegex(ValueError, r"pos_encoding_mode = 'ROPE_LLAMA' \(allowed: 'NONE'; FlashInfer "
-                                                r"applies ROPE_LLAMA to the cached keys inside its kernel"):
-            wrapper.plan(step.indptr, step.indices, step.last_page_len, 4, 4, 64, 16, pos_encoding_mode="ROPE_LLAMA",
-                         rope_theta=1e4, rope_scale=1.0)
+    def test_rope_constants_layouts_and_halves(self):
+        """rope_theta / rope_scale as given, on NHD and HND caches, one tensor or the (K, V) halves."""
+        for layout, page_size, halves in (("NHD", 16, False), ("HND", 5, False), ("NHD", 3, True), ("HND", 16, True)):
+            with self.subTest(layout=layout, page_size=page_size, halves=halves):
+                step = PagedStep(3, 70, 1, page_size, 2, 8, 64, layout, True, seed=page_size)
+                wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), layout)
+                wrapper.plan(step.indptr, step.indices, step.last_page_len, 8, 2, 64, page_size,
+                             pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5, rope_scale=2.0)
+                cache = (step.kv[:, 0], step.kv[:, 1]) if halves else step.kv
+                out, lse = wrapper.run(step.q, cache, return_lse=True)
+                check_result(self, (out, lse), *step.reference(False, rope=(5e5, 2.0)), True)
 
     def test_use_tensor_cores_and_the_cache_halves(self):
         step = PagedStep(3, 40, 1, 8, 2, 8, 64, "NHD", True)
@@ -144,27 +182,85 @@ class BatchDecode(unittest.TestCase):
         want, _ = step.reference(False)
         cf.assert_close(self, wrapper.run(step.q, codes), want, "float16", "FP8 cache, scale None = 1.0")
 
+    @unittest.skipUnless(cf.torch is not None and hasattr(cf.torch, "float8_e4m3fn"),
+                         "this PyTorch has no float8_e4m3fn (FlashInfer's FP8 cache dtype)")
+    def test_a_float8_cache_named_with_data_type_at_small_pages(self):
+        for page_size in (1, 8, 16):
+            with self.subTest(page_size=page_size):
+                step = PagedStep(3, 54, 1, page_size, 4, 32, 128, "NHD", True, seed=page_size)
+                fp8 = step.kv.to(torch.float8_e4m3fn)
+                step.kv = fp8.to(torch.float16)  # what the reference reads (scale 1.0)
+                wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+                wrapper.plan(step.indptr, step.indices, step.last_page_len, 32, 4, 128, page_size,
+                             data_type=torch.float8_e4m3fn)
+                out, lse = wrapper.run(step.q, fp8, return_lse=True)
+                check_result(self, (out, lse), *step.reference(False), True)
+
+    def test_rope_on_an_fp8_cache_is_refused_with_the_reason(self):
+        step = PagedStep(2, 30, 1, 16, 2, 4, 64, "NHD", True)
+        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+        with self.assertRaisesRegex(ValueError, r"pos_encoding_mode = 'ROPE_LLAMA' with an FP8 cache \(fp8_e4m3\)"):
+            wrapper.plan(step.indptr, step.indices, step.last_page_len, 4, 2, 64, 16, data_type="float8_e4m3fn",
+                         pos_encoding_mode="ROPE_LLAMA")
+
 
 @cf.needs_torch
 class BatchPrefillPaged(unittest.TestCase):
     """test_batch_prefill_with_paged_kv_cache."""
 
     def test_grid(self):
-        for case in cf.grid("prefill", 0, batch_size=[12, 17], kv_len=[54, 97], qo_len=[37, 17], page_size=[1, 5, 16],
-                            num_kv_heads=[4], num_qo_heads=[4, 32], head_dim=[128, 256], causal=[False, True],
-                            kv_layout=["NHD", "HND"], logits_soft_cap=[0.0, 30.0], return_lse=[True, False],
-                            contiguous_kv=[True, False]):
+        self.run_grid(self.cases(), "cpu")
+
+    def test_rope_grid(self):
+        self.run_grid([dict(c, pos_encoding_mode="ROPE_LLAMA") for c in self.cases()], "cpu")
+
+    @cf.needs_gpu
+    def test_grid_on_the_gpu(self):
+        self.run_grid(self.cases(), "cuda")
+
+    def cases(self):
+        return cf.grid("prefill", 0, batch_size=[12, 17], kv_len=[54, 97], qo_len=[37, 17], page_size=[1, 5, 16],
+                       num_kv_heads=[4], num_qo_heads=[4, 32], head_dim=[64, 128, 256], causal=[False, True],
+                       kv_layout=["NHD", "HND"], logits_soft_cap=[0.0, 30.0], return_lse=[True, False],
+                       contiguous_kv=[True, False], pos_encoding_mode=["NONE", "ROPE_LLAMA"],
+                       use_cuda_graph=[False, True])
+
+    def run_grid(self, cases, device):
+        for case in cases:
             with self.subTest(**case):
                 step = PagedStep(case["batch_size"], case["kv_len"], case["qo_len"], case["page_size"],
                                  case["num_kv_heads"], case["num_qo_heads"], case["head_dim"], case["kv_layout"],
                                  case["contiguous_kv"])
-                wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(workspace(), case["kv_layout"])
+                wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(workspace().to(device), case["kv_layout"],
+                                                                 **fixed_buffers(step, case["use_cuda_graph"], device))
                 wrapper.plan(step.qo_indptr, step.indptr, step.indices, step.last_page_len, case["num_qo_heads"],
                              case["num_kv_heads"], case["head_dim"], case["page_size"], causal=case["causal"],
-                             logits_soft_cap=case["logits_soft_cap"], q_data_type=torch.float16)
-                result = wrapper.run(step.q, step.kv, return_lse=case["return_lse"])
-                check_result(self, result, *step.reference(case["causal"], case["logits_soft_cap"]),
-                             case["return_lse"])
+                             pos_encoding_mode=case["pos_encoding_mode"], logits_soft_cap=case["logits_soft_cap"],
+                             q_data_type=torch.float16)
+                result = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=case["return_lse"])
+                result = tuple(x.cpu() for x in result) if case["return_lse"] else result.cpu()
+                check_result(self, result, *step.reference(case["causal"], case["logits_soft_cap"],
+                                                           rope=rope_of(case)), case["return_lse"])
+
+    def test_page_sizes_from_1_to_1024(self):
+        """FlashInfer takes any page size: each one here, over keys spanning several pages."""
+        self.run_page_sizes("cpu")
+
+    @cf.needs_gpu
+    def test_page_sizes_from_1_to_1024_on_the_gpu(self):
+        self.run_page_sizes("cuda")
+
+    def run_page_sizes(self, device):
+        for page_size in (1, 2, 3, 7, 16, 33, 128, 1024):
+            for causal, rope in ((True, None), (False, ROPE)):
+                with self.subTest(page_size=page_size, causal=causal, rope=rope):
+                    kv_len = 2 * page_size + 5 if page_size < 1024 else 1500
+                    step = PagedStep(3, kv_len, 6, page_size, 2, 8, 64, "NHD", True, seed=page_size)
+                    wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(workspace().to(device), "NHD")
+                    wrapper.plan(step.qo_indptr, step.indptr, step.indices, step.last_page_len, 8, 2, 64, page_size,
+                                 causal=causal, pos_encoding_mode="ROPE_LLAMA" if rope else "NONE")
+                    out, lse = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=True)
+                    check_result(self, (out.cpu(), lse.cpu()), *step.reference(causal, rope=rope), True)
 
     def test_out_and_lse_buffers(self):
         step = PagedStep(2, 40, 9, 16, 2, 4, 64, "NHD", True)
@@ -175,6 +271,52 @@ class BatchPrefillPaged(unittest.TestCase):
         self.assertIs(got[0], out)
         self.assertIs(got[1], lse)
         check_result(self, got, *step.reference(True), True)
+
+
+class MultiplesOf16:
+    """The bound backend as the GPU kernels take pages (multiples of 16 only), so that the drop-in's
+    gather into 16-token blocks runs here on CPU_ATTN as it runs on a GPU."""
+
+    def __init__(self, backend):
+        self._backend = backend
+
+    def supports_block_size(self, size):
+        return size % 16 == 0
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+@cf.needs_torch
+class GatheredPages(unittest.TestCase):
+    """Page sizes the kernels do not take: each request's keys gathered into 16-token blocks."""
+
+    def test_page_sizes_the_kernels_do_not_take(self):
+        for page_size, layout, halves, qo_len in ((1, "NHD", False, 1), (5, "HND", False, 7), (8, "NHD", True, 1),
+                                                  (24, "HND", True, 9)):
+            with self.subTest(page_size=page_size, layout=layout, halves=halves, qo_len=qo_len):
+                step = PagedStep(4, 61, qo_len, page_size, 2, 8, 64, layout, False, seed=page_size)
+                wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(workspace(), layout)
+                wrapper._backend = MultiplesOf16(wrapper._backend)
+                wrapper.plan(step.qo_indptr, step.indptr, step.indices, step.last_page_len, 8, 2, 64, page_size,
+                             causal=True, window_left=20)
+                self.assertTrue(wrapper._step["gathered"])
+                cache = (step.kv[:, 0], step.kv[:, 1]) if halves else step.kv
+                out, lse = wrapper.run(step.q, cache, return_lse=True)
+                want, want_lse = step.reference(True, window=(20, 0))
+                check_result(self, (out, lse), want, want_lse, True)
+
+    def test_an_fp8_cache_gathered_with_its_scales(self):
+        step = PagedStep(3, 45, 1, 8, 2, 4, 64, "NHD", True)
+        gen = torch.Generator().manual_seed(9)
+        codes = torch.randint(0, 0x7E, step.kv.shape, generator=gen, dtype=torch.uint8)
+        step.kv = cf.e4m3_to_float(codes).to(torch.float16)
+        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD")
+        wrapper._backend = MultiplesOf16(wrapper._backend)
+        wrapper.plan(step.indptr, step.indices, step.last_page_len, 4, 2, 64, 8, kv_data_type="float8_e4m3fn")
+        out = wrapper.run(step.q, codes, k_scale=0.5, v_scale=2.0)
+        step.kv = step.kv.double() * torch.tensor([0.5, 2.0], dtype=torch.float64).view(1, 2, 1, 1, 1)
+        cf.assert_close(self, out, step.reference(False)[0], "float16", "FP8 pages of 8, gathered")
 
 
 @cf.needs_torch
@@ -201,6 +343,46 @@ class CudaGraphBuffers(unittest.TestCase):
             step = PagedStep(3, 20, 1, ps, hkv, hq, d, "NHD", True)
             wrapper.plan(step.indptr, step.indices, step.last_page_len, hq, hkv, d, ps)
 
+    def test_gathered_pages_and_rope_replay_in_the_same_buffers(self):
+        """Page size 8 with RoPE (keys gathered into 16-token blocks): each plan rewrites the gather maps
+        and the positions in place, so one run per plan in the same arrays gives each plan's result."""
+        self.replay(torch.device("cpu"), lambda run: run())
+
+    @cf.needs_gpu
+    def test_a_captured_graph_replays_new_plans(self):
+        def captured(run):
+            graph = torch.cuda.CUDAGraph()
+            run()  # warm-up outside the capture (allocations, kernel selection)
+            with torch.cuda.graph(graph):
+                run()
+            return graph
+        self.replay(torch.device("cuda"), captured)
+
+    def replay(self, device, first_call):
+        """Plans of several lengths through one wrapper and one `out`; first_call(run) makes the first
+        run (a graph under capture on the GPU, which each later plan replays)."""
+        batch, hq, hkv, d, ps = 4, 8, 2, 64, 8
+        buffers = dict(paged_kv_indptr_buffer=torch.zeros(batch + 1, dtype=torch.int32, device=device),
+                       paged_kv_indices_buffer=torch.zeros(64, dtype=torch.int32, device=device),
+                       paged_kv_last_page_len_buffer=torch.zeros(batch, dtype=torch.int32, device=device))
+        wrapper = fi.BatchDecodeWithPagedKVCacheWrapper(workspace().to(device), "NHD", use_cuda_graph=True, **buffers)
+        q = torch.empty(batch, hq, d, dtype=torch.float16, device=device)
+        kv = torch.empty(64, 2, ps, hkv, d, dtype=torch.float16, device=device)
+        out = torch.empty(batch, hq, d, dtype=torch.float16, device=device)
+        graph = None
+        for seed, kv_len in enumerate((100, 40, 97, 16)):
+            step = PagedStep(batch, kv_len, 1, ps, hkv, hq, d, "NHD", True, seed=seed)
+            q.copy_(step.q)
+            kv[:step.kv.shape[0]].copy_(step.kv)
+            wrapper.plan(step.indptr, step.indices, step.last_page_len, hq, hkv, d, ps, pos_encoding_mode="ROPE_LLAMA")
+            if graph is None:
+                graph = first_call(lambda: wrapper.run(q, kv, out=out))
+            elif hasattr(graph, "replay"):
+                graph.replay()
+            else:
+                wrapper.run(q, kv, out=out)
+            cf.assert_close(self, out.cpu(), step.reference(False, rope=ROPE)[0], "float16", "kv_len %d" % kv_len)
+
     def test_missing_buffers_are_named(self):
         with self.assertRaisesRegex(ValueError, "paged_kv_indptr_buffer is None: use_cuda_graph=True needs"):
             fi.BatchDecodeWithPagedKVCacheWrapper(workspace(), "NHD", use_cuda_graph=True)
@@ -213,7 +395,7 @@ class RaggedAndSingle(unittest.TestCase):
     def test_ragged_grid(self):
         for case in cf.grid("ragged", 0, batch_size=[12, 17], kv_len=[54, 97], qo_len=[37, 17], num_kv_heads=[4],
                             num_qo_heads=[4, 32], head_dim=[128, 256], causal=[False, True],
-                            logits_soft_cap=[0.0, 30.0]):
+                            logits_soft_cap=[0.0, 30.0], pos_encoding_mode=["NONE", "ROPE_LLAMA"]):
             with self.subTest(**case):
                 gen = torch.Generator().manual_seed(case["kv_len"])
                 b, hq, hkv, d = case["batch_size"], case["num_qo_heads"], case["num_kv_heads"], case["head_dim"]
@@ -222,12 +404,16 @@ class RaggedAndSingle(unittest.TestCase):
                 v = torch.randn(b * case["kv_len"], hkv, d, generator=gen).half()
                 wrapper = fi.BatchPrefillWithRaggedKVCacheWrapper(workspace(), "NHD")
                 wrapper.plan(cf.offsets([case["qo_len"]] * b), cf.offsets([case["kv_len"]] * b), hq, hkv, d,
-                             causal=case["causal"], logits_soft_cap=case["logits_soft_cap"])
+                             causal=case["causal"], logits_soft_cap=case["logits_soft_cap"],
+                             pos_encoding_mode=case["pos_encoding_mode"])
                 out = wrapper.run(q, k, v)
                 ql, kl = case["qo_len"], case["kv_len"]
                 for r in (0, b - 1):
-                    want, _ = cf.attention(q[r * ql:(r + 1) * ql], k[r * kl:(r + 1) * kl], v[r * kl:(r + 1) * kl],
-                                           case["causal"], d ** -0.5, softcap=case["logits_soft_cap"])
+                    qr, kr = q[r * ql:(r + 1) * ql], k[r * kl:(r + 1) * kl]
+                    if rope_of(case):
+                        qr, kr = turned(qr, kr, *ROPE)
+                    want, _ = cf.attention(qr, kr, v[r * kl:(r + 1) * kl], case["causal"], d ** -0.5,
+                                           softcap=case["logits_soft_cap"])
                     cf.assert_close(self, out[r * ql:(r + 1) * ql], want, "float16", "request %d" % r)
 
     def test_single_grid(self):
@@ -251,6 +437,18 @@ class RaggedAndSingle(unittest.TestCase):
                 decoded = fi.single_decode_with_kv_cache(q[-1], *stored, kv_layout=case["kv_layout"])
                 cf.assert_close(self, decoded, cf.attention(q[-1:], k, v, False, d ** -0.5)[0][0], "float16",
                                 "decode")
+
+    def test_single_with_rope(self):
+        gen = torch.Generator().manual_seed(3)
+        q = torch.randn(9, 8, 64, generator=gen).half()
+        k = torch.randn(40, 2, 64, generator=gen).half()
+        v = torch.randn(40, 2, 64, generator=gen).half()
+        rope = dict(pos_encoding_mode="ROPE_LLAMA", rope_theta=5e5, rope_scale=4.0)
+        out = fi.single_prefill_with_kv_cache(q, k, v, causal=True, **rope)
+        cf.assert_close(self, out, cf.attention(*turned(q, k, 5e5, 4.0), v, True, 64 ** -0.5)[0], "float16", "prefill")
+        decoded = fi.single_decode_with_kv_cache(q[-1], k, v, **rope)
+        want = cf.attention(*turned(q[-1:], k, 5e5, 4.0), v, False, 64 ** -0.5)[0][0]
+        cf.assert_close(self, decoded, want, "float16", "decode")
 
 
 @cf.needs_torch

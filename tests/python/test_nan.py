@@ -31,9 +31,21 @@ class NanPropagates(unittest.TestCase):
                      torch.tensor([4, 14], dtype=torch.int32), H, HKV, D, BS, q_data_type=torch.float32)
         return wrapper.run(self.q, torch.stack([self.k, self.v], dim=1))
 
+    def flashinfer_rope_small_pages(self):
+        """The same step as FlashInfer pages of 4 tokens under ROPE_LLAMA (keys gathered and turned)."""
+        pages = torch.stack([self.k, self.v], dim=1).reshape(8, 2, 4, 4, HKV, D).transpose(1, 2).reshape(32, 2, 4,
+                                                                                                          HKV, D)
+        indices = torch.tensor([0, 1, 2, 3, 4] + list(range(8, 16)), dtype=torch.int32)  # page p = block p // 4
+        wrapper = fi.BatchPrefillWithPagedKVCacheWrapper(torch.zeros(16, dtype=torch.uint8), "NHD")
+        wrapper.plan(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([0, 5, 13], dtype=torch.int32),
+                     indices, torch.tensor([4, 2], dtype=torch.int32), H, HKV, D, 4, causal=True,
+                     pos_encoding_mode="ROPE_LLAMA", q_data_type=torch.float32)
+        return wrapper.run(self.q, pages)
+
     def check(self, nan_heads):
         """Request 0's heads in nan_heads are NaN (all of the row), everything else finite."""
-        for name, run in (("vllm", self.vllm), ("flashinfer", self.flashinfer)):
+        for name, run in (("vllm", self.vllm), ("flashinfer", self.flashinfer),
+                          ("flashinfer rope, pages of 4", self.flashinfer_rope_small_pages)):
             out = run()
             for h in range(H):
                 row = out[0, h]
