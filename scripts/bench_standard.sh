@@ -7,8 +7,8 @@
 #   3. `--suite overhead` on FLASHINFER and FLASH_ATTN (mixed batch vs. its parts, forward launch
 #      overhead, build() host time);
 #   4. the standard prefill shapes again at block 16 (issue 10: within 10% of block 128);
-#   5. both GPU backends' decode 64 x 4096 with a bf16 and an FP8 e4m3 cache at blocks 16 and 1024
-#      (page 1024 at least as fast as 16, FP8 at most 0.6 x the bf16 time);
+#   5. both GPU backends' decode 64 x 4096 with a bf16 and an FP8 e4m3 cache at blocks 16 and 1024,
+#      NHD then HND (page 1024 at least as fast as 16, FP8 at most 0.6 x the bf16 time);
 #   6. tools/bench_report.py on all of it (markdown table in the log; PLOT=file.png draws the
 #      roofline where matplotlib is installed).
 # Writes two files: $OUT/bench_standard.log (everything printed) and $OUT/bench_standard.json
@@ -83,6 +83,9 @@ run_block16() {
 run_pages() {
   step pages 45 "$CLI" bench --suite all --filter '^(fp8_e4m3_)?decode_' --block-size 16,1024 \
     --backend flashinfer,flash_attn --repeats "$REPEATS" --warmup "$WARMUP" --json "$WORK/pages.json"
+  step pages_hnd 45 "$CLI" bench --suite all --filter '^(fp8_e4m3_)?decode_' --block-size 16,1024 \
+    --kv-layout HND --backend flashinfer,flash_attn --repeats "$REPEATS" --warmup "$WARMUP" \
+    --json "$WORK/pages_hnd.json"
 }
 for name in $STEPS; do
   case $name in
@@ -96,7 +99,7 @@ done
 import json, os, sys
 work, out = sys.argv[1], sys.argv[2]
 bundle = {"pagedattn": [], "peer": []}
-for name in ("standard", "overhead", "block16", "pages"):
+for name in ("standard", "overhead", "block16", "pages", "pages_hnd"):
     path = os.path.join(work, name + ".json")
     if os.path.exists(path):
         try:

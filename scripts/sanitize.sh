@@ -34,22 +34,33 @@ asan_runtime=$(clang++-14 -print-file-name=libclang_rt.asan-x86_64.so)
 corpus="$build/fuzz-corpus"
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"
-for target in fuzz_case_parser fuzz_validate fuzz_selector; do
+# The three targets side by side (each is one process; their wall time, not their sum, counts).
+fuzz() {  # fuzz <target>: runs it, prints its summary; non-zero on a report or crash
+  local target=$1 log="$build/$1.log"
   mkdir -p "$corpus/$target"
-  echo "== $target: ${seconds}s"
-  log="$build/$target.log"
   if ! LD_PRELOAD="$asan_runtime" "$build/fuzz/$target" -max_total_time="$seconds" -max_len=8192 -timeout=20 \
       -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/$target-" \
       "$corpus/$target" cases > "$log" 2>&1; then
     tail -n 60 "$log"
     echo "sanitize: $target failed; the input is in $artifacts/" >&2
-    exit 1
+    return 1
   fi
   # The last status line (coverage, corpus) and the final statistics (executions, speed, memory).
   summary=$( (grep -aE '^#[0-9]+[[:space:]].*cov:' "$log" | tail -n 1; grep -aE '^stat::' "$log") |
     sed "s/^/$target: /")
   echo "$summary"
   [[ -n "${PAGEDATTN_FUZZ_LOG:-}" ]] && echo "$summary" >> "$PAGEDATTN_FUZZ_LOG"
+  return 0
+}
+echo "== fuzz_case_parser, fuzz_validate, fuzz_selector: ${seconds}s each, side by side"
+pids=()
+for target in fuzz_case_parser fuzz_validate fuzz_selector; do
+  fuzz "$target" > "$build/$target.summary" 2>&1 &
+  pids+=($!)
 done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+cat "$build"/fuzz_*.summary
+((failed == 0)) || exit 1
 done_at=$(date +%s)
 echo "sanitize: build $((built - start))s, tests $((tested - built))s, fuzz $((done_at - tested))s: clean"

@@ -40,6 +40,7 @@ struct BenchOptions {
   bool quick = false;
   bool list = false;
   bool deterministic = false;
+  std::string kv_layout;  // empty: the process default (NHD)
   int kernel_generation = 0;
 };
 
@@ -148,6 +149,11 @@ int run_bench(const BenchOptions& o) {
   StatusOr<Device> found = variants_device(*variants);
   if (!found.ok()) return bad_input("--backend: " + found.status().message());
   const Device device = *found;
+  if (!o.kv_layout.empty()) {
+    StatusOr<KVCacheLayout> layout = parse_kv_cache_layout(o.kv_layout);
+    if (!layout.ok()) return bad_input("--kv-layout: " + layout.status().message());
+    set_kv_cache_layout(*layout);  // the selector's default for backends that take either
+  }
   std::vector<BenchCase> cases = bench_suite(o.suite, device.kind, o.quick, o.block_sizes);
   if (!o.filter.empty()) {
     const std::regex pattern(o.filter);
@@ -253,6 +259,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "Only the cases whose name matches this regular expression")
       ->check(regex_validator());
   add_generation_option(*cmd, o->kernel_generation);
+  cmd->add_option("--kv-layout", o->kv_layout,
+                  "NHD or HND: the cache layout of backends that take either (default NHD)");
   cmd->add_flag("--deterministic", o->deterministic,
                 "Build every step in deterministic (batch-invariant) mode");
   cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");

@@ -7,16 +7,6 @@
 #include "serve/report.h"
 
 namespace pagedattn::serve {
-namespace {
-
-std::string fmt(const char* format, double value) {
-  char text[64];
-  std::snprintf(text, sizeof(text), format, value);
-  return text;
-}
-
-}  // namespace
-
 DcpSummary summarize_dcp(const EngineRun& run) {
   DcpSummary s;
   s.world_size = run.dcp_world_size;
@@ -43,11 +33,14 @@ std::string format_dcp_table(const DcpSummary& s) {
   const std::string n = std::to_string(s.world_size);
   const std::vector<std::vector<std::string>> rows = {
       {"", "N = " + n + " (" + s.comm + ")", "N = 1"},
-      {"KV cache per rank MiB", fmt("%.1f", s.rank_kv_mib), fmt("%.1f", s.single_kv_mib)},
-      {"received per rank/step KiB mean", fmt("%.1f", s.received_kib_mean), "0"},
-      {"received per rank/step KiB max", fmt("%.1f", s.received_kib_max), "0"},
-      {"attention ms/step p50", fmt("%.3f", s.p50_ms), fmt("%.3f", s.single_p50_ms)},
-      {"attention total s", fmt("%.3f", s.total_ms * 1e-3), fmt("%.3f", s.single_total_ms * 1e-3)},
+      {"KV cache per rank MiB", format_value("%.1f", s.rank_kv_mib),
+       format_value("%.1f", s.single_kv_mib)},
+      {"received per rank/step KiB mean", format_value("%.1f", s.received_kib_mean), "0"},
+      {"received per rank/step KiB max", format_value("%.1f", s.received_kib_max), "0"},
+      {"attention ms/step p50", format_value("%.3f", s.p50_ms),
+       format_value("%.3f", s.single_p50_ms)},
+      {"attention total s", format_value("%.3f", s.total_ms * 1e-3),
+       format_value("%.3f", s.single_total_ms * 1e-3)},
   };
   std::vector<size_t> widths(3, 0);
   for (const auto& row : rows) {

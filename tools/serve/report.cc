@@ -6,15 +6,11 @@
 #include <cstdio>
 
 namespace pagedattn::serve {
-namespace {
-
-std::string fmt(const char* format, double value) {
+std::string format_value(const char* format, double value) {
   char text[64];
   std::snprintf(text, sizeof(text), format, value);
   return text;
 }
-
-}  // namespace
 
 double quantile(std::vector<double> values, double q) {
   if (values.empty()) return 0.0;
@@ -70,24 +66,28 @@ std::string format_table(const std::vector<Summary>& summaries) {
          return std::to_string(s.steps) + " (" + std::to_string(s.decode_steps) + ")";
        }},
       {"requests finished", [](const Summary& s) { return std::to_string(s.finished); }},
-      {"attention ms/step p50", [](const Summary& s) { return fmt("%.3f", s.p50_ms); }},
-      {"attention ms/step p99", [](const Summary& s) { return fmt("%.3f", s.p99_ms); }},
-      {"attention total s", [](const Summary& s) { return fmt("%.3f", s.total_ms * 1e-3); }},
-      {"build ms/step p50 (host)", [](const Summary& s) { return fmt("%.3f", s.build_p50_ms); }},
-      {"tokens/s of attention", [](const Summary& s) { return fmt("%.0f", s.tokens_per_s); }},
-      {"KV read GB/s", [](const Summary& s) { return fmt("%.1f", s.kv_gbps); }},
+      {"attention ms/step p50", [](const Summary& s) { return format_value("%.3f", s.p50_ms); }},
+      {"attention ms/step p99", [](const Summary& s) { return format_value("%.3f", s.p99_ms); }},
+      {"attention total s",
+       [](const Summary& s) { return format_value("%.3f", s.total_ms * 1e-3); }},
+      {"build ms/step p50 (host)",
+       [](const Summary& s) { return format_value("%.3f", s.build_p50_ms); }},
+      {"tokens/s of attention",
+       [](const Summary& s) { return format_value("%.0f", s.tokens_per_s); }},
+      {"KV read GB/s", [](const Summary& s) { return format_value("%.1f", s.kv_gbps); }},
       {"share of read ceiling",
        [](const Summary& s) {
-         return s.ceiling.gbps > 0
-                    ? fmt("%.0f%%", 100 * s.read_share) + fmt(" of %.0f GB/s", s.ceiling.gbps)
-                    : std::string("not measured");
+         return s.ceiling.gbps > 0 ? format_value("%.0f%%", 100 * s.read_share) +
+                                         format_value(" of %.0f GB/s", s.ceiling.gbps)
+                                   : std::string("not measured");
        }},
       {"KV cache use mean/peak",
        [](const Summary& s) {
-         return fmt("%.0f%%", 100 * s.kv_mean) + " / " + fmt("%.0f%%", 100 * s.kv_peak);
+         return format_value("%.0f%%", 100 * s.kv_mean) + " / " +
+                format_value("%.0f%%", 100 * s.kv_peak);
        }},
       {"prefix cache hits",
-       [](const Summary& s) { return fmt("%.0f%% of tokens", 100 * s.prefix_hit_rate); }},
+       [](const Summary& s) { return format_value("%.0f%% of tokens", 100 * s.prefix_hit_rate); }},
       {"cascade steps", [](const Summary& s) { return std::to_string(s.cascade_steps); }},
       {"CUDA graph replays", [](const Summary& s) { return std::to_string(s.graph_replays); }},
       {"preemptions", [](const Summary& s) { return std::to_string(s.preemptions); }},

@@ -30,6 +30,9 @@ struct Summary {
 };
 
 // q in [0, 1]: the nearest-rank quantile (0 for an empty list).
+// value printed with a printf format of one double ("%.3f").
+std::string format_value(const char* format, double value);
+
 double quantile(std::vector<double> values, double q);
 Summary summarize(const EngineRun& run, const Ceiling& ceiling);
 // Rows are the metrics, columns the backends.
