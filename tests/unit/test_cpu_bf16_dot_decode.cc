@@ -124,8 +124,7 @@ void expect_nans(const Poison& poison, const Expected& expected) {
     auto result = run_against_reference(*batch);
     ASSERT_TRUE(result.ok()) << result.status().to_string();
     for (int h = 0; h < kHeads; ++h) {
-      EXPECT_EQ(nan_count(*result, h), expected(h))
-          << kv_cache_dtype_name(cache) << " head " << h;
+      EXPECT_EQ(nan_count(*result, h), expected(h)) << kv_cache_dtype_name(cache) << " head " << h;
     }
   }
 }
@@ -148,8 +147,7 @@ TEST_P(CpuBf16DotDecode, NaNInACachedValueReachesItsElement) {
               [](int h) { return h >= kHeads / kKvHeads ? 1 : 0; });
 }
 
-INSTANTIATE_TEST_SUITE_P(Simd, CpuBf16DotDecode,
-                         ::testing::ValuesIn(cpu::simd_targets_available()),
+INSTANTIATE_TEST_SUITE_P(Simd, CpuBf16DotDecode, ::testing::ValuesIn(cpu::simd_targets_available()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -37,8 +37,8 @@ double ns_per_key_and_head(KVCacheDType cache, int requests, int context, int re
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     EXPECT_TRUE((*runner)->run_step(/*write_cache=*/false, /*want_lse=*/false).ok());
-    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
-                     .count());
+    ns.push_back(
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
   }
   std::nth_element(ns.begin(), ns.begin() + repeats / 2, ns.end());
   return ns[repeats / 2] / (static_cast<double>(requests) * context * spec.num_kv_heads);

@@ -57,7 +57,8 @@ constexpr uint16_t fp8_magnitude_to_bf16(DType type, int code) {
 template <DType kType, int kByte>
 constexpr std::array<uint8_t, 128> fp8_bf16_byte_table() {
   std::array<uint8_t, 128> t{};
-  for (int c = 0; c < 128; ++c) t[c] = static_cast<uint8_t>(fp8_magnitude_to_bf16(kType, c) >> (8 * kByte));
+  for (int c = 0; c < 128; ++c)
+    t[c] = static_cast<uint8_t>(fp8_magnitude_to_bf16(kType, c) >> (8 * kByte));
   return t;
 }
 

@@ -74,10 +74,9 @@ inline float plane_scale(const float* scales, int64_t stride, int h) {
 // The dot products of kQ bf16 query vectors at q (row stride dim, key_position order) with kK
 // keys whose rows start at element rows[j] + offset of `keys`, stored to s[i * kDecodeTile + j].
 template <DType kType, int kQ, int kK>
-PAGEDATTN_BF16_DOT HWY_INLINE void score_rows_dot(const uint16_t* HWY_RESTRICT q,
-                                                  const void* keys,
-                                                  const int64_t* HWY_RESTRICT rows,
-                                                  int64_t offset, int dim, const Fp8Tables& t,
+PAGEDATTN_BF16_DOT HWY_INLINE void score_rows_dot(const uint16_t* HWY_RESTRICT q, const void* keys,
+                                                  const int64_t* HWY_RESTRICT rows, int64_t offset,
+                                                  int dim, const Fp8Tables& t,
                                                   float* HWY_RESTRICT s) {
   __m512 acc[kQ][kK];
   for (int i = 0; i < kQ; ++i) {
@@ -186,8 +185,7 @@ PAGEDATTN_BF16_DOT HWY_INLINE void dot_block(const DotTile& t, int kv_head, floa
   int k = 0;
   for (; k + kDecodeKeys <= t.count; k += kDecodeKeys) {
     t.prefetcher.issue();
-    score_rows_dot<kType, kQ, kDecodeKeys>(q, kv.k_base, t.rows + k, offset, dim, t.tables,
-                                           w + k);
+    score_rows_dot<kType, kQ, kDecodeKeys>(q, kv.k_base, t.rows + k, offset, dim, t.tables, w + k);
   }
   for (; k < t.count; ++k) {
     score_rows_dot<kType, kQ, 1>(q, kv.k_base, t.rows + k, offset, dim, t.tables, w + k);
@@ -197,8 +195,8 @@ PAGEDATTN_BF16_DOT HWY_INLINE void dot_block(const DotTile& t, int kv_head, floa
   uint16_t* w16 = t.s.w16.data();
   for (int i = 0; i < kQ; ++i) {
     float* wi = w + i * kDecodeTile;
-    correction[i] = softmax_tile<kDecodeTile>(df, score_scale, 0, t.count, wi, t.s.m[qi + i],
-                                              t.s.l[qi + i]);
+    correction[i] =
+        softmax_tile<kDecodeTile>(df, score_scale, 0, t.count, wi, t.s.m[qi + i], t.s.l[qi + i]);
     for (int j = 0; j < kDecodeTile; j += 32) {
       _mm512_storeu_si512(w16 + i * kDecodeTile + j,
                           to_bf16(_mm512_loadu_ps(wi + j), _mm512_loadu_ps(wi + j + 16)));
@@ -208,13 +206,13 @@ PAGEDATTN_BF16_DOT HWY_INLINE void dot_block(const DotTile& t, int kv_head, floa
   float* acc = t.s.acc.data() + static_cast<int64_t>(qi) * dim;
   int d = 0;
   for (; d + 64 <= dim; d += 64) {
-    accumulate_rows_dot<kType, kQ, 4>(pairs, correction, kv.v_base, t.rows, offset, t.count, dim,
-                                      d, acc, t.tables, t.prefetcher);
+    accumulate_rows_dot<kType, kQ, 4>(pairs, correction, kv.v_base, t.rows, offset, t.count, dim, d,
+                                      acc, t.tables, t.prefetcher);
   }
   if constexpr (kType == DType::kBF16) {
     if (d < dim) {
-      accumulate_rows_dot<kType, kQ, 2>(pairs, correction, kv.v_base, t.rows, offset, t.count,
-                                        dim, d, acc, t.tables, t.prefetcher);
+      accumulate_rows_dot<kType, kQ, 2>(pairs, correction, kv.v_base, t.rows, offset, t.count, dim,
+                                        d, acc, t.tables, t.prefetcher);
     }
   }
 }
@@ -252,7 +250,9 @@ PAGEDATTN_BF16_DOT void run_bf16_dot_decode_task(const AttentionPass& pass, cons
   const int blocks_per_head = group / 4 + (group % 4) / 2 + group % 2;
   const int calls =
       kv_heads * blocks_per_head * (kDecodeTile / kDecodeKeys + column_calls * kDecodeTile / 2);
-  const Fp8Tables tables = fp8_tables<kType == DType::kFP8E5M2 ? kType : DType::kFP8E4M3>();
+  // e4m3's tables for a bf16 cache too, unused there.
+  constexpr DType kTableType = kType == DType::kFP8E5M2 ? kType : DType::kFP8E4M3;
+  const Fp8Tables tables = fp8_tables<kTableType>();
   TilePrefetcher prefetcher;
   int64_t rows[kDecodeTile];
   for (int first = r.lo; first < r.hi; first += kDecodeTile) {

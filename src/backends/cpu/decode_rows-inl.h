@@ -73,9 +73,8 @@ inline void start_decode_rows(const AttentionPass& pass, const DecodeRow& r, Scr
 // position(j)] for element j), with the values' multiplier value_multiplier(kv_head); a row with
 // no visible key and no sink gets 0 and -inf.
 template <class Position, class Multiplier>
-void finish_decode_rows(const AttentionPass& pass, const Task& task, const DecodeRow& r,
-                        Scratch& s, const Position& position,
-                        const Multiplier& value_multiplier) {
+void finish_decode_rows(const AttentionPass& pass, const Task& task, const DecodeRow& r, Scratch& s,
+                        const Position& position, const Multiplier& value_multiplier) {
   const int dim = pass.head_size;
   for (int i = 0; i < r.nq; ++i) {
     const int head = r.first_head + i;

@@ -1,9 +1,11 @@
-// The decode kernel: a task of one query row, whose query vectors all see the same keys, over KV
-// heads of one request. Keys and values are read from the cache straight into registers (bf16 as
-// even/odd pairs, FP8 and f16 through f16), never widened into a tile in memory; the scores of a
-// few query vectors of a GQA group against a few keys at a time stay in registers, and an online
-// softmax runs per tile of kDecodeTile keys. The queries and the accumulated outputs are kept in
-// the lane order widen_pair produces (pair_position), so that no element is shuffled per key.
+// The decode kernel on float multiply-adds (decode_bf16_dot-inl.h has the one on bf16 dot
+// products, which run_decode below prefers where it applies): a task of one query row, whose query
+// vectors all see the same keys, over KV heads of one request. Keys and values are read from the
+// cache straight into registers (bf16 as even/odd pairs, FP8 and f16 through f16), never widened
+// into a tile in memory; the scores of a few query vectors of a GQA group against a few keys at a
+// time stay in registers, and an online softmax runs per tile of kDecodeTile keys. The queries and
+// the accumulated outputs are kept in the lane order widen_pair produces (pair_position), so that
+// no element is shuffled per key.
 
 // Per-target include guard (Highway re-includes this file once per target).
 #if defined(PAGEDATTN_CPU_DECODE_TASK_INL_H_) == defined(HWY_TARGET_TOGGLE)
