@@ -7,5 +7,7 @@ target_link_libraries(pagedattn_highway INTERFACE hwy::hwy)
 # Targets: AVX3 (AVX-512), AVX2, SSE4 and the portable baseline (HWY_SCALAR with GCC 12.2, whose
 # EMU128 Highway marks broken), NEON on Arm. SSSE3 adds nothing but compile time; the kernel keeps
 # arrays of vectors, which the sizeless SVE and RVV vectors do not allow.
-target_compile_definitions(pagedattn_highway INTERFACE
+# AVX3_DL (Ice Lake and later, Zen 4) is wanted for the decode kernel's bf16 dot products
+# (decode_bf16_dot-inl.h), which need its VBMI and add AVX512_BF16 where the CPU has it.
+target_compile_definitions(pagedattn_highway INTERFACE HWY_WANT_AVX3_DL
   "HWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SVE|HWY_SVE2|HWY_SVE_256|HWY_SVE2_128|HWY_RVV)")

@@ -37,6 +37,7 @@ struct Scratch {
   std::vector<float> v_tile;  // [KV heads, kKeyTile, D]
   std::vector<float> p;       // [kQueryBlock, tile] scores, then softmax weights
   std::vector<float> row;     // [D] one query or output row in element order (decode kernel)
+  std::vector<uint16_t> w16;  // [kQueryBlock, kDecodeTile] softmax weights as bf16 (decode kernel)
   // Chunks of keys on oneDNN: bf16 queries, keys, values and weights; float scores and products.
   std::vector<uint16_t> q16;       // [nq, D]
   std::vector<uint16_t> k16, v16;  // [kChunk, D]

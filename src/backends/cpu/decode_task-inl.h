@@ -1,9 +1,11 @@
-// The decode kernel: a task of one query row, whose query vectors all see the same keys, over KV
-// heads of one request. Keys and values are read from the cache straight into registers (bf16 as
-// even/odd pairs, FP8 and f16 through f16), never widened into a tile in memory; the scores of a
-// few query vectors of a GQA group against a few keys at a time stay in registers, and an online
-// softmax runs per tile of kDecodeTile keys. The queries and the accumulated outputs are kept in
-// the lane order widen_pair produces (pair_position), so that no element is shuffled per key.
+// The decode kernel on float multiply-adds (decode_bf16_dot-inl.h has the one on bf16 dot
+// products, which run_decode below prefers where it applies): a task of one query row, whose query
+// vectors all see the same keys, over KV heads of one request. Keys and values are read from the
+// cache straight into registers (bf16 as even/odd pairs, FP8 and f16 through f16), never widened
+// into a tile in memory; the scores of a few query vectors of a GQA group against a few keys at a
+// time stay in registers, and an online softmax runs per tile of kDecodeTile keys. The queries and
+// the accumulated outputs are kept in the lane order widen_pair produces (pair_position), so that
+// no element is shuffled per key.
 
 // Per-target include guard (Highway re-includes this file once per target).
 #if defined(PAGEDATTN_CPU_DECODE_TASK_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -20,11 +22,11 @@
 #include <cstdint>
 
 #include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/decode_bf16_dot-inl.h"
+#include "backends/cpu/decode_rows-inl.h"
 #include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
-#include "backends/cpu/output_rows.h"
 #include "backends/cpu/tile_math-inl.h"
-#include "common/mask.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pagedattn::cpu::HWY_NAMESPACE {
@@ -35,16 +37,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr int kDecodeQueries =
     (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3) ? 2 : 4;
 static_assert(kDecodeQueries <= kQueryBlock);
-constexpr int kDecodeKeys = 4;  // keys scored together
 constexpr int kValuePairs = 2;  // pairs of value vectors accumulated together
-static_assert(kDecodeTile % kDecodeKeys == 0);
-constexpr int kPrefetchTiles = 1;  // how far ahead the prefetcher reads, in tiles
-
-// Tasks the decode kernel serves: one query row, no score modifier that needs scores one by one.
-inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
-  return task.row_end - task.row_begin == 1 && pass.alibi_slopes == nullptr &&
-         !mask::soft_cap_applies(pass.soft_cap);
-}
 
 // The dot products of kQ query vectors at q (row stride dim, pair order) with kK keys whose rows
 // start at element rows[j] + offset of `keys`, stored to s[i * kDecodeTile + j].
@@ -166,51 +159,37 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
   const RequestPass& rp = pass.requests[task.request];
   const int dim = pass.head_size;
   const int lanes = static_cast<int>(hn::Lanes(df));
-  const int group = pass.num_heads / pass.num_kv_heads;
+  const DecodeRow r = decode_row(pass, task);
   const int kv_heads = task.kv_head_end - task.kv_head_begin;
-  const int nq = kv_heads * group;  // vector i: KV head i / group, its query head i % group
-  const int first_head = task.kv_head_begin * group;
-  s.reserve(nq, kv_heads, dim);
+  s.reserve(r.nq, kv_heads, dim);
   if (s.row.size() < static_cast<size_t>(dim)) s.row.resize(dim);
 
-  // The keys the row sees, pass-local.
-  const int64_t token = rp.q_start + task.row_begin;
-  const int64_t pos = static_cast<int64_t>(rp.query_pos0) + task.row_begin;
-  const mask::MaskRule rule{pass.causal, pass.window.left, pass.window.right};
-  const mask::KeyRange<int64_t> visible =
-      mask::visible_keys<int64_t>(rule, int64_t{rp.key_pos0} + rp.kv_len, pos);
-  const int lo = static_cast<int>(std::max<int64_t>(visible.lo - rp.key_pos0, 0));
-  const int hi = static_cast<int>(std::max<int64_t>(lo, visible.hi + 1 - rp.key_pos0));
-
-  // Queries in pair order, softmax state (a sink joins the denominator only), outputs zeroed.
-  for (int i = 0; i < nq; ++i) {
-    const int head = first_head + i;
+  // Queries in pair order.
+  for (int i = 0; i < r.nq; ++i) {
     with_dtype(pass.query_dtype, [&](auto type) {
-      widen_scaled<decltype(type)::value>(df, pass.query,
-                                          token * pass.q_token_stride + head * pass.q_head_stride,
-                                          dim, 1.0f, s.row.data());
+      widen_scaled<decltype(type)::value>(
+          df, pass.query, r.token * pass.q_token_stride + (r.first_head + i) * pass.q_head_stride,
+          dim, 1.0f, s.row.data());
     });
     float* q = s.q.data() + static_cast<int64_t>(i) * dim;
     for (int j = 0; j < dim; ++j) q[pair_position<kType>(lanes, j)] = s.row[j];
-    const bool sink = pass.sinks != nullptr;
-    s.m[i] = sink ? pass.sinks[head] : kNegInf;
-    s.l[i] = sink ? 1.0f : 0.0f;
   }
-  std::fill(s.acc.begin(), s.acc.begin() + static_cast<int64_t>(nq) * dim, 0.0f);
+  start_decode_rows(pass, r, s);
 
   // Prefetch issue points per tile: per group of keys scored and per key of each pass over value
   // columns, for every block of query vectors.
+  const int group = r.group;
   const int pair = 2 * lanes;
   const int column_calls = dim / (kValuePairs * pair) + (dim % (kValuePairs * pair)) / pair;
   const int blocks = kv_heads * ((group + kDecodeQueries - 1) / kDecodeQueries);
   const int calls = blocks * (kDecodeTile / kDecodeKeys + column_calls * kDecodeTile);
   TilePrefetcher prefetcher;
   int64_t rows[kDecodeTile];
-  for (int first = lo; first < hi; first += kDecodeTile) {
-    const int count = std::min(kDecodeTile, hi - first);
+  for (int first = r.lo; first < r.hi; first += kDecodeTile) {
+    const int count = std::min(kDecodeTile, r.hi - first);
     const int ahead = first + kPrefetchTiles * kDecodeTile;
     prefetcher.plan(pass, rp, task.kv_head_begin, kv_heads, ahead,
-                    std::clamp(hi - ahead, 0, kDecodeTile), calls);
+                    std::clamp(r.hi - ahead, 0, kDecodeTile), calls);
     for (int k = 0; k < count; ++k) rows[k] = key_offset(kv, rp, first + k);
     const DecodeTile tile{pass, s, rows, count, prefetcher};
     for (int h = 0; h < kv_heads; ++h) {
@@ -226,22 +205,10 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
     }
   }
 
-  // Normalise (the values' multiplier folded in), back to element order, store; a row with no
-  // visible key and no sink gets 0 and -inf.
-  for (int i = 0; i < nq; ++i) {
-    const int head = first_head + i;
-    const int kv_head = task.kv_head_begin + i / group;
-    const float* acc = s.acc.data() + static_cast<int64_t>(i) * dim;
-    for (int j = 0; j < dim; ++j) s.row[j] = acc[pair_position<kType>(lanes, j)];
-    const bool empty = s.l[i] == 0.0f;
-    const float v_mult = plane_multiplier(kv, kv.v_scale, kv.v_scale_stride, kv_head);
-    store_output_row(s.row.data(), dim, empty ? 0.0f : v_mult / s.l[i], pass.output_dtype,
-                     pass.output, token * pass.o_token_stride + head * pass.o_head_stride);
-    if (pass.lse != nullptr) {
-      pass.lse[head * pass.lse_head_stride + token * pass.lse_token_stride] =
-          empty ? kNegInf : s.m[i] + std::log(s.l[i]);
-    }
-  }
+  // Back to element order, the values' multiplier folded in.
+  finish_decode_rows(
+      pass, task, r, s, [&](int j) { return pair_position<kType>(lanes, j); },
+      [&](int kv_head) { return plane_multiplier(kv, kv.v_scale, kv.v_scale_stride, kv_head); });
 }
 
 // The decode task on the widest vectors whose pairs divide head_size (a multiple of 8).
@@ -251,7 +218,11 @@ void RunDecodeTaskOn(DF df, const AttentionPass& pass, const Task& task, Scratch
              [&](auto type) { run_decode_task<decltype(type)::value>(df, pass, task, s); });
 }
 
+// Decode tasks on bf16 dot products where the CPU and the pass allow, else on float multiply-adds.
 inline void run_decode(const AttentionPass& pass, const Task& task, Scratch& s) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if (bf16_dot_decode_applies(pass)) return run_bf16_dot_decode(pass, task, s);
+#endif
   const hn::ScalableTag<float> full;
   if (pass.head_size % (2 * static_cast<int>(hn::Lanes(full))) == 0) {
     return RunDecodeTaskOn(full, pass, task, s);

@@ -29,7 +29,8 @@ inline int64_t key_offset(const KvSource& kv, const RequestPass& rp, int j) {
 
 // Prefetches the next tile's K and V rows a few cache lines at a time from inside the arithmetic
 // loops, so that memory traffic overlaps the current tile's compute (a burst would fill the miss
-// buffers and stall just the same).
+// buffers and stall just the same). The lines go in the cache's order as runs of contiguous
+// lines: a key's rows of all the task's heads where they are adjacent (NHD), else one row.
 class TilePrefetcher {
  public:
   // The rows of keys [first, first + count) (count <= kMaxTile) of KV heads [h0, h0 + heads),
@@ -37,40 +38,57 @@ class TilePrefetcher {
   void plan(const AttentionPass& pass, const RequestPass& rp, int h0, int heads, int first,
             int count, int calls) {
     const KvSource& kv = pass.kv;
-    elem_ = static_cast<int64_t>(dtype_size(kv.dtype));
-    planes_[0] = static_cast<const char*>(kv.k_base) + h0 * kv.head_stride * elem_;
-    planes_[1] = static_cast<const char*>(kv.v_base) + h0 * kv.head_stride * elem_;
-    head_bytes_ = kv.head_stride * elem_;
-    heads_ = heads;
+    const int64_t elem = static_cast<int64_t>(dtype_size(kv.dtype));
+    planes_[0] = static_cast<const char*>(kv.k_base) + h0 * kv.head_stride * elem;
+    planes_[1] = static_cast<const char*>(kv.v_base) + h0 * kv.head_stride * elem;
+    head_bytes_ = kv.head_stride * elem;
     // Divisions by the block size here, once per key, not per line issued.
-    for (int k = 0; k < count; ++k) rows_[k] = key_offset(kv, rp, first + k) * elem_;
-    row_lines_ = static_cast<int>((pass.head_size * elem_ + 63) / 64);
-    lines_ = count * heads * 2 * row_lines_;
-    per_call_ = (lines_ + calls - 1) / std::max(calls, 1);
-    next_ = key_ = plane_ = head_ = line_ = 0;
+    for (int k = 0; k < count; ++k) rows_[k] = key_offset(kv, rp, first + k) * elem;
+    const bool adjacent = kv.head_stride == pass.head_size;
+    const int64_t run_bytes = (adjacent ? heads : 1) * pass.head_size * elem;
+    run_lines_ = static_cast<int>((run_bytes + 63) / 64);
+    runs_per_plane_ = adjacent ? 1 : heads;
+    const int lines = count * 2 * runs_per_plane_ * run_lines_;
+    per_call_ = (lines + calls - 1) / std::max(calls, 1);
+    runs_left_ = count * 2 * runs_per_plane_;
+    key_ = plane_ = head_ = 0;
+    left_ = 0;
+    if (runs_left_ > 0) start_run();
   }
   HWY_INLINE void issue() {
-    for (int n = 0; n < per_call_ && next_ < lines_; ++n, ++next_) {
-      if (line_ == 0) row_ = planes_[plane_] + rows_[key_] + head_ * head_bytes_;
-      __builtin_prefetch(row_ + 64 * line_, 0, 2);  // into L2: more misses in flight than L1
-      if (++line_ < row_lines_) continue;
-      // Next row in the cache's order (NHD): heads of a plane, the planes, then the next key.
-      line_ = 0;
-      if (++head_ < heads_) continue;
-      head_ = 0;
-      if (++plane_ < 2) continue;
-      plane_ = 0;
-      ++key_;
+    for (int n = per_call_; n > 0 && left_ > 0;) {
+      const int take = std::min(n, left_);
+      for (int i = 0; i < take; ++i) {
+        __builtin_prefetch(line_ + 64 * i, 0, 2);  // into L2: more misses in flight than L1
+      }
+      line_ += 64 * take;
+      left_ -= take;
+      n -= take;
+      if (left_ == 0) next_run();
     }
   }
 
  private:
+  void start_run() {
+    line_ = planes_[plane_] + rows_[key_] + head_ * head_bytes_;
+    left_ = run_lines_;
+  }
+  // The next run in the cache's order (NHD): heads of a plane, the planes, then the next key.
+  void next_run() {
+    if (--runs_left_ == 0) return;
+    if (++head_ == runs_per_plane_) {
+      head_ = 0;
+      if (++plane_ == 2) plane_ = 0, ++key_;
+    }
+    start_run();
+  }
+
   const char* planes_[2] = {nullptr, nullptr};  // K and V at KV head h0
   int64_t rows_[kMaxTile] = {};                 // byte offset of each key's row
-  int64_t head_bytes_ = 0, elem_ = 1;
-  int heads_ = 1, row_lines_ = 1, lines_ = 0, per_call_ = 0, next_ = 0;
-  int key_ = 0, plane_ = 0, head_ = 0, line_ = 0;
-  const char* row_ = nullptr;
+  int64_t head_bytes_ = 0;
+  int run_lines_ = 1, runs_per_plane_ = 1, per_call_ = 0, runs_left_ = 0, left_ = 0;
+  int key_ = 0, plane_ = 0, head_ = 0;
+  const char* line_ = nullptr;  // the next line to prefetch
 };
 
 }  // namespace pagedattn::cpu::HWY_NAMESPACE

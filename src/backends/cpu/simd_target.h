@@ -11,11 +11,11 @@
 
 namespace pagedattn::cpu {
 
-// The target the kernels run on now, e.g. "AVX3".
+// The target the kernels run on now, e.g. "AVX3_DL".
 std::string simd_target();
 
-// Targets this build has and this CPU supports, best first, e.g. {"AVX3", "AVX2", "SSE4",
-// "SCALAR"}.
+// Targets this build has and this CPU supports, best first, e.g. {"AVX3_DL", "AVX3", "AVX2",
+// "SSE4", "SCALAR"}.
 std::vector<std::string> simd_targets_available();
 
 // Runs the kernels on `name`: a target of simd_targets_available() (any case), "generic" for the
