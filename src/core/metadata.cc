@@ -192,19 +192,17 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                             std::to_string(longest_seq) + ")");
   }
 
-  // Block ids in use must address the cache, and no request may hold one block twice (its tokens
-  // would overwrite each other).
+  // Block ids in use must address the cache. A request may name one block at several positions
+  // (vLLM's and FlashAttention's random test tables do): attention reads it at each.
   const bool table_on_host = host_readable(block_table_tensor);
   const auto block_id = [&](int64_t r, int64_t c) {
     return int64_t{block_table_tensor.data_as<const int32_t>()[r * block_table_tensor.stride(0) +
                                                                c * block_table_tensor.stride(1)]};
   };
   if (table_on_host) {
-    std::vector<std::pair<int64_t, int64_t>> ids;  // (block id, column) of one request
     for (int r = 0; r < num_reqs; ++r) {
       const int64_t blocks_needed =
           (stored(read_int(seq_lens_cpu, r)) + block_size - 1) / block_size;
-      ids.clear();
       for (int64_t c = 0; c < blocks_needed; ++c) {
         const int64_t id = block_id(r, c);
         if (id < 0 || id >= num_blocks) {
@@ -212,16 +210,6 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                                   std::to_string(c) + "] = " + std::to_string(id) +
                                   " is outside the cache's blocks [0, " +
                                   std::to_string(num_blocks) + ")");
-        }
-        ids.emplace_back(id, c);
-      }
-      std::sort(ids.begin(), ids.end());
-      for (size_t i = 1; i < ids.size(); ++i) {
-        if (ids[i].first == ids[i - 1].first) {
-          return invalid_argument(
-              "block_table_tensor[" + std::to_string(r) + "][" + std::to_string(ids[i].second) +
-              "] = " + std::to_string(ids[i].first) + " repeats column " +
-              std::to_string(ids[i - 1].second) + ": a request may use each block once");
         }
       }
     }

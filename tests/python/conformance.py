@@ -104,11 +104,9 @@ def paged_attention(q, key_cache, value_cache, query_lens, kv_lens, block_table,
 
 
 def random_table(num_seqs, kv_lens, block_size, num_blocks, generator):
-    """A random block table as vLLM's tests make one, except that a request uses each block once: the
-    library refuses a block repeated within a request (vLLM's torch.randint tables may repeat one)."""
+    """A random block table as vLLM's tests make one (torch.randint: a request may name a block twice)."""
     width = max(math.ceil(max(kv_lens) / block_size), 1)
-    rows = [torch.randperm(num_blocks, generator=generator)[:width] for _ in range(num_seqs)]
-    return torch.stack(rows).to(torch.int32)
+    return torch.randint(0, num_blocks, (num_seqs, width), generator=generator, dtype=torch.int32)
 
 
 def offsets(lengths):

@@ -70,6 +70,23 @@ class VarlenWithPagedKV(unittest.TestCase):
                                      window=window, softcap=soft_cap or 0.0)
         cf.assert_close(self, got.cpu(), want, dtype, "out")
 
+    def test_a_block_named_twice_in_one_request(self):
+        # vLLM's tables come from torch.randint: a request may name one block at two positions, and
+        # attention reads it at each (here every other block of each request is its first one).
+        for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+            with self.subTest(device=device):
+                q, k, v, query_lens, kv_lens, table = paged_inputs([(1, 700), (37, 300)], (8, 2), 128, 16, 64,
+                                                                   torch.bfloat16, seed=3,
+                                                                   one_allocation=device != "cpu")
+                table[:, 1::2] = table[:, :1]
+                q, k, v, table = (x.to(device) for x in (q, k, v, table))
+                got = vc.flash_attn_varlen_func(q=q, k=k, v=v, cu_seqlens_q=cf.offsets(query_lens).to(device),
+                                                seqused_k=torch.tensor(kv_lens, dtype=torch.int32, device=device),
+                                                max_seqlen_q=37, max_seqlen_k=700, softmax_scale=0.1, causal=True,
+                                                block_table=table)
+                want, _ = cf.paged_attention(q.cpu(), k.cpu(), v.cpu(), query_lens, kv_lens, table.cpu(), True, 0.1)
+                cf.assert_close(self, got.cpu(), want, "bfloat16", "out")
+
     def test_fp8_queries_need_torch_float8(self):
         q, k, v, query_lens, kv_lens, table = paged_inputs([(1, 40)], (4, 4), 64, 16, 8, torch.bfloat16, 0)
         with self.assertRaisesRegex(ValueError, r"q is torch uint8: FP8 queries must be torch float8_e4m3fn"):

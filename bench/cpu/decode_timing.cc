@@ -1,9 +1,8 @@
-// Disabled by default (a timing, not a check): CPU_ATTN's decode time per key and KV head on the
+// A timing, not a check: CPU_ATTN's decode time per key and KV head on the
 // bench's heads (32 / 8, head size 128) with bf16 queries, for a bf16 and an e4m3 cache, with the
 // KV in the last-level cache (one request over 2048 keys: 8 MiB of bf16) and from DRAM (32
 // requests: 256 MiB), on the SIMD target PAGEDATTN_CPU_SIMD chooses and PAGEDATTN_CPU_THREADS
-// threads. Run: PAGEDATTN_CPU_THREADS=1 build/tests/pagedattn_unit_tests
-// --gtest_also_run_disabled_tests --gtest_filter='*CpuDecodeTiming*'
+// threads. Run: PAGEDATTN_CPU_THREADS=1 build/bench/pagedattn_cpu_bench
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,7 +43,7 @@ double ns_per_key_and_head(KVCacheDType cache, int requests, int context, int re
   return ns[repeats / 2] / (static_cast<double>(requests) * context * spec.num_kv_heads);
 }
 
-TEST(CpuDecodeTiming, DISABLED_NsPerKeyAndHead) {
+TEST(CpuDecodeTiming, NsPerKeyAndHead) {
   for (const KVCacheDType cache : {KVCacheDType::kAuto, KVCacheDType::kFP8E4M3}) {
     const double l3 = ns_per_key_and_head(cache, 1, 2048, 41);
     const double dram = ns_per_key_and_head(cache, 32, 2048, 7);
