@@ -72,7 +72,6 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
     return sampled_token(seed, r.id, position);
   };
 
-  run.backend = executor->label();
   run.device = device_name(executor->device());
   std::mt19937_64 check_rng(seed ^ 0xC4ECull);
   size_t next_arrival = 0;
@@ -125,6 +124,7 @@ StatusOr<EngineRun> run_engine(const EngineConfig& config, const Workload& workl
     run.finished += static_cast<int>(scheduler.update(out, token_of).size());
     if (progress) progress(step, run.finished, total, scheduler.num_running(), pool.usage());
   }
+  run.backend = executor->label();  // after the steps: the kernels they ran
   run.note = executor->graph_error();
   run.prefix_query_tokens = kv.prefix_query_tokens();
   run.prefix_hit_tokens = kv.prefix_hit_tokens();
