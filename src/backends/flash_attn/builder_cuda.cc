@@ -60,10 +60,7 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
                                                      const CommonAttentionMetadata& meta) override {
     PAGEDATTN_RETURN_IF_ERROR(gpu::check_step(params_, meta));
     const int n = meta.num_reqs;
-    const std::span<const int32_t> qsl(meta.query_start_loc_cpu.data_as<const int32_t>(),
-                                       static_cast<size_t>(n) + 1);
-    const std::span<const int32_t> seqs(meta.seq_lens_cpu.data_as<const int32_t>(),
-                                        static_cast<size_t>(n));
+    const auto [qsl, seqs] = gpu::step_lengths(meta);
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
     PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());

@@ -23,6 +23,12 @@ plan::SplitKVConfig split_config(const BuilderParams& params, int num_sms, int n
   return config;
 }
 
+StepLengths step_lengths(const CommonAttentionMetadata& meta) {
+  const auto n = static_cast<size_t>(meta.num_reqs);
+  return {{meta.query_start_loc_cpu.data_as<const int32_t>(), n + 1},
+          {meta.seq_lens_cpu.data_as<const int32_t>(), n}};
+}
+
 PassMetadata pass_metadata(const CommonAttentionMetadata& meta) {
   PassMetadata pass;
   pass.cu_seqlens_q = meta.query_start_loc.data_as<const int32_t>();

@@ -2,6 +2,9 @@
 // whole batch as the engine's metadata gives it, and the decode kernel's grid and plan.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "backends/gpu/metadata.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/metadata.h"
@@ -16,6 +19,13 @@ namespace pagedattn::gpu {
 // reduction order never depends on the batch).
 plan::SplitKVConfig split_config(const BuilderParams& params, int num_sms, int num_tokens,
                                  int64_t token_splits);
+
+// The step's host lengths: query_start_loc_cpu [num_reqs + 1] and seq_lens_cpu [num_reqs].
+struct StepLengths {
+  std::span<const int32_t> query_start_loc;
+  std::span<const int32_t> seq_lens;
+};
+StepLengths step_lengths(const CommonAttentionMetadata& meta);
 
 // Every request of the step, its keys through the block table, with the step's mask; no split.
 PassMetadata pass_metadata(const CommonAttentionMetadata& meta);
