@@ -24,10 +24,9 @@ int preferred_generation(ComputeCapability cc, int head_size);
 // head, packed v3 a little slower than unpacked on prefills and than v2 on decodes.
 enum class PassKernel { kV3, kV3Packed, kV2 };
 
-// The fastest of the three for a pass, by a cost model of the rates measured on the H200
-// (generation.cc). H200, 64 decodes of 4096 keys beside one 2048-token chunk over 2048 of context,
-// 32/8 heads: v3 1.23 ms, v2 0.68, packed v3 0.55. Host arrays of the pass's requests:
-// query_start_loc [n + 1], seq_lens [n].
+// The fastest of the three for a pass, by a cost model of the kernels' rates (generation.cc;
+// docs/kernels/v3_prefill.md). Host arrays of the pass's requests: query_start_loc [n + 1],
+// seq_lens [n].
 PassKernel pass_kernel(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                        int num_heads, int num_kv_heads, bool causal);
 
