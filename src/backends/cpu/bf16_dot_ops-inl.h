@@ -24,8 +24,9 @@
 
 #include "pagedattn/types.h"
 
-// Functions that use vdpbf16ps or call those that do.
-#define PAGEDATTN_BF16_DOT __attribute__((target("avx512bf16")))
+// Functions that use vdpbf16ps or call those that do: the target's features and AVX512_BF16 (clang
+// takes a function's target attribute instead of the enclosing pragma's, so it names both).
+#define PAGEDATTN_BF16_DOT __attribute__((target(HWY_TARGET_STR ",avx512bf16")))
 
 HWY_BEFORE_NAMESPACE();
 namespace pagedattn::cpu::HWY_NAMESPACE {
