@@ -243,10 +243,12 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
       }
     }
     if (table_on_host) {
+      std::vector<std::pair<int64_t, int64_t>> written;  // (block id, column) a request writes
       for (int r = 0; r < num_reqs; ++r) {
         const int64_t start = read_int(qsl, r);
         const int64_t query_len = read_int(qsl, r + 1) - start;
         const int64_t context_len = read_int(seq_lens_cpu, r) - query_len;
+        written.clear();
         for (int64_t i = 0; i < query_len; ++i) {
           const int64_t slot = read_int(slot_mapping, start + i);
           const int64_t pos = context_len + i;
@@ -264,6 +266,21 @@ Status CommonAttentionMetadata::validate(int block_size, int64_t num_blocks) con
                             std::to_string(dcp_owner_rank(pos, shard.world_size,
                                                           shard.interleave)) +
                             ", so this rank's slot is -1)"));
+          }
+          const int64_t column = local / block_size;
+          if (mine && (written.empty() || written.back().second != column)) {
+            written.emplace_back(block_id(r, column), column);
+          }
+        }
+        // A block named at two columns the step writes would take two tokens in one slot.
+        std::sort(written.begin(), written.end());
+        for (size_t k = 1; k < written.size(); ++k) {
+          if (written[k].first == written[k - 1].first) {
+            return invalid_argument(
+                "block_table_tensor[" + std::to_string(r) + "][" +
+                std::to_string(written[k].second) + "] = " + std::to_string(written[k].first) +
+                " repeats column " + std::to_string(written[k - 1].second) +
+                ": this step writes new tokens into both, two tokens to one slot");
           }
         }
       }

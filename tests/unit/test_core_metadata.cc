@@ -237,6 +237,18 @@ TEST(MetadataValidate, BlockIdTwiceInOneRequestIsRead) {
                       " is outside the cache's blocks");
 }
 
+// Two columns the step writes new tokens into may not name one block: their tokens would share
+// slots. Request 2 (tokens 10-30) writes 21 tokens over its 2 blocks; its slots follow the table.
+TEST(MetadataValidate, BlockWrittenAtTwoColumnsIsRefused) {
+  TestBatch b = good_batch();
+  const int32_t first = b.block_table[2 * b.width];
+  b.block_table[2 * b.width + 1] = first;
+  for (int i = 16; i < 21; ++i) b.slot_mapping[10 + i] = int64_t{first} * 16 + i % 16;
+  b.refresh();
+  expect_error(b, "block_table_tensor[2][1] = " + std::to_string(first) +
+                      " repeats column 0: this step writes new tokens into both");
+}
+
 TEST(MetadataValidate, SizesDoNotOverflow) {
   TestBatch b = good_batch();
   const Status s = b.meta.validate(b.block_size, std::numeric_limits<int64_t>::max());
