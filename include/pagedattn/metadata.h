@@ -50,8 +50,8 @@ struct CommonAttentionMetadata {
   //    [0, dcp_world_size), cp_kv_cache_interleave_size >= 1 dividing block_size); under DCP the
   //    block table and slots are checked against the rank's local lengths and positions.
   //  - block_table_tensor and slot_mapping contents are checked when they live on the host: block
-  //    ids in [0, num_blocks) (an id may stand twice in a request: attention reads it at each
-  //    position), each real token's slot >= 0 and where
+  //    ids in [0, num_blocks) (an id may stand twice in a request, read at each position, but not
+  //    at two columns the step writes into), each real token's slot >= 0 and where
   //    the table puts its position, CUDA-graph padding tokens (between query_start_loc_cpu's last
   //    entry and num_actual_tokens) at -1.
   // Not checked (the caller's promise): the contents of device-resident views, that a view's
