@@ -21,6 +21,9 @@ STAGES=${STAGES:-"tests check bench peer"}
 mkdir -p "$OUT"
 source "$ROOT/scripts/stage_unpack.sh" && unpack_stage "$STAGE"
 export LD_LIBRARY_PATH="$STAGE/lib:${LD_LIBRARY_PATH:-}"
+# NCCL for the NCCL communicator's tests: the machine's PyTorch ships one (too large to stage).
+nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib"))' 2>/dev/null) &&
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$nccl_dir"
 export PYTHONUNBUFFERED=1
 CLI=$STAGE/bin/pagedattn
 SUMMARY=$OUT/summary.txt
