@@ -113,7 +113,7 @@ serve() {
 if has_part tests; then
   OUT=$OUT/check STAGES=check DEADLINE=${CHECK_DEADLINE:-170} CHECK_JOBS=10 bash scripts/gpu_run.sh \
     >/dev/null 2>&1 &
-  STAGES=tests DEADLINE=${TEST_DEADLINE:-170} bash scripts/gpu_run.sh >/dev/null 2>&1
+  STAGES=tests DEADLINE=${TEST_DEADLINE:-300} bash scripts/gpu_run.sh >/dev/null 2>&1
   wait
   rm -f "$OUT"/gpu_tests*.xml
   cat "$OUT/summary.txt" >>"$OUT/summary_tests.txt"
