@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
-#include "support/cpu_run.h"
 #include "testing/host_batch.h"
+#include "unit/cpu_oracle_cases.h"
 
 namespace pagedattn::cpu_test {
 namespace {
@@ -56,18 +56,7 @@ class CpuBf16DotDecode : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(CpuBf16DotDecode, MatchesOracle) {
-  for (const CaseSpec& spec : bf16_dot_cases()) {
-    for (const KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-      auto batch = testing::make_host_batch(spec, layout);
-      ASSERT_TRUE(batch.ok()) << batch.status().to_string();
-      auto result = run_against_reference(*batch);
-      ASSERT_TRUE(result.ok()) << result.status().to_string();
-      EXPECT_TRUE(result->comparison.pass)
-          << GetParam() << " " << spec.name << " d" << spec.head_size << " "
-          << kv_cache_layout_name(layout) << "\n"
-          << result->comparison.detail;
-    }
-  }
+  expect_cases_match_oracle(bf16_dot_cases(), GetParam());
 }
 
 // One request decoding over 40 keys, 8 query heads on 2 KV heads, head size 128.

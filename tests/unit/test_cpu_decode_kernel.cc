@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backends/cpu/simd_target.h"
-#include "support/cpu_run.h"
 #include "testing/host_batch.h"
+#include "unit/cpu_oracle_cases.h"
 
 namespace pagedattn::cpu_test {
 namespace {
@@ -46,18 +46,7 @@ class CpuDecodeKernel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CpuDecodeKernel, MatchesOracle) {
   ASSERT_TRUE(cpu::force_simd_target(GetParam()).ok());
-  for (const CaseSpec& spec : decode_cases()) {
-    for (const KVCacheLayout layout : {KVCacheLayout::kNHD, KVCacheLayout::kHND}) {
-      auto batch = testing::make_host_batch(spec, layout);
-      ASSERT_TRUE(batch.ok()) << batch.status().to_string();
-      auto result = run_against_reference(*batch);
-      ASSERT_TRUE(result.ok()) << result.status().to_string();
-      EXPECT_TRUE(result->comparison.pass)
-          << GetParam() << " " << spec.name << " d" << spec.head_size << " "
-          << kv_cache_layout_name(layout) << "\n"
-          << result->comparison.detail;
-    }
-  }
+  expect_cases_match_oracle(decode_cases(), GetParam());
   ASSERT_TRUE(cpu::force_simd_target("best").ok());
 }
 
