@@ -226,6 +226,27 @@ TEST(FlashAttnDecodePath, DecodesInAnyOrderBesidePrefills) {
   expect_matches_oracle(s);
 }
 
+// A short query beside decodes splits its keys in the paged pass; the split combine then writes its
+// rows only, leaving the decode kernel's (a combine over every row would overwrite them).
+TEST(FlashAttnDecodePath, SplitPrefillRowsBesideDecodes) {
+  PAGEDATTN_REQUIRE_CUDA_DEVICE();
+  CaseSpec s;
+  s.name = "split_prefill_beside_decodes";
+  s.seed = 63;
+  s.seq_lens = {3000, 6000, 40, 4000};
+  s.query_lens = {1, 12, 1, 1};
+  const std::unique_ptr<AttentionMetadata> md = flash_attn_metadata(s, [](BuilderParams&) {});
+  ASSERT_NE(md, nullptr);
+  const auto& fa = dynamic_cast<const flash_attn::FlashAttnMetadata&>(*md);
+  EXPECT_EQ(fa.num_decodes, 3);
+  EXPECT_EQ(fa.main.num_pass_reqs, 1);
+  EXPECT_GT(fa.main.max_splits_used, 1);
+  expect_matches_oracle(s);
+  s.name += "_sinks_hnd";
+  s.sinks = true;
+  expect_matches_oracle(s, KVCacheLayout::kHND);
+}
+
 // Only a decode kernel's rows: no paged launch; and a split bound keeps every row on the paged
 // kernels (the decode plan has no per-request bound).
 TEST(FlashAttnDecodePath, PureDecodeStepsAndTheSplitBound) {
