@@ -36,17 +36,15 @@ void route_requests(std::span<const int32_t> query_start_loc, std::span<const in
                     int max_decode_query_len, StepRouting& routing) {
   routing.decodes.clear();
   routing.prefills.clear();
-  routing.prefill_max_query_len = 0;
-  routing.prefill_max_seq_len = 0;
+  routing.decode_max_query_len = 0;
   for (size_t r = 0; r < seq_lens.size(); ++r) {
     const int q_len = query_start_loc[r + 1] - query_start_loc[r];
-    if (q_len <= max_decode_query_len) {
-      routing.decodes.push_back(static_cast<int32_t>(r));
+    if (q_len > max_decode_query_len) {
+      routing.prefills.push_back(static_cast<int32_t>(r));
       continue;
     }
-    routing.prefills.push_back(static_cast<int32_t>(r));
-    routing.prefill_max_query_len = std::max(routing.prefill_max_query_len, q_len);
-    routing.prefill_max_seq_len = std::max(routing.prefill_max_seq_len, seq_lens[r]);
+    routing.decodes.push_back(static_cast<int32_t>(r));
+    routing.decode_max_query_len = std::max(routing.decode_max_query_len, q_len);
   }
 }
 

@@ -39,8 +39,7 @@ StatusOr<PrefillPlan> plan_prefill(std::span<const int32_t> query_start_loc,
 struct StepRouting {
   std::vector<int32_t> decodes;
   std::vector<int32_t> prefills;
-  int prefill_max_query_len = 0;
-  int prefill_max_seq_len = 0;
+  int decode_max_query_len = 0;  // the decodes' longest query
 };
 void route_requests(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                     int max_decode_query_len, StepRouting& routing);

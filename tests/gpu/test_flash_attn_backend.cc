@@ -1,6 +1,6 @@
 // FLASH_ATTN end to end on the GPU (cache write, build, forward) against the float64 oracle: the
-// GPU backends' grid (backend_grid.h), batches that make the builder split KV, deterministic mode,
-// encoder layers in a causal step, and what it refuses.
+// GPU backends' grid (backend_grid.h), batches that make the builder split KV, decode rows in any
+// order beside prefills, deterministic mode, encoder layers in a causal step, and what it refuses.
 #include <functional>
 #include <memory>
 #include <optional>
@@ -19,8 +19,9 @@ using testing::CaseSpec;
 
 PAGEDATTN_GPU_BACKEND_GRID(FlashAttn, expect_matches_oracle);
 
-// Batches the builder splits: one long decode (14 splits on 132 SMs), speculative verification,
-// a long and a short decode together; with features that touch the split combine.
+// Batches whose long keys get cut: one long decode, speculative verification, a long and a short
+// decode together, with features that touch the merge of the pieces (the decode plan's cut units;
+// the paged pass's split combine: FlashAttnDecodePath.SplitPrefillRowsBesideDecodes).
 TEST(FlashAttnSplitKV, LongDecode) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   CaseSpec s;

@@ -67,10 +67,10 @@ TEST(RouteRequests, ByQueryLengthInBatchOrder) {
   route_requests(qsl, seqs, 8, routing);
   EXPECT_EQ(routing.decodes, (std::vector<int32_t>{0, 2, 3, 5, 6}));
   EXPECT_EQ(routing.prefills, (std::vector<int32_t>{1, 4}));
-  EXPECT_EQ(routing.prefill_max_query_len, 40);
-  EXPECT_EQ(routing.prefill_max_seq_len, 4000);
+  EXPECT_EQ(routing.decode_max_query_len, 8);
   route_requests(qsl, seqs, 0, routing);  // only empty requests are "decodes"
   EXPECT_EQ(routing.decodes, (std::vector<int32_t>{5}));
+  EXPECT_EQ(routing.decode_max_query_len, 0);
 }
 
 // The listed requests' schedule is plan_split_kv's over them alone; every other request gets 0.

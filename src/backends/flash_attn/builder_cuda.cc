@@ -122,9 +122,7 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
         plan::plan_decode(qsl, seqs, routing_.decodes, gpu::decode_plan_config(params_, decode_ctas_),
                           l.decode, scratch_, host + l.decode_plan_offset));
     md->num_decodes = static_cast<int>(routing_.decodes.size());
-    for (const int32_t r : routing_.decodes) {
-      md->decode_max_query_len = std::max(md->decode_max_query_len, qsl[r + 1] - qsl[r]);
-    }
+    md->decode_max_query_len = routing_.decode_max_query_len;
     gpu::DecodePass& decode = md->decode;
     decode.plan = dev + l.decode_plan_offset;
     decode.partial_out = workspace_->partial_out();
