@@ -359,7 +359,7 @@ set_tests_properties(cli.serve_all PROPERTIES FAIL_REGULAR_EXPRESSION "give one|
 # The KV read share is against bench's read ceiling, printed with how it was measured.
 pagedattn_cli_test(serve_read_ceiling 0
   "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0;--plot;serve_ceiling.svg;--json;serve_ceiling.json"
-  "share of read ceiling +[0-9]+% of [0-9]+ GB/s.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
+  "share of read ceiling +[0-9]+% of [0-9]+ GB/s.decode-only KV read GB/s +[0-9.]+ .[0-9]+%.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
 # `serve --dcp N`: N simulated ranks on CPU_ATTN beside N = 1, every rank's heads checked against
 # N = 1's at each oracle check; a rank's KV cache is 1/N of N = 1's. GPU backends, a combine path
 # other than ag_rs or a2a, and heads that do not split over N are exit 2 naming the flag.

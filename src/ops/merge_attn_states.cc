@@ -1,10 +1,9 @@
 // merge_attn_states: validation, the CPU implementation, and dispatch to the CUDA kernel.
-#include <cmath>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
 
+#include "common/lse_merge.h"
 #include "common/numeric.h"
 #include "pagedattn/config.h"
 #include "pagedattn/ops.h"
@@ -51,33 +50,11 @@ void merge_on_cpu(const TensorView& output, const TensorView& prefix_output,
   const DType dtype = output.dtype();
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t h = 0; h < num_heads; ++h) {
-      float lse;
-      float prefix_weight;
-      float suffix_weight;
-      if (t >= prefix_num_tokens) {  // no context: the suffix is the whole answer
-        lse = lse_at(suffix_lse, h, t);
-        prefix_weight = 0.0f;
-        suffix_weight = 1.0f;
-      } else {
-        // +inf (an empty row in FlashAttention 2) and -inf both mean "no keys on this side".
-        float p = lse_at(prefix_lse, h, t);
-        float s = lse_at(suffix_lse, h, t);
-        if (std::isinf(p)) p = -std::numeric_limits<float>::infinity();
-        if (std::isinf(s)) s = -std::numeric_limits<float>::infinity();
-        const float m = std::fmax(p, s);
-        if (std::isinf(m)) {  // both empty: keep the prefix output, never NaN
-          lse = m;
-          prefix_weight = 1.0f;
-          suffix_weight = 0.0f;
-        } else {
-          const float pe = std::exp(p - m);
-          const float se = std::exp(s - m);
-          const float sum = pe + se;
-          lse = std::log(sum) + m;
-          prefix_weight = pe / sum;
-          suffix_weight = se / sum;
-        }
-      }
+      // No context: the suffix is the whole answer.
+      const LseMerge w = t >= prefix_num_tokens
+                             ? LseMerge{lse_at(suffix_lse, h, t), 0.0f, 1.0f}
+                             : merge_lse(lse_at(prefix_lse, h, t), lse_at(suffix_lse, h, t));
+      const float prefix_weight = w.prefix_weight, suffix_weight = w.suffix_weight;
       for (int64_t d = 0; d < head_size; ++d) {
         // A zero weight must not turn a non-finite value on the other side into NaN.
         float value = 0.0f;
@@ -92,7 +69,7 @@ void merge_on_cpu(const TensorView& output, const TensorView& prefix_output,
         store_from_float(output.data(), dtype, offset3(output, t, h, d), value);
       }
       if (output_lse.defined()) {
-        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] = lse;
+        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] = w.lse;
       }
     }
   }

@@ -30,8 +30,12 @@ Summary summarize(const EngineRun& run, const Ceiling& ceiling) {
   s.failure = run.failure;
   s.ceiling = ceiling;
   std::vector<double> ms, build;
-  double bytes = 0;
+  double bytes = 0, decode_bytes = 0, decode_ms = 0;
   for (const StepRecord& r : run.steps) {
+    if (r.decode_only) {
+      decode_bytes += r.result.kv_bytes;
+      decode_ms += r.result.attention_ms;
+    }
     ms.push_back(r.result.attention_ms);
     build.push_back(r.result.build_ms);
     s.total_ms += r.result.attention_ms;
@@ -51,7 +55,11 @@ Summary summarize(const EngineRun& run, const Ceiling& ceiling) {
     s.tokens_per_s = s.tokens / (s.total_ms * 1e-3);
     s.kv_gbps = bytes / (s.total_ms * 1e6);
   }
-  if (ceiling.gbps > 0) s.read_share = s.kv_gbps / ceiling.gbps;
+  if (decode_ms > 0) s.decode_kv_gbps = decode_bytes / (decode_ms * 1e6);
+  if (ceiling.gbps > 0) {
+    s.read_share = s.kv_gbps / ceiling.gbps;
+    s.decode_read_share = s.decode_kv_gbps / ceiling.gbps;
+  }
   if (run.prefix_query_tokens > 0)
     s.prefix_hit_rate = static_cast<double>(run.prefix_hit_tokens) / run.prefix_query_tokens;
   return s;
@@ -80,6 +88,11 @@ std::string format_table(const std::vector<Summary>& summaries) {
          return s.ceiling.gbps > 0 ? format_value("%.0f%%", 100 * s.read_share) +
                                          format_value(" of %.0f GB/s", s.ceiling.gbps)
                                    : std::string("not measured");
+       }},
+      {"decode-only KV read GB/s",
+       [](const Summary& s) {
+         return format_value("%.1f", s.decode_kv_gbps) +
+                (s.ceiling.gbps > 0 ? format_value(" (%.0f%%)", 100 * s.decode_read_share) : "");
        }},
       {"KV cache use mean/peak",
        [](const Summary& s) {
@@ -140,6 +153,8 @@ nlohmann::json summary_json(const Summary& s) {
           {"read_ceiling_gbps", s.ceiling.gbps},
           {"read_ceiling_method", s.ceiling.method},
           {"read_ceiling_share", s.read_share},
+          {"decode_only_kv_read_gbps", s.decode_kv_gbps},
+          {"decode_only_read_ceiling_share", s.decode_read_share},
           {"kv_usage_mean", s.kv_mean},
           {"kv_usage_peak", s.kv_peak},
           {"prefix_cache_hit_rate", s.prefix_hit_rate},

@@ -24,6 +24,8 @@ struct Summary {
   double p50_ms = 0, p99_ms = 0, total_ms = 0, build_p50_ms = 0;
   int64_t tokens = 0;
   double tokens_per_s = 0, kv_gbps = 0, read_share = 0;
+  // The same over decode-only steps alone, where the KV read is the work (0 without such steps).
+  double decode_kv_gbps = 0, decode_read_share = 0;
   Ceiling ceiling;
   double kv_mean = 0, kv_peak = 0, prefix_hit_rate = 0;
   std::string failure;

@@ -5,7 +5,6 @@
 
 #include "backends/cpu/cpu_impl.h"
 #include "backends/cpu/output_rows.h"
-#include "pagedattn/ops.h"
 
 namespace pagedattn::cpu {
 
@@ -19,11 +18,9 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
   const int prefix_blocks = prefix_len / md.block_size;
   const int64_t elements = num_tokens * heads * dim;
   // Reused across calls (every element is written before it is read): no allocation per step.
-  thread_local std::vector<float> prefix_out, suffix_out, merged, prefix_lse, suffix_lse,
-      merged_lse;
-  for (std::vector<float>* v : {&prefix_out, &suffix_out, &merged}) v->resize(elements);
-  for (std::vector<float>* v : {&prefix_lse, &suffix_lse, &merged_lse})
-    v->resize(heads * num_tokens);
+  thread_local std::vector<float> prefix_out, suffix_out, prefix_lse, suffix_lse;
+  for (std::vector<float>* v : {&prefix_out, &suffix_out}) v->resize(elements);
+  for (std::vector<float>* v : {&prefix_lse, &suffix_lse}) v->resize(heads * num_tokens);
 
   // Prefix: every query token sees every shared key (they all precede it). The shared blocks are
   // request 0's first blocks, the same ids in every row.
@@ -49,17 +46,8 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
   }
   run_attention_pass(suffix);
 
-  auto rows = [&](std::vector<float>& v) {
-    return TensorView(v.data(), DType::kF32, Device::cpu(), {num_tokens, heads, dim});
-  };
-  auto lses = [&](std::vector<float>& v) {
-    return TensorView(v.data(), DType::kF32, Device::cpu(), {heads, num_tokens});
-  };
-  PAGEDATTN_RETURN_IF_ERROR(merge_attn_states(rows(merged), rows(prefix_out), lses(prefix_lse),
-                                              rows(suffix_out), lses(suffix_lse),
-                                              lses(merged_lse)));
-
-  store_merged_rows(merged.data(), merged_lse.data(), num_tokens, heads, dim, output, output_lse);
+  store_merged_rows({prefix_out.data(), prefix_lse.data()}, {suffix_out.data(), suffix_lse.data()},
+                    num_tokens, heads, dim, output, output_lse);
   return ok_status();
 }
 

@@ -201,13 +201,13 @@ Status run_dcp_forward(const Status& ready, const AttentionPass& plain,
   // Reused across calls (every element is written before it is read): no allocation per step.
   thread_local std::vector<std::byte> group_query, staged;
   thread_local std::vector<float> partial_out, partial_lse, context_out, context_lse, own_out,
-      own_lse, merged, merged_lse;
+      own_lse;
   partial_out.resize(num_tokens * group_heads * dim);
   partial_lse.resize(int64_t{group_heads} * num_tokens);
-  for (std::vector<float>* v : {&context_out, &own_out, &merged}) {
+  for (std::vector<float>* v : {&context_out, &own_out}) {
     v->resize(num_tokens * heads * dim);
   }
-  for (std::vector<float>* v : {&context_lse, &own_lse, &merged_lse}) v->resize(heads * num_tokens);
+  for (std::vector<float>* v : {&context_lse, &own_lse}) v->resize(heads * num_tokens);
 
   PAGEDATTN_RETURN_IF_ERROR(gather_query(group, query, num_tokens, group_query));
   AttentionPass context = context_pass(plain, md, group_query.data(), group_heads);
@@ -230,10 +230,8 @@ Status run_dcp_forward(const Status& ready, const AttentionPass& plain,
   redirect_to_float_rows(own, own_out.data(), own_lse.data(), num_tokens);
   run_attention_pass(own);
 
-  PAGEDATTN_RETURN_IF_ERROR(merge_attn_states(rows(merged, heads), rows(context_out, heads),
-                                              lses(context_lse, heads), rows(own_out, heads),
-                                              lses(own_lse, heads), lses(merged_lse, heads)));
-  store_merged_rows(merged.data(), merged_lse.data(), num_tokens, heads, dim, output, output_lse);
+  store_merged_rows({context_out.data(), context_lse.data()}, {own_out.data(), own_lse.data()},
+                    num_tokens, heads, dim, output, output_lse);
   return ok_status();
 }
 

@@ -1,8 +1,12 @@
 // Output rows are stored once per task: plain C++, bf16 inline so that the loop vectorises.
 #include "backends/cpu/output_rows.h"
 
+#include <algorithm>
 #include <bit>
+#include <vector>
 
+#include "backends/cpu/thread_pool.h"
+#include "common/lse_merge.h"
 #include "common/numeric.h"
 
 namespace pagedattn::cpu {
@@ -49,18 +53,37 @@ void redirect_to_float_rows(AttentionPass& pass, float* out, float* lse, int64_t
   pass.lse_token_stride = 1;
 }
 
-void store_merged_rows(const float* rows, const float* lse, int64_t num_tokens, int64_t heads,
+void store_merged_rows(FloatRows prefix, FloatRows suffix, int64_t num_tokens, int64_t heads,
                        int64_t dim, const TensorView& output, const TensorView& output_lse) {
-  for (int64_t t = 0; t < num_tokens; ++t) {
-    for (int64_t h = 0; h < heads; ++h) {
-      store_output_row(&rows[(t * heads + h) * dim], static_cast<int>(dim), 1.0f, output.dtype(),
-                       output.data(), t * output.stride(0) + h * output.stride(1));
-      if (output_lse.defined()) {
-        output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] =
-            lse[h * num_tokens + t];
+  constexpr int64_t kTokensPerItem = 16;  // enough rows per item to pay for handing it out
+  parallel_for((num_tokens + kTokensPerItem - 1) / kTokensPerItem, [&](int64_t item) {
+    thread_local std::vector<float> row;  // the worker's own
+    row.resize(dim);
+    const int64_t end = std::min(num_tokens, (item + 1) * kTokensPerItem);
+    for (int64_t t = item * kTokensPerItem; t < end; ++t) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const LseMerge w = merge_lse(prefix.lse[h * num_tokens + t], suffix.lse[h * num_tokens + t]);
+        const float* p = &prefix.rows[(t * heads + h) * dim];
+        const float* s = &suffix.rows[(t * heads + h) * dim];
+        // A zero weight must not turn a non-finite value on the other side into NaN; the sums
+        // start from +0 as merge_attn_states's do.
+        if (w.suffix_weight == 0.0f) {
+          for (int64_t d = 0; d < dim; ++d) row[d] = 0.0f + w.prefix_weight * p[d];
+        } else if (w.prefix_weight == 0.0f) {
+          for (int64_t d = 0; d < dim; ++d) row[d] = 0.0f + w.suffix_weight * s[d];
+        } else {
+          for (int64_t d = 0; d < dim; ++d) {
+            row[d] = (0.0f + w.prefix_weight * p[d]) + w.suffix_weight * s[d];
+          }
+        }
+        store_output_row(row.data(), static_cast<int>(dim), 1.0f, output.dtype(), output.data(),
+                         t * output.stride(0) + h * output.stride(1));
+        if (output_lse.defined()) {
+          output_lse.data_as<float>()[h * output_lse.stride(0) + t * output_lse.stride(1)] = w.lse;
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace pagedattn::cpu
