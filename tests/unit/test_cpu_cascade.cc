@@ -1,5 +1,5 @@
-// Cascade: vLLM's use_cascade_attention rule (exact decisions), the one contract (the base class's
-// rule decides, build() runs the prefix it is given), and the prefix + suffix + merge path equal to
+// Cascade: vLLM's use_cascade_attention rule (exact decisions), CPU_ATTN's (that rule where the
+// shared keys outgrow the last-level cache), the one contract (build() runs the prefix it is given), and the prefix + suffix + merge path equal to
 // plain attention (and to the oracle) with every feature, ALiBi and windows included.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_metadata.h"
+#include "backends/cpu/last_level_cache.h"
 #include "common/numeric.h"
 #include "pagedattn/ops.h"
 #include "support/cpu_run.h"
@@ -74,7 +75,7 @@ CaseSpec shared_prefix_spec(int num_reqs, int prefix, int block_size) {
   return s;
 }
 
-TEST(CascadeBuilderTest, TheBaseClassRuleDecidesAndBuildRunsWhatItIsGiven) {
+TEST(CascadeBuilderTest, AsksWhereSharedKeysOutgrowTheCacheAndBuildRunsWhatItIsGiven) {
   auto batch = testing::make_host_batch(shared_prefix_spec(8, 256, 16), KVCacheLayout::kNHD);
   ASSERT_TRUE(batch.ok()) << batch.status().to_string();
   BuilderParams alibi = builder_params(16);
@@ -82,13 +83,23 @@ TEST(CascadeBuilderTest, TheBaseClassRuleDecidesAndBuildRunsWhatItIsGiven) {
   for (const BuilderParams& bp : {builder_params(16), alibi}) {
     auto builder = cpu::make_builder(bp);
     ASSERT_TRUE(builder.ok());
-    // The one rule: the base class's use_cascade_attention is cascade_attention_pays_off.
+    // The shared rule (cascade_attention_pays_off), once one layer's shared keys outgrow the
+    // last-level cache; never before, where the shared rule would ask.
     const std::vector<int32_t> q = {5, 1, 1, 1, 2, 1, 1, 9};
-    for (int cpl : {128, 256, 4096}) {
-      for (bool with_alibi : {false, true}) {
-        EXPECT_EQ((*builder)->use_cascade_attention(cpl, q, 4, 2, with_alibi, false, false, 2, 1),
-                  cascade_attention_pays_off(cpl, q, 4, 2, with_alibi, false, false, 2, 1));
+    const int64_t token_bytes = 2 * bp.num_kv_heads * bp.head_size *
+                                dtype_size(kv_cache_storage_dtype(bp.kv_cache_dtype, bp.dtype));
+    const int fits = static_cast<int>(cpu::last_level_cache_bytes() / token_bytes) / 16 * 16;
+    const int outgrows = fits + 256;
+    ASSERT_TRUE(cascade_attention_pays_off(outgrows, q, 4, 2, false, false, false, 2, 1));
+    for (bool with_alibi : {false, true}) {
+      if (fits >= 256) {
+        ASSERT_TRUE(cascade_attention_pays_off(fits, q, 4, 2, false, false, false, 2, 1));
+        EXPECT_FALSE(
+            (*builder)->use_cascade_attention(fits, q, 4, 2, with_alibi, false, false, 2, 1));
       }
+      EXPECT_EQ(
+          (*builder)->use_cascade_attention(outgrows, q, 4, 2, with_alibi, false, false, 2, 1),
+          cascade_attention_pays_off(outgrows, q, 4, 2, with_alibi, false, false, 2, 1));
     }
     // build() never decides again: a prefix below the rule's 256, or with ALiBi, still runs.
     for (int cpl : {0, 128, 256}) {
@@ -194,12 +205,13 @@ INSTANTIATE_TEST_SUITE_P(
                                   KVCacheDType::kAuto, false, 0, false, KVCacheLayout::kNHD, true,
                                   SlidingWindow{20, 7}}));
 
-TEST(CascadeForwardTest, RuleChosenCascadeRunsThroughTheBuilder) {
+TEST(CascadeForwardTest, RuleDeclinedPrefixRunsPlain) {
   auto batch = testing::make_host_batch(shared_prefix_spec(8, 256, 16), KVCacheLayout::kNHD);
   ASSERT_TRUE(batch.ok());
   auto result = run_against_reference(*batch);  // num_sms = threads; 8 requests with prefills
   ASSERT_TRUE(result.ok()) << result.status().to_string();
-  EXPECT_EQ(result->cascade_prefix_len, 256);
+  // CPU_ATTN's rule declines 256 shared keys, which fit the last-level cache: the step runs plain.
+  EXPECT_EQ(result->cascade_prefix_len, 0);
   EXPECT_TRUE(result->comparison.pass) << result->comparison.detail;
 }
 

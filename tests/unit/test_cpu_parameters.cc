@@ -210,6 +210,7 @@ TEST(CpuParameters, KernelGenerationIsRefused) {
 
 // A deterministic builder runs no cascade (whether a step has a shared prefix depends on the rest
 // of the batch): its rule never asks for one, and build() refuses one, naming deterministic.
+// (CPU_ATTN's rule declines these 256 shared keys either way: they fit the last-level cache.)
 TEST(CpuParameters, DeterministicBuildersRunNoCascade) {
   CaseSpec s = prefills();
   s.seq_lens = {300, 280, 270, 400, 260, 290, 300, 310};
@@ -222,8 +223,7 @@ TEST(CpuParameters, DeterministicBuildersRunNoCascade) {
   for (const bool deterministic : {false, true}) {
     bp.deterministic = deterministic;
     auto builder = cpu_attn_backend().make_builder(bp).value();
-    EXPECT_EQ(builder->use_cascade_attention(256, q, 8, 2, false, false, false, 2, 1),
-              !deterministic);
+    EXPECT_FALSE(builder->use_cascade_attention(256, q, 8, 2, false, false, false, 2, 1));
     const auto built = builder->build(256, b.metadata());
     EXPECT_EQ(built.ok(), !deterministic);
     if (deterministic) {

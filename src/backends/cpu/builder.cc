@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "backends/common_prefix.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_metadata.h"
+#include "backends/cpu/last_level_cache.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -24,6 +26,22 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
   explicit CpuMetadataBuilder(const BuilderParams& params) : BuilderBase(params) {}
 
   AttentionCGSupport cudagraph_support() const override { return AttentionCGSupport::kNever; }
+
+  // The shared rule, where one layer's shared keys outgrow the last-level cache: below that, plain
+  // attention reads them from the cache for every request after the first, and a cascade only
+  // adds a pass and a merge (docs/cpu.md).
+  bool use_cascade_attention(int common_prefix_len, std::span<const int32_t> query_lens,
+                             int num_query_heads, int num_kv_heads, bool use_alibi,
+                             bool use_sliding_window, bool use_local_attention, int num_sms,
+                             int dcp_world_size) const override {
+    const int64_t shared_bytes =
+        int64_t{common_prefix_len} * 2 * num_kv_heads * params_.head_size *
+        static_cast<int64_t>(dtype_size(kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype)));
+    return shared_bytes > last_level_cache_bytes() &&
+           BuilderBase::use_cascade_attention(common_prefix_len, query_lens, num_query_heads,
+                                              num_kv_heads, use_alibi, use_sliding_window,
+                                              use_local_attention, num_sms, dcp_world_size);
+  }
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {

@@ -33,6 +33,15 @@ Status run_cascade(const AttentionPass& plain, const CpuAttentionMetadata& md,
     rp.kv_len = prefix_len;
     rp.key_pos0 = 0;
   }
+  // Without ALiBi or a window no score depends on a row's position: the rows of every request
+  // run as one, so that each tile of shared keys is read once for all of them.
+  if (plain.alibi_slopes == nullptr && !plain.window.enabled()) {
+    RequestPass every_row = prefix.requests.front();
+    every_row.q_start = 0;
+    every_row.q_len = static_cast<int>(num_tokens);
+    every_row.query_pos0 = prefix_len;
+    prefix.requests.assign(1, every_row);
+  }
   run_attention_pass(prefix);
 
   // Suffix: per request, causal over its own blocks after the prefix, no sinks.
