@@ -168,16 +168,22 @@ inline bool use_onednn_chunks(const AttentionPass& pass, int per_kv_head) {
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL  // the only targets that use chunks
-// The bf16 bits of w rounded to nearest even (NaN stays NaN), in the low half of 32-bit lanes.
+// The bf16 bits of finite w rounded to nearest even, in the low half of 32-bit lanes.
 template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> finite_bf16_bits(DF df, hn::Vec<DF> w) {
   const hn::RebindToSigned<DF> di32;
   const auto bits = hn::BitCast(di32, w);
   const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
   const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
-  const auto top =
-      hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), hn::ShiftRight<16>(bits), rounded);
-  return hn::And(top, hn::Set(di32, 0xFFFF));
+  return hn::And(rounded, hn::Set(di32, 0xFFFF));
+}
+
+// The same for any w: NaN stays NaN.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
+  const hn::RebindToSigned<DF> di32;
+  const auto nan_bits = hn::And(hn::ShiftRight<16>(hn::BitCast(di32, w)), hn::Set(di32, 0xFFFF));
+  return hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), nan_bits, finite_bf16_bits(df, w));
 }
 
 // dst[0, n) = src[0, n) rounded to bf16; n a multiple of Lanes(df).
@@ -200,10 +206,12 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
   const int lanes = static_cast<int>(hn::Lanes(df));
   const auto vscale = hn::Set(df, scale);
   auto max_lanes = hn::Set(df, kNegInf);
+  auto min_lanes = hn::Set(df, std::numeric_limits<float>::infinity());
   auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
   for (int k = 0; k < n; k += lanes) {
     const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
     max_lanes = hn::Max(max_lanes, v);
+    min_lanes = hn::Min(min_lanes, v);
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
   // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
@@ -216,12 +224,22 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
   }
   const hn::Rebind<uint16_t, DF> du16;
   auto sum_lanes = hn::Zero(df);
-  for (int k = 0; k < n; k += lanes) {
-    const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
-    const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
-                                      exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
-    hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
-    sum_lanes = hn::Add(sum_lanes, w);
+  if (hn::AllFalse(df, nan_lanes) && hn::GetLane(hn::MinOfLanes(df, min_lanes)) > kNegInf) {
+    // Every score finite (the common case): no lane needs the NaN or -inf rules below.
+    const auto m_lanes = hn::Set(df, m_new);
+    for (int k = 0; k < n; k += lanes) {
+      const auto w = hn::Exp(df, hn::Sub(hn::Mul(hn::LoadU(df, s + k), vscale), m_lanes));
+      hn::StoreU(hn::DemoteTo(du16, finite_bf16_bits(df, w)), du16, p + k);
+      sum_lanes = hn::Add(sum_lanes, w);
+    }
+  } else {
+    for (int k = 0; k < n; k += lanes) {
+      const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
+      const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
+                                        exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
+      hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
+      sum_lanes = hn::Add(sum_lanes, w);
+    }
   }
   const float sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
   const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));

@@ -92,6 +92,7 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
   const auto vlo = hn::Set(df, static_cast<float>(lo));
   const auto vhi = hn::Set(df, static_cast<float>(hi));
   auto max_lanes = hn::Set(df, kNegInf);
+  auto min_lanes = hn::Set(df, std::numeric_limits<float>::infinity());
   auto nan_lanes = hn::Lt(max_lanes, max_lanes);  // all false
   for (int k = 0; k < kTile; k += lanes) {
     const auto index = hn::Iota(df, static_cast<float>(k));
@@ -100,6 +101,7 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
         hn::IfThenElse(visible, hn::Mul(hn::LoadU(df, s + k), vscale), hn::Set(df, kNegInf));
     hn::StoreU(v, df, s + k);
     max_lanes = hn::Max(max_lanes, v);
+    min_lanes = hn::Min(min_lanes, v);
     nan_lanes = hn::Or(nan_lanes, hn::IsNaN(v));
   }
   // A NaN score makes the max NaN, and with it every weight and the output (Max drops NaN).
@@ -111,12 +113,22 @@ HWY_INLINE float softmax_tile(DF df, float scale, int lo, int hi, float* HWY_RES
     return 1.0f;
   }
   auto sum_lanes = hn::Zero(df);
-  for (int k = 0; k < kTile; k += lanes) {
-    const auto v = hn::LoadU(df, s + k);
-    const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
-                                      exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
-    hn::StoreU(w, df, s + k);
-    sum_lanes = hn::Add(sum_lanes, w);
+  const auto m_lanes = hn::Set(df, m_new);
+  if (hn::AllFalse(df, nan_lanes) && hn::GetLane(hn::MinOfLanes(df, min_lanes)) > kNegInf) {
+    // Every key visible and every score finite (most tiles): no NaN or -inf rule to apply.
+    for (int k = 0; k < kTile; k += lanes) {
+      const auto w = hn::Exp(df, hn::Sub(hn::LoadU(df, s + k), m_lanes));
+      hn::StoreU(w, df, s + k);
+      sum_lanes = hn::Add(sum_lanes, w);
+    }
+  } else {
+    for (int k = 0; k < kTile; k += lanes) {
+      const auto v = hn::LoadU(df, s + k);
+      const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
+                                        exp_keeping_nan(df, hn::Sub(v, m_lanes)));
+      hn::StoreU(w, df, s + k);
+      sum_lanes = hn::Add(sum_lanes, w);
+    }
   }
   const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
 
