@@ -34,9 +34,11 @@ Status gather_group_query(const DcpStep& dcp, const AttentionImplParams& layer,
   const size_t element = dtype_size(layer.dtype);
   const size_t rank_row = static_cast<size_t>(layer.num_heads) * layer.head_size * element;
   const size_t tokens = static_cast<size_t>(dcp.num_tokens);
+  // One row's token stride is never stepped over, and may be anything.
+  const size_t query_pitch = tokens > 1 ? static_cast<size_t>(query.stride(0)) * element : rank_row;
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy2DAsync(dcp.query_packed, rank_row, query.data(), query.stride(0) * element,
-                        rank_row, tokens, cudaMemcpyDeviceToDevice, s),
+      cudaMemcpy2DAsync(dcp.query_packed, rank_row, query.data(), query_pitch, rank_row, tokens,
+                        cudaMemcpyDeviceToDevice, s),
       "packing the query rows for the DCP gather");
   const int64_t count = static_cast<int64_t>(tokens * rank_row / element);
   PAGEDATTN_RETURN_IF_ERROR(layer.dcp_group->all_gather(
