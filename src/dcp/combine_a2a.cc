@@ -1,28 +1,25 @@
-// dcp_combine_a2a on the host: all-to-all of outputs and LSEs by head slice, then a local merge.
+// The a2a combine on the host: all-to-all of outputs and LSEs by head slice, then a local merge.
 #include <cstring>
 #include <vector>
 
 #include "common/numeric.h"
-#include "dcp/combine_checks.h"
+#include "dcp/combine_paths.h"
 #include "dcp/host_views.h"
 #include "dcp/lse_weights.h"
 
-namespace pagedattn {
+namespace pagedattn::dcp {
 
-Status dcp_combine_a2a(Communicator& comm, const TensorView& partial_out,
-                       const TensorView& partial_lse, const TensorView& out,
-                       const TensorView& out_lse, StreamHandle stream) {
-  PAGEDATTN_ASSIGN_OR_RETURN(const dcp::CombineShape shape,
-                             dcp::check_combine("dcp_combine_a2a", comm, partial_out, partial_lse,
-                                                out, out_lse, stream));
+Status combine_a2a_on_host(Communicator& comm, const CombineShape& shape,
+                           const TensorView& partial_out, const TensorView& partial_lse,
+                           const TensorView& out, const TensorView& out_lse) {
   const int world_size = comm.world_size();
   const auto [num_tokens, num_heads, head_size, heads_per_rank] = shape;
   const DType dtype = partial_out.dtype();
   const size_t element = dtype_size(dtype);
 
   // Send layouts: outputs [N, T, H / N, D] and LSEs [N, H / N, T] (= [H, T]), chunk s for rank s.
-  dcp::HostScratch send_out(dtype, num_tokens * num_heads * head_size);
-  dcp::HostScratch send_lse(DType::kF32, num_heads * num_tokens);
+  HostScratch send_out(dtype, num_tokens * num_heads * head_size);
+  HostScratch send_lse(DType::kF32, num_heads * num_tokens);
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t h = 0; h < num_heads; ++h) {
       const int64_t slice = h / heads_per_rank;
@@ -30,15 +27,15 @@ Status dcp_combine_a2a(Communicator& comm, const TensorView& partial_out,
           ((slice * num_tokens + t) * heads_per_rank + h % heads_per_rank) * head_size;
       for (int64_t d = 0; d < head_size; ++d) {
         std::memcpy(send_out.bytes.data() + (base + d) * element,
-                    partial_out.data_as<const char>() + dcp::offset3(partial_out, t, h, d) * element,
+                    partial_out.data_as<const char>() + offset3(partial_out, t, h, d) * element,
                     element);
       }
       send_lse.view.data_as<float>()[h * num_tokens + t] =
-          partial_lse.data_as<const float>()[dcp::offset2(partial_lse, h, t)];
+          partial_lse.data_as<const float>()[offset2(partial_lse, h, t)];
     }
   }
-  dcp::HostScratch recv_out(dtype, num_tokens * num_heads * head_size);
-  dcp::HostScratch recv_lse(DType::kF32, num_heads * num_tokens);
+  HostScratch recv_out(dtype, num_tokens * num_heads * head_size);
+  HostScratch recv_lse(DType::kF32, num_heads * num_tokens);
   PAGEDATTN_RETURN_IF_ERROR(comm.all_to_all(send_out.view, recv_out.view));
   PAGEDATTN_RETURN_IF_ERROR(comm.all_to_all(send_lse.view, recv_lse.view));
 
@@ -49,7 +46,7 @@ Status dcp_combine_a2a(Communicator& comm, const TensorView& partial_out,
       for (int s = 0; s < world_size; ++s) {
         lses[s] = recv_lse.view.data_as<const float>()[(s * heads_per_rank + hl) * num_tokens + t];
       }
-      out_lse.data_as<float>()[dcp::offset2(out_lse, hl, t)] = dcp::lse_weights(lses, weights);
+      out_lse.data_as<float>()[offset2(out_lse, hl, t)] = lse_weights(lses, weights);
       for (int64_t d = 0; d < head_size; ++d) {
         float value = 0.0f;
         for (int s = 0; s < world_size; ++s) {
@@ -65,4 +62,4 @@ Status dcp_combine_a2a(Communicator& comm, const TensorView& partial_out,
   return ok_status();
 }
 
-}  // namespace pagedattn
+}  // namespace pagedattn::dcp

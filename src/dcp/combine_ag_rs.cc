@@ -1,38 +1,35 @@
-// dcp_combine_ag_rs on the host: all-gather LSEs, scale, reduce-scatter over heads.
+// The ag_rs combine on the host: all-gather LSEs, scale, reduce-scatter over heads.
 #include <vector>
 
 #include "common/numeric.h"
-#include "dcp/combine_checks.h"
+#include "dcp/combine_paths.h"
 #include "dcp/host_views.h"
 #include "dcp/lse_weights.h"
 
-namespace pagedattn {
+namespace pagedattn::dcp {
 
-Status dcp_combine_ag_rs(Communicator& comm, const TensorView& partial_out,
-                         const TensorView& partial_lse, const TensorView& out,
-                         const TensorView& out_lse, StreamHandle stream) {
-  PAGEDATTN_ASSIGN_OR_RETURN(const dcp::CombineShape shape,
-                             dcp::check_combine("dcp_combine_ag_rs", comm, partial_out,
-                                                partial_lse, out, out_lse, stream));
+Status combine_ag_rs_on_host(Communicator& comm, const CombineShape& shape,
+                             const TensorView& partial_out, const TensorView& partial_lse,
+                             const TensorView& out, const TensorView& out_lse) {
   const int world_size = comm.world_size();
   const int rank = comm.rank();
   const auto [num_tokens, num_heads, head_size, heads_per_rank] = shape;
 
   // Every rank's LSEs [N, H, T]: the collective needs this rank's as one contiguous block.
-  dcp::HostScratch local_lse(DType::kF32, num_heads * num_tokens);
+  HostScratch local_lse(DType::kF32, num_heads * num_tokens);
   auto* local = local_lse.view.data_as<float>();
   for (int64_t h = 0; h < num_heads; ++h) {
     for (int64_t t = 0; t < num_tokens; ++t) {
-      local[h * num_tokens + t] = partial_lse.data_as<const float>()[dcp::offset2(partial_lse, h, t)];
+      local[h * num_tokens + t] = partial_lse.data_as<const float>()[offset2(partial_lse, h, t)];
     }
   }
-  dcp::HostScratch all_lse(DType::kF32, world_size * num_heads * num_tokens);
+  HostScratch all_lse(DType::kF32, world_size * num_heads * num_tokens);
   PAGEDATTN_RETURN_IF_ERROR(comm.all_gather(local_lse.view, all_lse.view));
 
   // This rank's output scaled by its weight, laid out [N, T, H / N, D] so that chunk s is what
   // rank s receives.
   const DType dtype = partial_out.dtype();
-  dcp::HostScratch scaled(dtype, num_tokens * num_heads * head_size);
+  HostScratch scaled(dtype, num_tokens * num_heads * head_size);
   std::vector<float> lses(world_size);
   std::vector<float> weights(world_size);
   for (int64_t t = 0; t < num_tokens; ++t) {
@@ -40,19 +37,19 @@ Status dcp_combine_ag_rs(Communicator& comm, const TensorView& partial_out,
       for (int s = 0; s < world_size; ++s) {
         lses[s] = all_lse.view.data_as<const float>()[(s * num_heads + h) * num_tokens + t];
       }
-      const float global_lse = dcp::lse_weights(lses, weights);
+      const float global_lse = lse_weights(lses, weights);
       const int64_t slice = h / heads_per_rank;
       const int64_t head_in_slice = h % heads_per_rank;
       if (slice == rank) {
-        out_lse.data_as<float>()[dcp::offset2(out_lse, head_in_slice, t)] = global_lse;
+        out_lse.data_as<float>()[offset2(out_lse, head_in_slice, t)] = global_lse;
       }
       const int64_t base = ((slice * num_tokens + t) * heads_per_rank + head_in_slice) * head_size;
       const float w = weights[rank];
       for (int64_t d = 0; d < head_size; ++d) {
         // A rank that adds nothing sends exact zeros, whatever its output holds.
-        const float value = w == 0.0f ? 0.0f
-                                      : w * load_as_float(partial_out.data(), dtype,
-                                                          dcp::offset3(partial_out, t, h, d));
+        const float value =
+            w == 0.0f ? 0.0f
+                      : w * load_as_float(partial_out.data(), dtype, offset3(partial_out, t, h, d));
         store_from_float(scaled.view.data(), dtype, base + d, value);
       }
     }
@@ -61,4 +58,4 @@ Status dcp_combine_ag_rs(Communicator& comm, const TensorView& partial_out,
   return comm.reduce_scatter(scaled.view, out_flat);
 }
 
-}  // namespace pagedattn
+}  // namespace pagedattn::dcp

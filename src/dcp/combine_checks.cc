@@ -3,18 +3,39 @@
 
 #include <string>
 
+#include "pagedattn/config.h"
+
 namespace pagedattn::dcp {
 namespace {
 
-Status check_host(std::string_view path, const TensorView& t, std::string_view what) {
-  if (!t.defined()) return invalid_argument(std::string(path) + ": " + std::string(what) + " is required");
-  if (!t.device().is_cpu()) {
-    return unimplemented(std::string(path) + ": " + std::string(what) + " is on " +
-                         device_name(t.device()) +
-                         "; this build combines host buffers only (the GPU combine comes later)");
+// Where the combine runs: the communicator's device, with a stream only on a CUDA device.
+Status check_placement(const std::string& path, const Communicator& comm, StreamHandle stream) {
+  const Device device = comm.device();
+  if (device.is_cpu()) {
+    if (stream != nullptr) {
+      return invalid_argument(path +
+                              ": stream must be null for host buffers (the combine finishes "
+                              "before it returns)");
+    }
+    return ok_status();
+  }
+  if (!PAGEDATTN_WITH_CUDA) {
+    return unimplemented(path + ": the communicator's buffers live on " + device_name(device) +
+                         "; this build has no CUDA support (allowed: a host communicator)");
+  }
+  return ok_status();
+}
+
+Status check_buffer(const std::string& path, const TensorView& t, std::string_view what,
+                    const Device& device) {
+  if (!t.defined()) return invalid_argument(path + ": " + std::string(what) + " is required");
+  if (t.device() != device) {
+    return invalid_argument(path + ": " + std::string(what) + " is on " + device_name(t.device()) +
+                            "; the communicator's buffers live on " + device_name(device) +
+                            " (every buffer must)");
   }
   if (t.numel() > 0 && t.data() == nullptr) {
-    return invalid_argument(std::string(path) + ": " + std::string(what) + " has a null pointer");
+    return invalid_argument(path + ": " + std::string(what) + " has a null pointer");
   }
   return ok_status();
 }
@@ -26,18 +47,11 @@ StatusOr<CombineShape> check_combine(std::string_view path, const Communicator& 
                                      const TensorView& out, const TensorView& out_lse,
                                      StreamHandle stream) {
   const std::string p(path);
-  if (!comm.device().is_cpu()) {
-    return unimplemented(p + ": the communicator's buffers live on " + device_name(comm.device()) +
-                         "; this build combines host buffers only (the GPU combine comes later)");
-  }
-  if (stream != nullptr) {
-    return invalid_argument(p + ": stream must be null for host buffers (the combine finishes "
-                                "before it returns)");
-  }
+  PAGEDATTN_RETURN_IF_ERROR(check_placement(p, comm, stream));
   for (const auto& [t, what] : {std::pair{&partial_out, "partial_out"},
                                 std::pair{&partial_lse, "partial_lse"}, std::pair{&out, "out"},
                                 std::pair{&out_lse, "out_lse"}}) {
-    PAGEDATTN_RETURN_IF_ERROR(check_host(path, *t, what));
+    PAGEDATTN_RETURN_IF_ERROR(check_buffer(p, *t, what, comm.device()));
   }
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(partial_out, p + ": partial_out", 3));
   PAGEDATTN_RETURN_IF_ERROR(

@@ -1,4 +1,4 @@
-// The argument checks both DCP combine paths share.
+// The argument checks both DCP combine paths share, on host and on device buffers.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,9 @@ struct CombineShape {
 };
 
 // Checks the buffers of dcp_combine (dcp_combine.h) for `comm`'s group; `path` names the caller.
+// Every buffer lives where the communicator's do: the host (stream null: the host combine
+// finishes before it returns) or one CUDA device (the combine is enqueued on `stream`; CUDA
+// builds only).
 StatusOr<CombineShape> check_combine(std::string_view path, const Communicator& comm,
                                      const TensorView& partial_out, const TensorView& partial_lse,
                                      const TensorView& out, const TensorView& out_lse,

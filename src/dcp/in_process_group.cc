@@ -1,4 +1,5 @@
-// make_in_process_group: N ranks in one process, host buffers, one Rendezvous per group.
+// make_in_process_group: N ranks in one process, host buffers, one Rendezvous per group; and the
+// choice between it and the device group (dcp/in_process_group.h).
 #include <cstring>
 #include <memory>
 #include <string>
@@ -6,8 +7,10 @@
 
 #include "common/numeric.h"
 #include "dcp/collective_checks.h"
+#include "dcp/in_process_group.h"
 #include "dcp/rendezvous.h"
 #include "pagedattn/communicator.h"
+#include "pagedattn/config.h"
 
 namespace pagedattn {
 namespace {
@@ -97,3 +100,18 @@ StatusOr<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(int w
 }
 
 }  // namespace pagedattn
+
+namespace pagedattn::dcp {
+
+StatusOr<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(int world_size,
+                                                                           const Device& device) {
+  if (device.is_cpu()) return pagedattn::make_in_process_group(world_size);
+#if PAGEDATTN_WITH_CUDA
+  return make_in_process_device_group(world_size, device.index);
+#else
+  return unimplemented("make_in_process_group on " + device_name(device) +
+                       ": this build has no CUDA support (allowed: cpu)");
+#endif
+}
+
+}  // namespace pagedattn::dcp

@@ -1,7 +1,8 @@
 // Bad DCP parameters are refused with a Status naming the parameter, its value and what is
 // allowed, one test per refusal: the step's DCP fields, the builders (cascade under DCP, backends
-// that do not serve DCP), the layer's dcp_group and dcp_comm_backend, forward's agreement between
-// the metadata and the group (on every rank, with no rank left waiting), and the selector.
+// that do not serve DCP), the layer's dcp_group (a host group on a GPU backend) and
+// dcp_comm_backend, forward's agreement between the metadata and the group (on every rank, with
+// no rank left waiting), and the selector.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backends/builder_limits.h"
+#include "pagedattn/config.h"
 #include "pagedattn/selector.h"
 #include "unit/dcp_cpu_step.h"
 
@@ -160,12 +162,20 @@ TEST(DcpRefusals, ImplRefusesAnUnknownCommBackend) {
                            "dcp_comm_backend = 7 (allowed: ag_rs, a2a)"));
 }
 
-TEST(DcpRefusals, GpuBackendsRefuseADcpGroup) {
+// The GPU backends combine on the layer's device: a host group is refused by name (CUDA builds),
+// as is everything in a build without CUDA.
+TEST(DcpRefusals, GpuBackendsRefuseAHostDcpGroup) {
   TwoRanks t = TwoRanks::make();
   for (const char* name : {"FLASH_ATTN", "FLASHINFER"}) {
     AttentionImplParams p = t.steps[0].impl;
     p.device = Device::cuda(0);
-    EXPECT_FALSE(find_backend(name)->make_impl(p).ok()) << name;
+    p.dtype = DType::kBF16;
+    p.head_size = 128;  // built in every CUDA configuration
+    EXPECT_TRUE(refused_with(find_backend(name)->make_impl(p).status(),
+                             PAGEDATTN_WITH_CUDA
+                                 ? "dcp_group's buffers live on cpu; the layer runs on cuda:0"
+                                 : "is not built in this version"))
+        << name;
   }
 }
 

@@ -56,7 +56,6 @@ class FlashAttnBackend final : public gpu::GpuBackend {
   StatusOr<std::unique_ptr<AttentionImpl>> make_impl(
       const AttentionImplParams& params) const override {
 #if PAGEDATTN_WITH_CUDA
-    if (params.dcp_group) return unimplemented("FLASH_ATTN: no DCP (allowed: dcp_group null)");
     return flash_attn::make_impl(params);
 #else
     return not_built();

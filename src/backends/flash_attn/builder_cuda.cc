@@ -6,7 +6,8 @@
 // prefill pass of the paged kernels that names its requests. A cascade step, a non-causal step, a
 // split bound (BuilderParams::max_num_splits) or a layer with no decode kernel runs every request
 // through the paged kernels. The plans are made on the host into the step workspace
-// (gpu/step_workspace.h) and copied with one asynchronous copy.
+// (gpu/step_workspace.h) and copied with one asynchronous copy. A step sharded by decode context
+// parallelism is planned by the GPU layer's DcpBuilder alone (gpu/dcp_step.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/dcp_builder.h"
 #include "backends/gpu/generation.h"
 #include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
@@ -41,7 +43,8 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
       : BuilderBase(params),
         num_sms_(num_sms),
         decode_ctas_(decode_ctas),
-        cascade_(std::move(cascade)) {}
+        cascade_(std::move(cascade)),
+        dcp_("FLASH_ATTN", params, num_sms) {}
 
   Status init() {
     const int dev = params_.device.index;
@@ -63,13 +66,17 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
     const auto [qsl, seqs] = gpu::step_lengths(meta);
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
-    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
-    const plan::WorkspaceLayout& l = workspace_->layout();
-    const char* dev = workspace_->device_ints();
-
     auto md = std::make_unique<FlashAttnMetadata>();
     md->step = gpu::step_info(params_, meta);
     md->split = split_.view();
+    if (meta.dcp_world_size > 1) {
+      PAGEDATTN_ASSIGN_OR_RETURN(md->dcp,
+                                 dcp_.plan(common_prefix_len, meta, gpu::step_lengths(meta)));
+      return std::unique_ptr<AttentionMetadata>(std::move(md));
+    }
+    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
+    const plan::WorkspaceLayout& l = workspace_->layout();
+    const char* dev = workspace_->device_ints();
 
     const plan::SplitKVConfig config =
         gpu::split_config(params_, num_sms_, meta.num_actual_tokens, layout_.token_splits);
@@ -138,6 +145,7 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
   int num_sms_ = 0;
   int decode_ctas_ = 0;  // 0: no decode kernel for this layer
   gpu::CascadeBuilder cascade_;
+  gpu::DcpBuilder dcp_;
   plan::SplitWorkspaceLayout layout_;
   gpu::SplitWorkspace split_;
   std::unique_ptr<StepWorkspace> workspace_;

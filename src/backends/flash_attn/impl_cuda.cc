@@ -2,9 +2,11 @@
 // layer's checks, per-head parameters and cascade sequence (backends/gpu/). What is FLASH_ATTN's
 // own: the step's launches as build() planned them (the paged kernels' pass, then the decode
 // kernel for the decode rows) and the split bound of each (the kernel generation of each launch:
-// gpu/generation.h).
+// gpu/generation.h). A step sharded by decode context parallelism runs the GPU layer's sequence
+// (gpu/dcp_forward.h) through the same paged kernels.
 // forward is CUDA-graph safe by construction: host checks of shapes (no synchronisation, no
-// allocation), then launches; every data-dependent choice was made in build().
+// allocation), then launches; every data-dependent choice was made in build(). A sharded step
+// runs eagerly (its capture is refused: gpu/dcp_checks.h).
 #include "pagedattn/config.h"  // first: flash_attn_backend.h tests PAGEDATTN_WITH_CUDA
 
 #include <cuda_runtime.h>
@@ -48,6 +50,10 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    if (runs_dcp(md->dcp)) {
+      return forward_dcp("FLASH_ATTN", md->dcp, md->step, md->for_cudagraph_capture, query, key,
+                         value, kv_cache, scales, output, output_lse, generations_, stream);
+    }
 
     const kernels::PagedAttentionParams base =
         paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
@@ -113,6 +119,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
 
 StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_impl_params(flash_attn_backend(), params));
+  PAGEDATTN_RETURN_IF_ERROR(gpu::check_dcp_impl_params("FLASH_ATTN", params));
   PAGEDATTN_ASSIGN_OR_RETURN(const kernels::KernelGeneration generation,
                              gpu::LaunchGenerations::for_layer("FLASH_ATTN", params));
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));

@@ -1,8 +1,10 @@
 // FLASH_ATTN's per-step metadata (vLLM's FlashAttentionMetadata): the GPU layer's common parts
-// (step sizes, split workspace, cascade) plus the step's two launches: the paged kernels' pass and
-// the decode kernel's plan. Everything forward reads was decided in build(); forward only launches.
+// (step sizes, split workspace, cascade, decode context parallelism) plus the step's two launches:
+// the paged kernels' pass and the decode kernel's plan. Everything forward reads was decided in
+// build(); forward only launches.
 #pragma once
 
+#include "backends/gpu/dcp_step.h"
 #include "backends/gpu/metadata.h"
 #include "pagedattn/backend.h"
 
@@ -19,6 +21,7 @@ struct FlashAttnMetadata final : AttentionMetadata {
   int decode_max_query_len = 0;  // their longest query
   gpu::CascadeMetadata cascade;
   gpu::PassMetadata prefix;  // the cascade's prefix pass (when cascade.enabled)
+  gpu::DcpStep dcp;          // a sharded step's passes (when dcp.enabled; then nothing above runs)
 };
 
 }  // namespace pagedattn::flash_attn

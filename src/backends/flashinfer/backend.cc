@@ -52,7 +52,6 @@ class FlashInferBackend final : public gpu::GpuBackend {
   StatusOr<std::unique_ptr<AttentionImpl>> make_impl(
       const AttentionImplParams& params) const override {
 #if PAGEDATTN_WITH_CUDA
-    if (params.dcp_group) return unimplemented("FLASHINFER: no DCP (allowed: dcp_group null)");
     return flashinfer::make_impl(params);
 #else
     (void)params;

@@ -4,7 +4,8 @@
 // starts and split counts, and the decode plan (plan/). Every layer of the step reuses it. The
 // launches read their work from the workspace, so their shapes depend on the request and token
 // counts only (CUDA graphs ALWAYS). A cascade step (eager only) runs both passes through the paged
-// kernel with the GPU layer's cascade sequence.
+// kernel with the GPU layer's cascade sequence. A step sharded by decode context parallelism is
+// planned by the GPU layer's DcpBuilder alone (gpu/dcp_step.h).
 #include <cuda_runtime.h>
 
 #include <memory>
@@ -15,6 +16,7 @@
 #include "backends/flashinfer/flashinfer_backend.h"
 #include "backends/flashinfer/metadata.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/dcp_builder.h"
 #include "backends/gpu/generation.h"
 #include "backends/gpu/pass_plan.h"
 #include "backends/gpu/step_buffers.h"
@@ -37,7 +39,8 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
       : BuilderBase(params),
         num_sms_(num_sms),
         decode_ctas_(decode_ctas),
-        cascade_(std::move(cascade)) {}
+        cascade_(std::move(cascade)),
+        dcp_("FLASHINFER", params, num_sms) {}
 
   Status init() {
     PAGEDATTN_ASSIGN_OR_RETURN(
@@ -60,13 +63,17 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
     const auto [qsl, seqs] = gpu::step_lengths(meta);
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
-    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
-    const plan::WorkspaceLayout& l = workspace_->layout();
-    const char* dev = workspace_->device_ints();
-
     auto md = std::make_unique<FlashInferMetadata>();
     md->step = gpu::step_info(params_, meta);
     md->split = split_.view();
+    if (meta.dcp_world_size > 1) {
+      PAGEDATTN_ASSIGN_OR_RETURN(md->dcp,
+                                 dcp_.plan(common_prefix_len, meta, gpu::step_lengths(meta)));
+      return std::unique_ptr<AttentionMetadata>(std::move(md));
+    }
+    PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
+    const plan::WorkspaceLayout& l = workspace_->layout();
+    const char* dev = workspace_->device_ints();
     auto indptr = gpu::StepWorkspace::region<int32_t>(host, l.kv_indptr_offset, n + 1);
     auto last_page = gpu::StepWorkspace::region<int32_t>(host, l.last_page_len_offset, n);
     plan::paged_kv_indptr(seqs, params_.block_size, indptr, last_page);
@@ -140,6 +147,7 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
   int num_sms_ = 0;
   int decode_ctas_ = 0;  // 0: no decode kernel for this layer (decodes run as prefills)
   gpu::CascadeBuilder cascade_;
+  gpu::DcpBuilder dcp_;
   std::unique_ptr<gpu::StepWorkspace> workspace_;
   plan::SplitWorkspaceLayout split_layout_;
   gpu::SplitWorkspace split_;

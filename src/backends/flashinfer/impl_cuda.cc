@@ -4,14 +4,16 @@
 // decode rows), then the decode part through the decode kernel, which writes the decode rows. A
 // capture build launches both whatever the mix, so the graph replays any mix of the same request
 // and token counts. forward is CUDA-graph safe by construction: host checks of shapes, then
-// launches.
+// launches (a sharded step excepted: it runs eagerly, gpu/dcp_checks.h).
 //
 // With a cache every prefill, first prefills included, reads the cache, as vLLM's FlashInfer
 // backend does: key/value are not passed to the kernel, so only the paged kernels start (given
 // key/value the launcher adds the ragged kernels, and each kernel's CTAs for the other's requests
 // return at once, which costs real time in a CUDA graph; docs/kernels/v2_prefill.md, ragged
 // source). The ragged source (FlashInfer's prefill over contiguous K/V) serves encoder and
-// encoder-only layers run with no cache: no cache write, every request read from key/value.
+// encoder-only layers run with no cache: no cache write, every request read from key/value. A step
+// sharded by decode context parallelism runs the GPU layer's sequence (gpu/dcp_forward.h) through
+// the paged kernels, as FLASH_ATTN's does.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -77,6 +79,10 @@ class FlashInferImpl final : public gpu::GpuImpl {
     }
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    if (runs_dcp(md->dcp)) {
+      return forward_dcp("FLASHINFER", md->dcp, md->step, md->for_cudagraph_capture, query, key,
+                         value, kv_cache, scales, output, output_lse, generations_, stream);
+    }
 
     const bool capture = md->for_cudagraph_capture;
     const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
@@ -163,6 +169,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
 
 StatusOr<std::unique_ptr<AttentionImpl>> make_impl(const AttentionImplParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_impl_params(flashinfer_backend(), params));
+  PAGEDATTN_RETURN_IF_ERROR(gpu::check_dcp_impl_params("FLASHINFER", params));
   PAGEDATTN_ASSIGN_OR_RETURN(const kernels::KernelGeneration generation,
                              gpu::LaunchGenerations::for_layer("FLASHINFER", params));
   PAGEDATTN_ASSIGN_OR_RETURN(gpu::HeadParams heads, gpu::HeadParams::upload(params));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backends/gpu/dcp_step.h"
 #include "backends/gpu/metadata.h"
 #include "pagedattn/metadata.h"
 #include "plan/decode_plan.h"
@@ -21,6 +22,7 @@ struct FlashInferMetadata final : AttentionMetadata {
   gpu::PassMetadata prefill;  // the prefill part, or the cascade's suffix pass
   gpu::CascadeMetadata cascade;
   gpu::PassMetadata cascade_prefix;
+  gpu::DcpStep dcp;  // a sharded step's passes (when dcp.enabled; then neither part above runs)
   // The first request with context (seq_len > query_len) and its context length; -1 when every
   // request's keys are its new tokens (what a forward without a cache needs).
   int first_request_with_context = -1;

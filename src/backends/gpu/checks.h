@@ -14,8 +14,9 @@ namespace pagedattn::gpu {
 // and dtype the backend serves, positive persistent-buffer limits and a non-negative num_sms.
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& params);
 
-// build(): the step fits the builder's limits, meta.validate passes, and the device vectors the
-// kernels read are on the builder's device with contiguous rows.
+// build(): the step fits the builder's limits, meta.validate passes (a step sharded by decode
+// context parallelism included: both GPU backends serve it), and the device vectors the kernels
+// read are on the builder's device with contiguous rows.
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta);
 
 // make_impl: a CUDA device, a dtype and head size the backend serves, whole GQA groups,

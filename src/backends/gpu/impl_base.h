@@ -1,20 +1,27 @@
 // What every GPU backend's impl shares: the cache update, the forward preamble (the backend's own
-// metadata type, the forward checks) and the per-layer fields of a kernel's parameter block, which
-// the paged attention and decode kernels name alike. Include from *_cuda.cc files only.
+// metadata type, the forward checks), the per-layer fields of a kernel's parameter block, which
+// the paged attention and decode kernels name alike, and the forward under decode context
+// parallelism. Include from *_cuda.cc files only.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/dcp_checks.h"
+#include "backends/gpu/dcp_forward.h"
+#include "backends/gpu/generation.h"
 #include "backends/gpu/head_params.h"
 #include "backends/gpu/metadata.h"
 #include "kernels/attention/paged_attention.h"
 #include "kernels/cache_write.h"
 #include "kernels/decode/decode_attention.h"
 #include "pagedattn/backend.h"
+#include "pagedattn/communicator.h"
 
 namespace pagedattn::gpu {
 
@@ -131,6 +138,35 @@ class GpuImpl : public AttentionImpl {
     p.partial_lse = decode.partial_lse;
     p.num_ctas = decode.num_ctas;
     return p;
+  }
+
+  // Whether forward runs under decode context parallelism: a sharded step, or a layer whose
+  // dcp_group has other ranks to meet (forward_dcp then refuses an unsharded step).
+  bool runs_dcp(const DcpStep& dcp) const {
+    return dcp.enabled || (params_.dcp_group != nullptr && params_.dcp_group->world_size() > 1);
+  }
+
+  // forward under decode context parallelism (dcp_forward.h): the checks every rank passes alike,
+  // then the passes through the paged kernels, the combine and the merge, on `stream`.
+  Status forward_dcp(std::string_view backend, const DcpStep& dcp, const StepInfo& step,
+                     bool for_cudagraph_capture, const TensorView& query, const TensorView& key,
+                     const TensorView& value, const KVCacheView& kv_cache, const KVScales& scales,
+                     const TensorView& output, const TensorView& output_lse,
+                     LaunchGenerations& generations, StreamHandle stream) const {
+    PAGEDATTN_RETURN_IF_ERROR(
+        check_dcp_forward(backend, dcp, step, for_cudagraph_capture, params_, query, key, value));
+    const kernels::PagedAttentionParams layer_launch =
+        paged_layer_params(query, kv_cache, scales, dcp.num_tokens, dcp.context_split);
+    const auto launch = [&](kernels::PagedAttentionParams p, const PassMetadata& pass) -> Status {
+      // An unsplit launch writes no partials: the workspace bounds split launches only.
+      const int64_t capacity = pass.max_splits_used > 1 ? dcp.context_split.token_capacity
+                                                        : std::numeric_limits<int64_t>::max();
+      PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, pass.max_splits_used, capacity));
+      generations.choose(p, pass.kernel);
+      return kernels::launch_paged_attention(p, stream);
+    };
+    return run_dcp_forward(dcp, params_, layer_launch, heads_.sinks(), query, key, value, scales,
+                           output, output_lse, launch, stream);
   }
 
   template <typename P>

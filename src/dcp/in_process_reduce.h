@@ -1,0 +1,17 @@
+// The device in-process group's reduce_scatter kernel (in_process_reduce.cu). Host header.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "dcp/in_process_group.h"
+
+namespace pagedattn::dcp {
+
+// recv[i] = the sum over ranks s, in rank order, of sends[s][first + i], in float32 and rounded
+// once to `dtype` (f32, f16 or bf16): the host group's arithmetic, so both give the same bits.
+// At most kMaxDeviceGroupRanks buffers; stream: a cudaStream_t.
+Status launch_rank_sum(std::span<const void* const> sends, int64_t first, void* recv, int64_t count,
+                       DType dtype, void* stream);
+
+}  // namespace pagedattn::dcp
