@@ -47,7 +47,8 @@ class Communicator {
 // ranks: ranks whose calls disagree (another collective, dtype or size) or that pass bad arguments
 // all get an error instead of a hang; a rank that never calls leaves the others waiting, as with
 // NCCL. reduce_scatter sums in float32 in rank order and rounds once, so results are
-// deterministic. world_size must be in [1, 1024].
+// deterministic. world_size must be in [1, 1024]. (Ranks on one CUDA device, for tests of the GPU
+// backends: dcp::make_in_process_group in src/dcp/in_process_group.h.)
 StatusOr<std::vector<std::unique_ptr<Communicator>>> make_in_process_group(int world_size);
 
 }  // namespace pagedattn

@@ -29,9 +29,9 @@ StatusOr<DcpCommBackend> parse_dcp_comm_backend(std::string_view name);
 // out: [T, H / N, D] partial_out's dtype, contiguous; out_lse: [H / N, T] f32, any strides.
 // H must be a multiple of N. Every rank calls it with the same shapes, dtypes and devices, which is
 // all the checks read, so a refusal happens on every rank before any collective (a rank that alone
-// returned early would leave the others waiting in the first one). This build combines host
-// buffers over a host Communicator (stream null); device buffers are Unimplemented until the GPU
-// kernels land.
+// returned early would leave the others waiting in the first one). Host buffers go over a host
+// Communicator (stream null); CUDA buffers over a Communicator on their device, enqueued on
+// `stream` (CUDA builds).
 Status dcp_combine(Communicator& comm, DcpCommBackend backend, const TensorView& partial_out,
                    const TensorView& partial_lse, const TensorView& out, const TensorView& out_lse,
                    StreamHandle stream = nullptr);
