@@ -27,14 +27,14 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher
   -DPAGEDATTN_CUDA=ON -DPAGEDATTN_CUDA_ARCHS=90a "-DPAGEDATTN_HEAD_SIZES=$HEAD_SIZES"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target pagedattn pagedattn_cli pagedattn_unit_tests \
   pagedattn_gpu_tests pagedattn_hopper_tests pagedattn_parity_tests pagedattn_kernel_bench \
-  pagedattn_gpu_bench pagedattn_nccl_rank_tests
+  pagedattn_gpu_bench pagedattn_multi_gpu_tests
 
 # Only our own subfolders are replaced; others' staging under .device/ stays.
 rm -rf "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools" "$STAGE/include"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/cases" "$STAGE/tools" "$STAGE/include/pagedattn"
 cp "$BUILD_DIR/tests/pagedattn_gpu_tests" "$BUILD_DIR/tests/pagedattn_hopper_tests" \
   "$BUILD_DIR/tests/pagedattn_unit_tests" \
-  "$BUILD_DIR/tests/pagedattn_parity_tests" "$BUILD_DIR/tests/pagedattn_nccl_rank_tests" \
+  "$BUILD_DIR/tests/pagedattn_parity_tests" "$BUILD_DIR/tests/pagedattn_multi_gpu_tests" \
   "$BUILD_DIR/tools/pagedattn" "$BUILD_DIR/bench/pagedattn_kernel_bench" \
   "$BUILD_DIR/bench/pagedattn_gpu_bench" "$STAGE/bin/"
 cp -L "$BUILD_DIR/src/libpagedattn.so.0" "$STAGE/lib/libpagedattn.so.0"

@@ -68,8 +68,8 @@ if has_stage tests; then
   note "host unit tests: rc $?"
   timeout "$(limit 120)" "$STAGE/bin/pagedattn_parity_tests" >>"$OUT/gpu_tests.log" 2>&1
   note "parity tests (every backend, row by row): rc $? ($(grep -cE '^\[       OK \] Batches/Parity' "$OUT/gpu_tests.log") passed)"
-  # NCCL ranks as processes, one GPU each (skipped, saying so, on a one-GPU machine).
-  timeout "$(limit 120)" bash scripts/nccl_ranks.sh "" "$STAGE/bin/pagedattn_nccl_rank_tests" 2>&1 |
+  # DCP and NCCL ranks as processes, one GPU each (skipped, saying so, on a one-GPU machine).
+  timeout "$(limit 120)" bash scripts/dcp_multi_gpu.sh "" "$STAGE/bin/pagedattn_multi_gpu_tests" 2>&1 |
     tee -a "$OUT/gpu_tests.log" | grep -E 'skipped|FAILED|passed' | tail -n 9 >>"$SUMMARY"
 fi
 

@@ -1,17 +1,13 @@
-// One rank of an NCCL group of N processes, one GPU each (scripts/nccl_ranks.sh starts them):
+// One rank of an NCCL group of N processes, one GPU each (scripts/dcp_multi_gpu.sh starts them):
 // every collective on device buffers gives, bit for bit, what N in-process ranks give on host
 // buffers. Each process runs the N in-process ranks itself to know what its own rank must receive.
-// The values are small integers, so that a sum in any order is exact. Skips unless the script set
-// PAGEDATTN_RANK, PAGEDATTN_WORLD_SIZE and PAGEDATTN_RENDEZVOUS_FILE.
+// The values are small integers, so that a sum in any order is exact. Skips unless the script
+// started it (rank_group.h).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,44 +16,10 @@
 #include "common/numeric.h"
 #include "pagedattn/communicator.h"
 #include "pagedattn/nccl_communicator.h"
+#include "rank_group.h"
 
 namespace pagedattn::test {
 namespace {
-
-struct RankEnv {
-  int rank = -1, world_size = 0;
-  std::string rendezvous_file;
-};
-
-RankEnv rank_env() {
-  const char* rank = std::getenv("PAGEDATTN_RANK");
-  const char* size = std::getenv("PAGEDATTN_WORLD_SIZE");
-  const char* file = std::getenv("PAGEDATTN_RENDEZVOUS_FILE");
-  if (rank == nullptr || size == nullptr || file == nullptr) return {};
-  return {std::atoi(rank), std::atoi(size), file};
-}
-
-// Rank 0 makes the group's id and publishes it by an atomic rename; the others wait for it.
-StatusOr<NcclUniqueId> exchange_unique_id(const RankEnv& env) {
-  NcclUniqueId id;
-  if (env.rank == 0) {
-    PAGEDATTN_ASSIGN_OR_RETURN(id, make_nccl_unique_id());
-    const std::string partial = env.rendezvous_file + ".partial";
-    std::ofstream(partial, std::ios::binary).write(id.bytes.data(), id.bytes.size());
-    std::filesystem::rename(partial, env.rendezvous_file);
-    return id;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!std::filesystem::exists(env.rendezvous_file)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      return invalid_argument("rank " + std::to_string(env.rank) + ": no NCCL id in " +
-                              env.rendezvous_file + " after 60 s (did rank 0 start?)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  std::ifstream(env.rendezvous_file, std::ios::binary).read(id.bytes.data(), id.bytes.size());
-  return id;
-}
 
 // Rank r's send buffer: n small integers that differ by rank, in `dtype`.
 std::vector<char> send_values(int rank, int64_t n, DType dtype) {
@@ -109,7 +71,7 @@ void expect_rank_matches(Communicator& nccl, const RankEnv& env, DType dtype, in
   ASSERT_EQ(cudaMalloc(&d_recv, want.size()), cudaSuccess);
   ASSERT_EQ(cudaMemcpy(d_send, send.data(), send.size(), cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemset(d_recv, 0xFF, want.size()), cudaSuccess);
-  const Device device = Device::cuda(env.rank);
+  const Device device = Device::cuda(0);
   const Status st = run(nccl, TensorView(d_send, dtype, device, {send_n}),
                         TensorView(d_recv, dtype, device, {recv_n}));
   ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
@@ -124,14 +86,8 @@ void expect_rank_matches(Communicator& nccl, const RankEnv& env, DType dtype, in
 
 TEST(NcclRanks, EveryCollectiveMatchesTheInProcessGroupBitForBit) {
   const RankEnv env = rank_env();
-  if (env.rank < 0) GTEST_SKIP() << "skipped: one rank of a group; run scripts/nccl_ranks.sh";
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  ASSERT_LT(env.rank, devices) << "rank " << env.rank << " needs CUDA device " << env.rank;
-  ASSERT_EQ(cudaSetDevice(env.rank), cudaSuccess);
-  StatusOr<NcclUniqueId> id = exchange_unique_id(env);
-  ASSERT_TRUE(id.ok()) << id.status().to_string();
-  auto nccl = make_nccl_communicator(*id, env.world_size, env.rank, env.rank);
+  if (env.rank < 0) GTEST_SKIP() << "skipped: one rank of a group; run scripts/dcp_multi_gpu.sh";
+  auto nccl = join_rank_group(env, "collectives");
   ASSERT_TRUE(nccl.ok()) << nccl.status().to_string();
   ASSERT_EQ((*nccl)->rank(), env.rank);
   ASSERT_EQ((*nccl)->world_size(), env.world_size);
