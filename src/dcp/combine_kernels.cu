@@ -10,7 +10,7 @@
 #include <string>
 
 #include "dcp/combine_kernels.h"
-#include "dcp/elements.cuh"
+#include "common/float_elements.cuh"
 #include "dcp/lse_weights.cuh"
 #include "runtime/check.h"
 

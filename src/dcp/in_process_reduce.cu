@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "dcp/elements.cuh"
+#include "common/float_elements.cuh"
 #include "dcp/in_process_reduce.h"
 #include "runtime/check.h"
 

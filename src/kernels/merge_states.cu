@@ -11,35 +11,14 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/check.h"
+#include "common/float_elements.cuh"
 #include "kernels/merge_states.h"
+#include "runtime/check.h"
 
 namespace pagedattn::kernels {
 namespace {
 
 constexpr int kThreads = 128;
-
-template <typename T>
-__device__ __forceinline__ float load_f(const T* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return *p;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __half2float(*p);
-  } else {
-    return __bfloat162float(*p);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ T from_f(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(x);
-  } else {
-    return __float2bfloat16_rn(x);
-  }
-}
 
 struct Rows {  // [T, H, D] with a contiguous head dim; strides in elements
   void* data;
@@ -111,9 +90,9 @@ __global__ void __launch_bounds__(kThreads) merge_states_kernel(MergeArgs a) {
 #pragma unroll
   for (int e = 0; e < kPack; ++e) {
     float v = 0.0f;
-    if (pw != 0.0f) v += pw * load_f(&p_in[e]);
-    if (sw != 0.0f) v += sw * load_f(&s_in[e]);
-    res[e] = from_f<T>(v);
+    if (pw != 0.0f) v += pw * element_to_float(p_in[e]);
+    if (sw != 0.0f) v += sw * element_to_float(s_in[e]);
+    res[e] = element_from_float<T>(v);
   }
   if constexpr (sizeof(res) == 16) {
     *reinterpret_cast<uint4*>(out) = *reinterpret_cast<const uint4*>(res);

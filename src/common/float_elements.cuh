@@ -1,5 +1,5 @@
-// Loads and stores of the float formats the DCP device code moves (f32, f16, bf16), rounding to
-// nearest even as common/numeric.h does on the host, so device and host results agree bit for bit.
+// Device conversions between float and the element formats kernels move (f32, f16, bf16), rounding
+// to nearest even as common/numeric.h does on the host, so device and host results agree bit for bit.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,7 +7,7 @@
 
 #include <type_traits>
 
-namespace pagedattn::dcp {
+namespace pagedattn {
 
 template <typename T>
 __device__ __forceinline__ float element_to_float(T x) {
@@ -31,4 +31,4 @@ __device__ __forceinline__ T element_from_float(float x) {
   }
 }
 
-}  // namespace pagedattn::dcp
+}  // namespace pagedattn
