@@ -10,6 +10,7 @@
 #include "backends/cpu/cpu_simd.h"
 #include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/thread_pool.h"
+#include "common/mask.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -18,6 +19,16 @@ namespace {
 // prefill chunks run on oneDNN, whose products gain from taller operands.
 constexpr int kQueryVectorsPerTask = 64;
 constexpr int kQueryVectorsPerOnednnTask = 256;
+
+// Requests of at most this many query rows (decodes, speculative verification) run a row per task
+// on the decode kernel where it applies: reading the keys once per row from the cache, straight
+// into registers, beats widening them into float tiles once for all rows.
+constexpr int kMaxRowsAsDecodes = 8;
+
+bool rows_as_decodes(const AttentionPass& pass, const RequestPass& rp) {
+  return rp.q_len <= kMaxRowsAsDecodes && pass.alibi_slopes == nullptr &&
+         !mask::soft_cap_applies(pass.soft_cap);
+}
 
 int query_vectors_per_task(const AttentionPass& pass) {
   const bool bf16 = pass.kv.dtype == DType::kBF16 && pass.query_dtype == DType::kBF16;
@@ -42,7 +53,8 @@ void run_attention_pass(const AttentionPass& pass) {
     for (int r = 0; r < static_cast<int>(pass.requests.size()); ++r) {
       const RequestPass& rp = pass.requests[r];
       if (rp.q_len == 0) continue;
-      const int rows = std::min(rp.q_len, std::max(1, per_task / group));
+      const int rows =
+          rows_as_decodes(pass, rp) ? 1 : std::min(rp.q_len, std::max(1, per_task / group));
       const int heads = std::clamp(kQueryVectorsPerTask / (group * rows), 1, heads_cap);
       for (int row = 0; row < rp.q_len; row += rows) {
         const int row_end = std::min(rp.q_len, row + rows);
