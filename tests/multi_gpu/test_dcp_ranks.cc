@@ -16,6 +16,7 @@
 #include "reference/compare.h"
 #include "test_flash_attn_support.h"
 #include "testing/step_runner.h"
+#include "unit/dcp_printers.h"
 
 namespace pagedattn::test {
 namespace {
