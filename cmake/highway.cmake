@@ -1,6 +1,5 @@
-# Google Highway (Debian: libhwy-dev) for CPU_ATTN's SIMD code: src/backends/cpu/cpu_simd.cc and
-# cpu_simd_decode.cc are each compiled once per target below, and the best one the CPU supports runs
-# (chosen at run time).
+# Google Highway (Debian: libhwy-dev) for CPU_ATTN's SIMD code: src/backends/cpu/cpu_simd.cc is
+# compiled once per target below, and the best one the CPU supports runs (chosen at run time).
 find_package(hwy 1.0 REQUIRED)
 
 add_library(pagedattn_highway INTERFACE)

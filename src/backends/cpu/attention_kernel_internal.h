@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "backends/cpu/attention_kernel.h"
-#include "common/mask.h"
 
 namespace pagedattn::cpu {
 
@@ -66,12 +65,5 @@ struct Scratch {
     if (p16.size() < weights) p16.resize(weights), scores.resize(weights);
   }
 };
-
-// Tasks the decode kernels serve (cpu_simd_decode.cc): one query row, no score modifier that needs
-// scores one by one.
-inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
-  return task.row_end - task.row_begin == 1 && pass.alibi_slopes == nullptr &&
-         !mask::soft_cap_applies(pass.soft_cap);
-}
 
 }  // namespace pagedattn::cpu

@@ -1,7 +1,5 @@
-// The dispatch point of CPU_ATTN's SIMD code: Highway compiles the -inl.h files below once per
+// The one dispatch point of CPU_ATTN's SIMD code: Highway compiles the -inl.h files below once per
 // target (foreach_target.h re-includes this file) and HWY_DYNAMIC_DISPATCH runs the chosen build.
-// The decode kernels are compiled the same way in cpu_simd_decode.cc, a translation unit of their
-// own so that the two halves build side by side; run_attention_task sends their rows there.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -17,14 +15,6 @@ namespace pagedattn::cpu::HWY_NAMESPACE {
 
 int64_t CurrentTarget() {
   return HWY_TARGET;
-}
-
-// The exported widening of one row (tests run it on every target).
-void WidenRow(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst) {
-  const hn::CappedTag<float, 8> df;  // n is a multiple of 8
-  with_dtype(dtype, [&](auto type) {
-    widen_scaled<decltype(type)::value>(df, src, offset, n, widen_multiplier(dtype, scale), dst);
-  });
 }
 
 }  // namespace pagedattn::cpu::HWY_NAMESPACE
@@ -43,7 +33,6 @@ HWY_EXPORT(WidenedDotKernel);
 HWY_EXPORT(CurrentTarget);
 
 void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch) {
-  if (decode_kernel_applies(pass, task)) return run_decode_task(pass, task, scratch);
   apply_simd_target_from_environment();
   HWY_DYNAMIC_DISPATCH(RunAttentionTask)(pass, task, scratch);
 }

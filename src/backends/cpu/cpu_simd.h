@@ -1,5 +1,5 @@
 // The entry points of CPU_ATTN's SIMD code. Each runs the build of the target chosen at run time
-// (simd_target.h); cpu_simd.cc and cpu_simd_decode.cc are where that choice is made.
+// (simd_target.h); cpu_simd.cc is the one place where that choice is made.
 #pragma once
 
 #include <cstdint>
@@ -9,11 +9,8 @@
 
 namespace pagedattn::cpu {
 
-// One task of an attention pass (attention_task-inl.h; decode rows: run_decode_task).
+// One task of an attention pass (attention_task-inl.h).
 void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
-
-// One task the decode kernels serve (decode_kernel_applies; decode_task-inl.h, cpu_simd_decode.cc).
-void run_decode_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
 
 // n elements of `dtype` at src (element offset `offset`) as float, times `scale`: how the kernel
 // reads queries, keys and values (kv_widen-inl.h). n is a multiple of 8.
