@@ -54,16 +54,15 @@ void merge_on_cpu(const TensorView& output, const TensorView& prefix_output,
       const LseMerge w = t >= prefix_num_tokens
                              ? LseMerge{lse_at(suffix_lse, h, t), 0.0f, 1.0f}
                              : merge_lse(lse_at(prefix_lse, h, t), lse_at(suffix_lse, h, t));
-      const float prefix_weight = w.prefix_weight, suffix_weight = w.suffix_weight;
       for (int64_t d = 0; d < head_size; ++d) {
         // A zero weight must not turn a non-finite value on the other side into NaN.
         float value = 0.0f;
-        if (prefix_weight != 0.0f) {
-          value += prefix_weight *
+        if (w.prefix_weight != 0.0f) {
+          value += w.prefix_weight *
                    load_as_float(prefix_output.data(), dtype, offset3(prefix_output, t, h, d));
         }
-        if (suffix_weight != 0.0f) {
-          value += suffix_weight *
+        if (w.suffix_weight != 0.0f) {
+          value += w.suffix_weight *
                    load_as_float(suffix_output.data(), dtype, offset3(suffix_output, t, h, d));
         }
         store_from_float(output.data(), dtype, offset3(output, t, h, d), value);

@@ -20,7 +20,9 @@
 #include "reference/attention_ref.h"
 #include "runtime/check.h"
 #include "runtime/device_buffer.h"
+#include "test_flash_attn_support.h"
 #include "testing/host_batch.h"
+#include "testing/step_runner.h"
 #include "unit/dcp_cpu_step.h"
 #include "unit/dcp_ranks.h"
 
@@ -205,6 +207,18 @@ inline reference::ReferenceOutputs as_reference(const TensorView& out, const Ten
     r.out.push_back(load_as_float(out.data(), out.dtype(), i));
   for (int64_t i = 0; i < lse.numel(); ++i) r.lse.push_back(lse.data_as<const float>()[i]);
   return r;
+}
+
+// The layer at N = 1 on `backend` (cuda:0), through the step runner, as the oracle's vectors.
+inline StatusOr<reference::ReferenceOutputs> one_rank(testing::HostBatch& batch,
+                                                      const AttentionBackend& backend) {
+  testing::StepOptions options;
+  options.cascade = testing::CascadeMode::kNever;
+  options.builder_params = builder_params_for(batch);
+  PAGEDATTN_ASSIGN_OR_RETURN(
+      auto run, testing::StepRunner::for_batch(batch, backend, Device::cuda(0), options));
+  PAGEDATTN_RETURN_IF_ERROR(run->run_step());
+  return as_reference(run->output().view(), run->lse().view());
 }
 
 }  // namespace pagedattn::test

@@ -93,17 +93,6 @@ CaseSpec case_for(Feature feature, int world_size) {
   return spec;
 }
 
-// The layer at N = 1 on `backend` (cuda:0), through the step runner.
-StatusOr<reference::ReferenceOutputs> one_rank(HostBatch& batch, const AttentionBackend& backend) {
-  testing::StepOptions options;
-  options.cascade = testing::CascadeMode::kNever;
-  options.builder_params = builder_params_for(batch);
-  PAGEDATTN_ASSIGN_OR_RETURN(
-      auto run, testing::StepRunner::for_batch(batch, backend, Device::cuda(0), options));
-  PAGEDATTN_RETURN_IF_ERROR(run->run_step());
-  return as_reference(run->output().view(), run->lse().view());
-}
-
 using Param = std::tuple<std::string, int, int, DcpCommBackend, Feature>;
 
 class DcpGpuForward : public ::testing::TestWithParam<Param> {};

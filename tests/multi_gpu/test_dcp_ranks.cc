@@ -14,8 +14,6 @@
 #include "pagedattn/dcp_combine.h"
 #include "rank_group.h"
 #include "reference/compare.h"
-#include "test_flash_attn_support.h"
-#include "testing/step_runner.h"
 #include "unit/dcp_printers.h"
 
 namespace pagedattn::test {
@@ -97,12 +95,8 @@ TEST_P(DcpRanks, ThisRankEqualsOneRankAndTheOracle) {
                        step->output.view, step->lse.view, inputs->scales(), nullptr);
   ASSERT_TRUE(ran.ok()) << ran.to_string();
 
-  testing::StepOptions options;
-  options.cascade = testing::CascadeMode::kNever;
-  options.builder_params = builder_params_for(batch);
-  auto single = testing::StepRunner::for_batch(batch, *backend, Device::cuda(0), options);
+  StatusOr<reference::ReferenceOutputs> single = one_rank(batch, *backend);
   ASSERT_TRUE(single.ok()) << single.status().to_string();
-  ASSERT_TRUE((*single)->run_step().ok());
 
   StatusOr<testing::HostTensor> out = to_host(step->output.view);
   StatusOr<testing::HostTensor> lse = to_host(step->lse.view);
@@ -118,7 +112,7 @@ TEST_P(DcpRanks, ThisRankEqualsOneRankAndTheOracle) {
                         << c;
   };
   expect_close(exact, "the oracle");
-  expect_close(as_reference((*single)->output().view(), (*single)->lse().view()), "N = 1");
+  expect_close(*single, "N = 1");
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {

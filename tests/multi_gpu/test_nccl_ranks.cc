@@ -10,13 +10,13 @@
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/numeric.h"
 #include "pagedattn/communicator.h"
 #include "pagedattn/nccl_communicator.h"
 #include "rank_group.h"
+#include "unit/dcp_ranks.h"
 
 namespace pagedattn::test {
 namespace {
@@ -47,16 +47,12 @@ std::vector<char> in_process_result(int world_size, int rank, DType dtype, int64
     sends.push_back(send_values(r, send_n, dtype));
     recvs.emplace_back(static_cast<size_t>(recv_n) * dtype_size(dtype));
   }
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < world_size; ++r) {
-    ranks.emplace_back([&, r] {
-      const Status st =
-          run(*(*group)[r], TensorView(sends[r].data(), dtype, Device::cpu(), {send_n}),
-              TensorView(recvs[r].data(), dtype, Device::cpu(), {recv_n}));
-      EXPECT_TRUE(st.ok()) << st.to_string();
-    });
+  for (const Status& st : testing::run_on_ranks(*group, [&](Communicator& c) {
+         return run(c, TensorView(sends[c.rank()].data(), dtype, Device::cpu(), {send_n}),
+                    TensorView(recvs[c.rank()].data(), dtype, Device::cpu(), {recv_n}));
+       })) {
+    EXPECT_TRUE(st.ok()) << st.to_string();
   }
-  for (std::thread& t : ranks) t.join();
   return recvs[rank];
 }
 

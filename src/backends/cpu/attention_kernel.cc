@@ -10,7 +10,6 @@
 #include "backends/cpu/cpu_simd.h"
 #include "backends/cpu/onednn_tiles.h"
 #include "backends/cpu/thread_pool.h"
-#include "common/mask.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -26,8 +25,7 @@ constexpr int kQueryVectorsPerOnednnTask = 256;
 constexpr int kMaxRowsAsDecodes = 8;
 
 bool rows_as_decodes(const AttentionPass& pass, const RequestPass& rp) {
-  return rp.q_len <= kMaxRowsAsDecodes && pass.alibi_slopes == nullptr &&
-         !mask::soft_cap_applies(pass.soft_cap);
+  return rp.q_len <= kMaxRowsAsDecodes && decode_kernels_serve(pass);
 }
 
 int query_vectors_per_task(const AttentionPass& pass) {

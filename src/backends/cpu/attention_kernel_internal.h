@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/cpu/attention_kernel.h"
+#include "common/mask.h"
 
 namespace pagedattn::cpu {
 
@@ -65,5 +66,11 @@ struct Scratch {
     if (p16.size() < weights) p16.resize(weights), scores.resize(weights);
   }
 };
+
+// Whether the decode kernels serve a pass's single rows: no score modifier that needs the scores
+// one by one (decode_rows-inl.h's decode_kernel_applies; attention_kernel.cc's task split).
+inline bool decode_kernels_serve(const AttentionPass& pass) {
+  return pass.alibi_slopes == nullptr && !mask::soft_cap_applies(pass.soft_cap);
+}
 
 }  // namespace pagedattn::cpu

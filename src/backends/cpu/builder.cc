@@ -34,9 +34,9 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
                              int num_query_heads, int num_kv_heads, bool use_alibi,
                              bool use_sliding_window, bool use_local_attention, int num_sms,
                              int dcp_world_size) const override {
-    const int64_t shared_bytes =
-        int64_t{common_prefix_len} * 2 * num_kv_heads * params_.head_size *
-        static_cast<int64_t>(dtype_size(kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype)));
+    const int64_t shared_bytes = int64_t{common_prefix_len} * 2 * num_kv_heads * params_.head_size *
+                                 static_cast<int64_t>(dtype_size(kv_cache_storage_dtype(
+                                     params_.kv_cache_dtype, params_.dtype)));
     return shared_bytes > last_level_cache_bytes() &&
            BuilderBase::use_cascade_attention(common_prefix_len, query_lens, num_query_heads,
                                               num_kv_heads, use_alibi, use_sliding_window,
@@ -75,8 +75,8 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
         context_lens[r] = md->seq_lens[r] - (md->query_start_loc[r + 1] - md->query_start_loc[r]);
       }
       md->dcp_context_lens.resize(meta.num_reqs);
-      PAGEDATTN_RETURN_IF_ERROR(dcp_local_seq_lens(context_lens, md->dcp, params_.block_size,
-                                                   md->dcp_context_lens));
+      PAGEDATTN_RETURN_IF_ERROR(
+          dcp_local_seq_lens(context_lens, md->dcp, params_.block_size, md->dcp_context_lens));
       // As in vLLM: a shared prefix would be sharded like any context, and no pass reads it once.
       if (common_prefix_len != 0) {
         return invalid_argument("common_prefix_len = " + std::to_string(common_prefix_len) +

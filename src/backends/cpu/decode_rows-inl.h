@@ -30,8 +30,7 @@ constexpr int kPrefetchTiles = 1;  // how far ahead the prefetcher reads, in til
 
 // Tasks the decode kernels serve: one query row, no score modifier that needs scores one by one.
 inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
-  return task.row_end - task.row_begin == 1 && pass.alibi_slopes == nullptr &&
-         !mask::soft_cap_applies(pass.soft_cap);
+  return task.row_end - task.row_begin == 1 && decode_kernels_serve(pass);
 }
 
 // A decode task's row: its token, and the keys [lo, hi) it sees, pass-local.
