@@ -1,6 +1,7 @@
 // The CPU kernel's element widening (backends/cpu/kv_widen-inl.h, run through cpu::widen_row) on
 // every SIMD target this machine has, against the reference codecs of common/numeric.h on every
-// f16, e4m3 and e5m2 code; and the output rounding (backends/cpu/output_rows.h).
+// f16, e4m3 and e5m2 code; the softmax's exponential; and the output rounding
+// (backends/cpu/output_rows.h).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -74,6 +75,37 @@ TEST_P(CpuConvert, OffsetsAreElements) {
   float got[8];
   widen_row(values, DType::kF32, 8, 8, 1.0f, got);
   for (int i = 0; i < 8; ++i) EXPECT_EQ(got[i], values[8 + i]);
+}
+
+// The softmax's exponential (exp_nonpositive): within 2 ulp of e^x down to about 2^-125, then 0
+// (never a subnormal), 0 at -inf, 1 at 0, NaN kept; x from 0 down past the cut, 4096 points per 1.
+TEST_P(CpuConvert, SoftmaxExpWithinTwoUlp) {
+  std::vector<float> x;
+  for (int i = 0; i <= 4 * 1024 * 110; ++i) x.push_back(-static_cast<float>(i) / 4096.0f);
+  x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(-1e30f);
+  const int n = static_cast<int>(x.size());
+  std::vector<float> y(n);
+  exp_row(x.data(), n, y.data());
+  int far = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) {
+      EXPECT_TRUE(std::isnan(y[i])) << GetParam();
+      continue;
+    }
+    const double want = std::exp(static_cast<double>(x[i]));
+    if (want < std::ldexp(1.0, -126)) {  // never a subnormal
+      EXPECT_EQ(y[i], 0.0f) << GetParam() << " x " << x[i];
+      continue;
+    }
+    const double ulp = std::ldexp(1.0, std::ilogb(want) - 23);
+    const bool cut = want < std::ldexp(1.0, -124) && y[i] == 0.0f;  // the cut's neighbourhood
+    if (!cut && std::abs(y[i] - want) > 2 * ulp && ++far <= 5) {
+      ADD_FAILURE() << GetParam() << " x " << x[i] << ": " << y[i] << " vs " << want;
+    }
+  }
+  EXPECT_EQ(y[0], 1.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, CpuConvert, ::testing::ValuesIn(simd_targets_available()),

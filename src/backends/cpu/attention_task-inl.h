@@ -22,6 +22,7 @@
 #include <limits>
 
 #include "backends/cpu/attention_kernel_internal.h"
+#include "backends/cpu/bf16_dot_ops-inl.h"
 #include "backends/cpu/decode_task-inl.h"
 #include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
@@ -197,6 +198,42 @@ HWY_INLINE void round_to_bf16(DF df, const float* HWY_RESTRICT src, int n,
   }
 }
 
+// The weights e^(scale * s[k] - m) of n finite scores (n a multiple of 32) to p as bf16; returns
+// their sum.
+template <class DF>
+HWY_INLINE float finite_weights(DF df, float scale, float m, const float* HWY_RESTRICT s, int n,
+                                uint16_t* HWY_RESTRICT p) {
+  const hn::Rebind<uint16_t, DF> du16;
+  const int lanes = static_cast<int>(hn::Lanes(df));
+  const auto vscale = hn::Set(df, scale), vm = hn::Set(df, m);
+  auto sum_lanes = hn::Zero(df);
+  for (int k = 0; k < n; k += lanes) {
+    const auto w = exp_nonpositive(df, hn::MulSub(hn::LoadU(df, s + k), vscale, vm));
+    hn::StoreU(hn::DemoteTo(du16, finite_bf16_bits(df, w)), du16, p + k);
+    sum_lanes = hn::Add(sum_lanes, w);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// The same with AVX512_BF16's conversion, 32 weights per instruction (the same bits: the weights
+// are normal floats or 0).
+PAGEDATTN_BF16_DOT HWY_NOINLINE float finite_weights_native(float scale, float m,
+                                                           const float* HWY_RESTRICT s, int n,
+                                                           uint16_t* HWY_RESTRICT p) {
+  const hn::ScalableTag<float> df;
+  const auto vscale = hn::Set(df, scale), vm = hn::Set(df, m);
+  auto sum_lanes = hn::Zero(df);
+  for (int k = 0; k < n; k += 32) {
+    const auto w0 = exp_nonpositive(df, hn::MulSub(hn::LoadU(df, s + k), vscale, vm));
+    const auto w1 = exp_nonpositive(df, hn::MulSub(hn::LoadU(df, s + k + 16), vscale, vm));
+    _mm512_storeu_si512(p + k, to_bf16(w0.raw, w1.raw));
+    sum_lanes = hn::Add(sum_lanes, hn::Add(w0, w1));
+  }
+  return hn::GetLane(hn::SumOfLanes(df, sum_lanes));
+}
+#endif
+
 // Online softmax of one query vector over n raw scores s, all visible: weights of scale * s to p
 // (bf16), running max m and denominator l updated; returns the factor its accumulated output must
 // be scaled by.
@@ -222,26 +259,27 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     std::fill(p, p + n, uint16_t{0});
     return 1.0f;
   }
-  const hn::Rebind<uint16_t, DF> du16;
-  auto sum_lanes = hn::Zero(df);
+  float sum;
   if (hn::AllFalse(df, nan_lanes) && hn::GetLane(hn::MinOfLanes(df, min_lanes)) > kNegInf) {
-    // Every score finite (the common case): no lane needs the NaN or -inf rules below.
-    const auto m_lanes = hn::Set(df, m_new);
-    for (int k = 0; k < n; k += lanes) {
-      const auto w = hn::Exp(df, hn::Sub(hn::Mul(hn::LoadU(df, s + k), vscale), m_lanes));
-      hn::StoreU(hn::DemoteTo(du16, finite_bf16_bits(df, w)), du16, p + k);
-      sum_lanes = hn::Add(sum_lanes, w);
+    // Every score finite (the common case): no lane needs the NaN rule below.
+#if HWY_TARGET == HWY_AVX3_DL
+    if (cpu_has_bf16_dot()) {
+      sum = finite_weights_native(scale, m_new, s, n, p);
+    } else
+#endif
+    {
+      sum = finite_weights(df, scale, m_new, s, n, p);
     }
   } else {
+    const hn::Rebind<uint16_t, DF> du16;
+    auto sum_lanes = hn::Zero(df);
     for (int k = 0; k < n; k += lanes) {
-      const auto v = hn::Mul(hn::LoadU(df, s + k), vscale);
-      const auto w = hn::IfThenZeroElse(hn::Eq(v, hn::Set(df, kNegInf)),
-                                        exp_keeping_nan(df, hn::Sub(v, hn::Set(df, m_new))));
+      const auto w = exp_keeping_nan(df, hn::MulSub(hn::LoadU(df, s + k), vscale, hn::Set(df, m_new)));
       hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
       sum_lanes = hn::Add(sum_lanes, w);
     }
+    sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
   }
-  const float sum = hn::GetLane(hn::SumOfLanes(df, sum_lanes));
   const float correction = m == m_new ? 1.0f : (m == kNegInf ? 0.0f : std::exp(m - m_new));
   l = l * correction + sum;
   m = m_new;

@@ -28,6 +28,7 @@ namespace pagedattn::cpu {
 
 HWY_EXPORT(RunAttentionTask);
 HWY_EXPORT(WidenRow);
+HWY_EXPORT(ExpRow);
 HWY_EXPORT(Bf16DotKernel);
 HWY_EXPORT(WidenedDotKernel);
 HWY_EXPORT(CurrentTarget);
@@ -40,6 +41,11 @@ void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& sc
 void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst) {
   apply_simd_target_from_environment();
   HWY_DYNAMIC_DISPATCH(WidenRow)(src, dtype, offset, n, scale, dst);
+}
+
+void exp_row(const float* x, int n, float* y) {
+  apply_simd_target_from_environment();
+  HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, y);
 }
 
 float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops) {

@@ -16,6 +16,10 @@ void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& sc
 // reads queries, keys and values (kv_widen-inl.h). n is a multiple of 8.
 void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst);
 
+// y[i] = e^x[i] as the online softmax computes it (tile_math-inl.h), for x <= 0, -inf or NaN
+// (every exponent the softmax takes: a score less its row's max).
+void exp_row(const float* x, int n, float* y);
+
 // The bf16 dot-product micro-kernel of the compute probe (bf16_dot_probe-inl.h): `repeats` passes
 // of a register-blocked product of a [rows x k] and a [k x columns] bf16 panel (a holds at least
 // 4 * k values, b 64 * k), cache-resident. Sets *flops (2 per multiply-add); returns a checksum.
