@@ -1,7 +1,7 @@
 // The CPU kernel's element widening (backends/cpu/kv_widen-inl.h, run through cpu::widen_row) on
 // every SIMD target this machine has, against the reference codecs of common/numeric.h on every
 // f16, e4m3 and e5m2 code; the softmax's exponential; and the output rounding
-// (backends/cpu/output_rows.h).
+// (backends/cpu/output_store-inl.h, through cpu::store_output_row).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "backends/cpu/cpu_simd.h"
-#include "backends/cpu/output_rows.h"
 #include "backends/cpu/simd_target.h"
 #include "common/numeric.h"
 #include "pagedattn/types.h"
@@ -108,12 +107,7 @@ TEST_P(CpuConvert, SoftmaxExpWithinTwoUlp) {
   EXPECT_EQ(y[0], 1.0f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, CpuConvert, ::testing::ValuesIn(simd_targets_available()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
-
-TEST(CpuOutputRows, RoundLikeTheReferenceEncoders) {
+TEST_P(CpuConvert, OutputRowsRoundLikeTheReferenceEncoders) {
   // Every f16 value, its neighbours halfway between codes, and the specials, times 1.5.
   std::vector<float> values;
   for (uint32_t c = 0; c < 65536; c += 7) {
@@ -122,23 +116,34 @@ TEST(CpuOutputRows, RoundLikeTheReferenceEncoders) {
     values.push_back(std::nextafter(x, 0.0f));
   }
   values.push_back(std::numeric_limits<float>::quiet_NaN());
+  values.push_back(std::bit_cast<float>(0x7F800001u));  // a signalling NaN, payload in the low bits
   values.push_back(std::numeric_limits<float>::infinity());
   values.push_back(1e-40f);  // a float subnormal
+  values.push_back(-3.0f);     // n not a multiple of any vector: a tail
   const int n = static_cast<int>(values.size());
   std::vector<uint16_t> bf16(n), f16(n);
+  std::vector<float> f32(n + 3);
   store_output_row(values.data(), n, 1.5f, DType::kBF16, bf16.data(), 0);
   store_output_row(values.data(), n, 1.5f, DType::kF16, f16.data(), 0);
+  store_output_row(values.data(), n, 1.5f, DType::kF32, f32.data(), 3);
   for (int i = 0; i < n; ++i) {
     const float x = values[i] * 1.5f;
     if (std::isnan(x)) {
-      EXPECT_TRUE(std::isnan(bf16_bits_to_float(bf16[i])));
+      EXPECT_EQ(bf16[i], float_to_bf16_bits(x)) << GetParam() << " NaN " << i;
       EXPECT_TRUE(std::isnan(f16_bits_to_float(f16[i])));
+      EXPECT_TRUE(std::isnan(f32[3 + i]));
       continue;
     }
-    EXPECT_EQ(bf16[i], float_to_bf16_bits(x)) << x;
-    EXPECT_EQ(f16[i], float_to_f16_bits(x)) << x;
+    EXPECT_EQ(bf16[i], float_to_bf16_bits(x)) << GetParam() << " " << x;
+    EXPECT_EQ(f16[i], float_to_f16_bits(x)) << GetParam() << " " << x;
+    EXPECT_EQ(f32[3 + i], x) << GetParam();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Targets, CpuConvert, ::testing::ValuesIn(simd_targets_available()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(CpuSimdTarget, ForcingNamesTheChoicesAndChangesNothingOnError) {
   const std::string before = simd_target();

@@ -27,7 +27,7 @@
 #include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
 #include "backends/cpu/onednn_tiles.h"
-#include "backends/cpu/output_rows.h"
+#include "backends/cpu/output_store-inl.h"
 #include "backends/cpu/tile_math-inl.h"
 #include "common/mask.h"
 
@@ -169,24 +169,6 @@ inline bool use_onednn_chunks(const AttentionPass& pass, int per_kv_head) {
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL  // the only targets that use chunks
-// The bf16 bits of finite w rounded to nearest even, in the low half of 32-bit lanes.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> finite_bf16_bits(DF df, hn::Vec<DF> w) {
-  const hn::RebindToSigned<DF> di32;
-  const auto bits = hn::BitCast(di32, w);
-  const auto odd = hn::And(hn::ShiftRight<16>(bits), hn::Set(di32, 1));
-  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(bits, hn::Set(di32, 0x7FFF)), odd));
-  return hn::And(rounded, hn::Set(di32, 0xFFFF));
-}
-
-// The same for any w: NaN stays NaN.
-template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> bf16_bits(DF df, hn::Vec<DF> w) {
-  const hn::RebindToSigned<DF> di32;
-  const auto nan_bits = hn::And(hn::ShiftRight<16>(hn::BitCast(di32, w)), hn::Set(di32, 0xFFFF));
-  return hn::IfThenElse(hn::RebindMask(di32, hn::IsNaN(w)), nan_bits, finite_bf16_bits(df, w));
-}
-
 // dst[0, n) = src[0, n) rounded to bf16; n a multiple of Lanes(df).
 template <class DF>
 HWY_INLINE void round_to_bf16(DF df, const float* HWY_RESTRICT src, int n,
@@ -503,7 +485,7 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
     const int head = first_head + (i / per_kv_head) * group + i % group;
     const int64_t token = rp.q_start + task.row_begin + row;
     const bool empty = s.l[i] == 0.0f;
-    store_output_row(s.acc.data() + static_cast<int64_t>(i) * dim, dim,
+    StoreOutputRow(s.acc.data() + static_cast<int64_t>(i) * dim, dim,
                      empty ? 0.0f : 1.0f / s.l[i], pass.output_dtype, pass.output,
                      token * pass.o_token_stride + head * pass.o_head_stride);
     if (pass.lse != nullptr) {

@@ -9,6 +9,7 @@
 #include "backends/cpu/attention_task-inl.h"
 #include "backends/cpu/bf16_dot_probe-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
+#include "backends/cpu/output_store-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace pagedattn::cpu::HWY_NAMESPACE {
@@ -29,6 +30,7 @@ namespace pagedattn::cpu {
 HWY_EXPORT(RunAttentionTask);
 HWY_EXPORT(WidenRow);
 HWY_EXPORT(ExpRow);
+HWY_EXPORT(StoreOutputRow);
 HWY_EXPORT(Bf16DotKernel);
 HWY_EXPORT(WidenedDotKernel);
 HWY_EXPORT(CurrentTarget);
@@ -46,6 +48,12 @@ void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale,
 void exp_row(const float* x, int n, float* y) {
   apply_simd_target_from_environment();
   HWY_DYNAMIC_DISPATCH(ExpRow)(x, n, y);
+}
+
+void store_output_row(const float* src, int n, float multiplier, DType dtype, void* dst,
+                      int64_t offset) {
+  apply_simd_target_from_environment();
+  HWY_DYNAMIC_DISPATCH(StoreOutputRow)(src, n, multiplier, dtype, dst, offset);
 }
 
 float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops) {

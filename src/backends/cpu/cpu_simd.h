@@ -16,6 +16,11 @@ void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& sc
 // reads queries, keys and values (kv_widen-inl.h). n is a multiple of 8.
 void widen_row(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst);
 
+// dst[offset + d] = src[d] * multiplier for d in [0, n), as f32, bf16 or f16 (the output dtypes),
+// rounded to nearest even (output_store-inl.h).
+void store_output_row(const float* src, int n, float multiplier, DType dtype, void* dst,
+                      int64_t offset);
+
 // y[i] = e^x[i] as the online softmax computes it (tile_math-inl.h), for x <= 0, -inf or NaN
 // (every exponent the softmax takes: a score less its row's max).
 void exp_row(const float* x, int n, float* y);

@@ -17,7 +17,7 @@
 #include <cstdint>
 
 #include "backends/cpu/attention_kernel_internal.h"
-#include "backends/cpu/output_rows.h"
+#include "backends/cpu/output_store-inl.h"
 #include "backends/cpu/tile_math-inl.h"
 #include "common/mask.h"
 
@@ -81,7 +81,7 @@ void finish_decode_rows(const AttentionPass& pass, const Task& task, const Decod
     for (int j = 0; j < dim; ++j) s.row[j] = acc[position(j)];
     const bool empty = s.l[i] == 0.0f;
     const float v_mult = value_multiplier(task.kv_head_begin + i / r.group);
-    store_output_row(s.row.data(), dim, empty ? 0.0f : v_mult / s.l[i], pass.output_dtype,
+    StoreOutputRow(s.row.data(), dim, empty ? 0.0f : v_mult / s.l[i], pass.output_dtype,
                      pass.output, r.token * pass.o_token_stride + head * pass.o_head_stride);
     if (pass.lse != nullptr) {
       pass.lse[head * pass.lse_head_stride + r.token * pass.lse_token_stride] =

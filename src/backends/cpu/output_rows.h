@@ -1,4 +1,4 @@
-// Storing the kernel's float results in the output's dtype, rounded to nearest even.
+// Float rows of a pass for a merge (cascade, DCP), and the merge stored into the output.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +8,6 @@
 #include "pagedattn/types.h"
 
 namespace pagedattn::cpu {
-
-// dst[offset + d] = src[d] * multiplier for d in [0, n), as f32, bf16 or f16 (the output dtypes).
-void store_output_row(const float* src, int n, float multiplier, DType dtype, void* dst,
-                      int64_t offset);
 
 // Points a pass's output at float32 rows [num_tokens, pass heads, D] and LSE [pass heads,
 // num_tokens], for a merge to read (cascade, DCP).
