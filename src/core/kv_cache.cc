@@ -12,12 +12,10 @@
 #include "common/checked_math.h"
 #include "pagedattn/config.h"
 #include "runtime/device_memory.h"
+#include "runtime/host_memory.h"
 
 namespace pagedattn {
 namespace {
-
-// Host caches are aligned for vector loads and to keep blocks on separate cache lines.
-constexpr size_t kHostAlignment = 256;
 
 std::atomic<KVCacheLayout>& layout_setting() {
   static std::atomic<KVCacheLayout> layout{KVCacheLayout::kNHD};
@@ -172,18 +170,14 @@ StatusOr<KVCacheAllocation> KVCacheAllocation::allocate(const KVCacheShape& shap
       const int64_t per_block,
       kv_cache_bytes_per_block(static_cast<int>(checked[2]), static_cast<int>(checked[3]),
                                static_cast<int>(checked[4]), storage));
-  // Rounded up to the host alignment, so the rounding too must not overflow.
   const std::optional<int64_t> bytes = checked_mul(checked[0], per_block);
-  const std::optional<int64_t> rounded =
-      bytes ? checked_add(*bytes, kHostAlignment - 1) : std::nullopt;
-  if (!rounded) {
+  if (!bytes) {
     return out_of_range("KV cache of " + std::to_string(checked[0]) + " blocks of " +
                         std::to_string(per_block) + " bytes overflows int64");
   }
   KVCacheAllocation alloc;
   if (device.is_cpu()) {
-    alloc.memory_ = std::aligned_alloc(
-        kHostAlignment, static_cast<size_t>(*rounded / kHostAlignment * kHostAlignment));
+    alloc.memory_ = runtime::host_malloc_paged(static_cast<size_t>(*bytes));
     if (alloc.memory_ == nullptr) {
       return out_of_range("host allocation of " + std::to_string(*bytes) +
                           " bytes failed (the KV cache)");

@@ -132,6 +132,18 @@ TEST(KVCacheAllocation, MoveAndErrors) {
       << huge.status().message();
 }
 
+TEST(KVCacheAllocation, HostCachesAreAlignedForHugePages) {
+  // 4 MiB: on 2 MiB boundaries (transparent huge pages); 8 KiB: on 256 bytes.
+  auto large = KVCacheAllocation::allocate({128, 2, 16, 8, 64}, DType::kF16, KVCacheLayout::kNHD,
+                                           Device::cpu());
+  ASSERT_TRUE(large.ok()) << large.status().message();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(large->view().data()) % (uintptr_t{2} << 20), 0u);
+  auto small = KVCacheAllocation::allocate({4, 2, 16, 1, 64}, DType::kF16, KVCacheLayout::kNHD,
+                                           Device::cpu());
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small->view().data()) % 256, 0u);
+}
+
 TEST(KVCacheAllocation, SizesAreCheckedBeforeAllocating) {
   // 2^51 + 1 blocks of 4 KiB: the byte count overflows int64 (it used to wrap to 4 KiB).
   auto wrapped = KVCacheAllocation::allocate({(int64_t{1} << 51) + 1, 2, 16, 1, 64}, DType::kF16,

@@ -119,7 +119,7 @@ TEST_P(CpuConvert, OutputRowsRoundLikeTheReferenceEncoders) {
   values.push_back(std::bit_cast<float>(0x7F800001u));  // a signalling NaN, payload in the low bits
   values.push_back(std::numeric_limits<float>::infinity());
   values.push_back(1e-40f);  // a float subnormal
-  values.push_back(-3.0f);     // n not a multiple of any vector: a tail
+  values.push_back(-3.0f);   // n not a multiple of any vector: a tail
   const int n = static_cast<int>(values.size());
   std::vector<uint16_t> bf16(n), f16(n);
   std::vector<float> f32(n + 3);

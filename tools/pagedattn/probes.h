@@ -19,7 +19,8 @@ Ceiling measure_read_ceiling(const Device& device);
 // "4690.1 GB/s (how it was measured)", or "not measured (why)"; `unit` e.g. "GB/s".
 std::string describe_ceiling(const Ceiling& c, const std::string& unit);
 
-// Host: all hardware threads summing a buffer larger than the last-level cache; best of passes.
+// Host: all hardware threads summing a buffer larger than the last-level cache, allocated as the
+// KV caches are (runtime/host_memory.h: huge pages where the kernel gives them); best of passes.
 Ceiling measure_host_read_bandwidth();
 // Host: the rate of bf16 products accumulated in float32 (the precision of CPU_ATTN's dot products)
 // of a register-blocked micro-kernel on cache-resident panels, all hardware threads, on the SIMD

@@ -201,8 +201,8 @@ HWY_INLINE float finite_weights(DF df, float scale, float m, const float* HWY_RE
 // The same with AVX512_BF16's conversion, 32 weights per instruction (the same bits: the weights
 // are normal floats or 0).
 PAGEDATTN_BF16_DOT HWY_NOINLINE float finite_weights_native(float scale, float m,
-                                                           const float* HWY_RESTRICT s, int n,
-                                                           uint16_t* HWY_RESTRICT p) {
+                                                            const float* HWY_RESTRICT s, int n,
+                                                            uint16_t* HWY_RESTRICT p) {
   const hn::ScalableTag<float> df;
   const auto vscale = hn::Set(df, scale), vm = hn::Set(df, m);
   auto sum_lanes = hn::Zero(df);
@@ -256,7 +256,8 @@ HWY_INLINE float softmax_chunk(DF df, float scale, const float* HWY_RESTRICT s, 
     const hn::Rebind<uint16_t, DF> du16;
     auto sum_lanes = hn::Zero(df);
     for (int k = 0; k < n; k += lanes) {
-      const auto w = exp_keeping_nan(df, hn::MulSub(hn::LoadU(df, s + k), vscale, hn::Set(df, m_new)));
+      const auto w =
+          exp_keeping_nan(df, hn::MulSub(hn::LoadU(df, s + k), vscale, hn::Set(df, m_new)));
       hn::StoreU(hn::DemoteTo(du16, bf16_bits(df, w)), du16, p + k);
       sum_lanes = hn::Add(sum_lanes, w);
     }
@@ -485,9 +486,9 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
     const int head = first_head + (i / per_kv_head) * group + i % group;
     const int64_t token = rp.q_start + task.row_begin + row;
     const bool empty = s.l[i] == 0.0f;
-    StoreOutputRow(s.acc.data() + static_cast<int64_t>(i) * dim, dim,
-                     empty ? 0.0f : 1.0f / s.l[i], pass.output_dtype, pass.output,
-                     token * pass.o_token_stride + head * pass.o_head_stride);
+    StoreOutputRow(s.acc.data() + static_cast<int64_t>(i) * dim, dim, empty ? 0.0f : 1.0f / s.l[i],
+                   pass.output_dtype, pass.output,
+                   token * pass.o_token_stride + head * pass.o_head_stride);
     if (pass.lse != nullptr) {
       pass.lse[head * pass.lse_head_stride + token * pass.lse_token_stride] =
           empty ? kNegInf : s.m[i] + std::log(s.l[i]);

@@ -61,8 +61,7 @@ float bf16_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, 
   return HWY_DYNAMIC_DISPATCH(Bf16DotKernel)(a, b, k, repeats, flops);
 }
 
-float widened_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats,
-                         int64_t* flops) {
+float widened_dot_kernel(const uint16_t* a, const uint16_t* b, int k, int repeats, int64_t* flops) {
   apply_simd_target_from_environment();
   return HWY_DYNAMIC_DISPATCH(WidenedDotKernel)(a, b, k, repeats, flops);
 }

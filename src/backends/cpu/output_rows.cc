@@ -30,7 +30,8 @@ void store_merged_rows(FloatRows prefix, FloatRows suffix, int64_t num_tokens, i
     const int64_t end = std::min(num_tokens, (item + 1) * kTokensPerItem);
     for (int64_t t = item * kTokensPerItem; t < end; ++t) {
       for (int64_t h = 0; h < heads; ++h) {
-        const LseMerge w = merge_lse(prefix.lse[h * num_tokens + t], suffix.lse[h * num_tokens + t]);
+        const LseMerge w =
+            merge_lse(prefix.lse[h * num_tokens + t], suffix.lse[h * num_tokens + t]);
         const float* p = &prefix.rows[(t * heads + h) * dim];
         const float* s = &suffix.rows[(t * heads + h) * dim];
         // A zero weight must not turn a non-finite value on the other side into NaN; the sums

@@ -55,12 +55,14 @@ HWY_INLINE void store_lane_sums(DF df, V a, V b, V c, V d, float* HWY_RESTRICT o
 }
 
 // e^x for x <= 0 or -inf (a score less its row's max: every softmax exponent), within 2 ulp;
-// 0 (never a subnormal) once 2^n of e^x = 2^n e^r falls below 2^-125 (x < -86.3), as at -inf. Highway's Exp also serves x > 0,
-// at about 24 operations to these 18: the softmax's largest cost beside the dot products.
+// 0 (never a subnormal) once 2^n of e^x = 2^n e^r falls below 2^-125 (x < -86.3), as at -inf.
+// Highway's Exp also serves x > 0, at about 24 operations to these 18: the softmax's largest cost
+// beside the dot products.
 template <class DF, class V>
 HWY_INLINE V exp_nonpositive(DF df, V x) {
   const hn::RebindToSigned<DF> di;
-  const V round_bias = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: x * log2(e) rounds into the low bits
+  const V round_bias =
+      hn::Set(df, 12582912.0f);  // 1.5 * 2^23: x * log2(e) rounds into the low bits
   x = hn::Max(x, hn::Set(df, -104.0f));
   const V t = hn::MulAdd(x, hn::Set(df, 1.44269504088896341f), round_bias);
   const V n = hn::Sub(t, round_bias);
