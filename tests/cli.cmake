@@ -209,6 +209,10 @@ pagedattn_cli_test(demo 0 "demo;--repeats;1" "all steps passed")
 pagedattn_cli_test(bench_quick 0
   "bench;--quick;--suite;decode;--repeats;2;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_quick.json"
   "decode_[0-9]+x[0-9]+ .*%")
+# On the CPU, the read rate of scattered blocks beside the sequential one.
+pagedattn_cli_test(bench_cpu_paged_read 0
+  "bench;--quick;--backend;cpu;--suite;decode;--repeats;1;--warmup;0"
+  "paged read [1-9][0-9.]* GB/s .read of 32 KiB blocks in random order")
 # The standard suite (the peer tool's shapes, lengths / 16) and the overhead suite on the CPU, each
 # written as JSON that bench_report.py turns into the table; then the new flags' bad values.
 set(bench_std_json ${CMAKE_CURRENT_BINARY_DIR}/bench_standard_quick.json)

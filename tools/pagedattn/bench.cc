@@ -44,11 +44,15 @@ struct BenchOptions {
   int kernel_generation = 0;
 };
 
+// One K (or V) block of the decode cases at block 16 in bf16: 16 tokens x 8 KV heads x 128.
+constexpr int kDecodeCasesBlockBytes = 16 * 8 * 128 * 2;
+
 Ceilings measure_ceilings(const Device& device, bool quick) {
   Ceilings c;
   c.bandwidth = measure_read_ceiling(device);  // never quick: the figure serve uses too
   if (device.is_cpu()) {
     c.compute = measure_host_dot_rate(quick);
+    c.paged_read = measure_host_paged_read_bandwidth(kDecodeCasesBlockBytes);
   } else {
 #if PAGEDATTN_WITH_CUDA
     c.compute = cuda_matmul_ceiling(device.index);
@@ -124,7 +128,9 @@ bool write_json(const BenchOptions& o, const Device& device, const Ceilings& cei
                                {{"read_bandwidth_gbps", ceilings.bandwidth.value},
                                 {"read_bandwidth_method", ceilings.bandwidth.method},
                                 {"compute_gflops", ceilings.compute.value},
-                                {"compute_method", ceilings.compute.method}}},
+                                {"compute_method", ceilings.compute.method},
+                                {"paged_read_gbps", ceilings.paged_read.value},
+                                {"paged_read_method", ceilings.paged_read.method}}},
                               {"results", results},
                               {"part_ratios", ratios}};
   std::ofstream out(o.json_file);

@@ -54,6 +54,9 @@ void print_header(const std::string& device, const Ceilings& c) {
   std::printf("device: %s\n", device.c_str());
   std::printf("ceilings: read bandwidth %s\n", describe_ceiling(c.bandwidth, "GB/s").c_str());
   std::printf("          compute %s\n", describe_ceiling(c.compute, "GFLOP/s").c_str());
+  if (c.paged_read.value > 0.0) {
+    std::printf("          paged read %s\n", describe_ceiling(c.paged_read, "GB/s").c_str());
+  }
   std::printf("%-34s %-24s %7s %4s %10s %10s %6s %9s %6s\n", "case", "backend", "tokens", "blk",
               "median ms", "GFLOP/s", "%peak", "KV GB/s", "%bw");
   std::fflush(stdout);

@@ -15,8 +15,9 @@
 namespace pagedattn::cli {
 
 struct Ceilings {
-  Ceiling bandwidth;  // GB/s
-  Ceiling compute;    // GFLOP/s
+  Ceiling bandwidth;   // GB/s
+  Ceiling compute;     // GFLOP/s
+  Ceiling paged_read;  // GB/s, the host's read rate of scattered blocks (CPU only)
 };
 
 struct Row {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -119,6 +120,50 @@ Ceiling measure_host_read_bandwidth() {
   return {best, "read of a " + std::to_string(bytes >> 20) + " MiB buffer by " +
                     std::to_string(threads) +
                     " threads, allocated as KV caches are, best of passes"};
+}
+
+Ceiling measure_host_paged_read_bandwidth(int block_bytes) {
+  const size_t bytes = size_t{512} << 20;
+  const size_t blocks = bytes / static_cast<size_t>(block_bytes);
+  const std::unique_ptr<char[], decltype(&std::free)> buffer(
+      static_cast<char*>(runtime::host_malloc_paged(bytes)), &std::free);
+  if (buffer == nullptr) return {0.0, "not measured: no 512 MiB buffer"};
+  const int threads = num_threads();
+  // Each thread's blocks in a shuffled order, as a block table scatters a request's pages.
+  std::vector<std::vector<size_t>> order(static_cast<size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    for (size_t b = blocks * t / threads; b < blocks * (t + 1) / threads; ++b)
+      order[t].push_back(b);
+    std::shuffle(order[t].begin(), order[t].end(), std::mt19937_64(static_cast<uint64_t>(t) + 1));
+  }
+  run_on_all_threads([&](int t) {
+    for (size_t b : order[t]) std::memset(buffer.get() + b * block_bytes, 1, block_bytes);
+  });
+  const size_t lines = static_cast<size_t>(block_bytes) / 64;
+  const size_t vectors_per_line = 64 / sizeof(U64x2);
+  std::vector<uint64_t> sink(static_cast<size_t>(threads));
+  double best = 0.0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const double seconds = run_on_all_threads([&](int t) {
+      const std::vector<size_t>& mine = order[t];
+      uint64_t sum = 0;
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const char* block = buffer.get() + mine[i] * block_bytes;
+        const char* next = buffer.get() + mine[i + 1 < mine.size() ? i + 1 : i] * block_bytes;
+        for (size_t l = 0; l < lines; ++l) {
+          __builtin_prefetch(next + 64 * l, 0, 2);  // as the decode kernel's prefetcher: into L2
+          sum += sum_range(reinterpret_cast<const U64x2*>(block + 64 * l), vectors_per_line);
+        }
+      }
+      sink[t] += sum;
+    });
+    best = std::max(best, static_cast<double>(blocks * block_bytes) / seconds / 1e9);
+  }
+  volatile uint64_t keep = 0;
+  for (uint64_t s : sink) keep = keep + s;
+  return {best, "read of " + std::to_string(block_bytes >> 10) + " KiB blocks in random order, " +
+                    "the next block prefetched, by " + std::to_string(threads) +
+                    " threads, best of passes"};
 }
 
 Ceiling measure_host_dot_rate(bool quick) {

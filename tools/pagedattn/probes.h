@@ -22,6 +22,10 @@ std::string describe_ceiling(const Ceiling& c, const std::string& unit);
 // Host: all hardware threads summing a buffer larger than the last-level cache, allocated as the
 // KV caches are (runtime/host_memory.h: huge pages where the kernel gives them); best of passes.
 Ceiling measure_host_read_bandwidth();
+// Host: the same threads reading blocks of `block_bytes` in shuffled order, each block's lines
+// prefetching the next block's: the rate a paged KV cache's pattern allows (a block table
+// scatters pages, and the hardware prefetchers restart at each).
+Ceiling measure_host_paged_read_bandwidth(int block_bytes);
 // Host: the rate of bf16 products accumulated in float32 (the precision of CPU_ATTN's dot products)
 // of a register-blocked micro-kernel on cache-resident panels, all hardware threads, on the SIMD
 // target CPU_ATTN runs (the same Highway dispatch).
