@@ -365,8 +365,9 @@ pagedattn_cli_test(serve_read_ceiling 0
   "serve;--backend;cpu;--requests;2;--num-layers;1;--output-lens;4;--check-every;0;--plot;serve_ceiling.svg;--json;serve_ceiling.json"
   "share of read ceiling +[0-9]+% of [0-9]+ GB/s.decode-only KV read GB/s +[0-9.]+ .[0-9]+%.*read ceiling of cpu: [0-9.]+ GB/s .read of a [0-9]+ MiB buffer by")
 # `serve --dcp N`: N simulated ranks on CPU_ATTN beside N = 1, every rank's heads checked against
-# N = 1's at each oracle check; a rank's KV cache is 1/N of N = 1's. GPU backends, a combine path
-# other than ag_rs or a2a, and heads that do not split over N are exit 2 naming the flag.
+# N = 1's at each oracle check; a rank's KV cache is 1/N of N = 1's. Another backend (the GPU
+# backends serve DCP through the API), a combine path other than ag_rs or a2a, and heads that do
+# not split over N are exit 2 naming the flag.
 pagedattn_cli_test(serve_dcp_ag_rs 0
   "serve;--dcp;2;${serve_short};--plot;serve_dcp.svg;--json;serve_dcp.json"
   "oracle checks +[0-9]+ passed.*CPU_ATTN DCP 2 ranks .ag_rs. beside N = 1:.*KV cache per rank MiB +8.0 +16.0.*received per rank/step KiB mean +[1-9].*every oracle check passed")
@@ -374,7 +375,7 @@ pagedattn_cli_test(serve_dcp_a2a 0
   "serve;--dcp;4;--dcp-comm;a2a;${serve_short};--plot;serve_dcp_a2a.svg;--json;serve_dcp_a2a.json"
   "CPU_ATTN DCP 4 ranks .a2a. beside N = 1:.*KV cache per rank MiB +4.0 +16.0.*every oracle check passed")
 pagedattn_cli_test(serve_dcp_gpu_backend 2 "serve;--dcp;2;--backend;cpu,flash_attn"
-  "--dcp 2: FLASH_ATTN does not serve decode context parallelism yet; CPU_ATTN serves it .--backend cpu.")
+  "--dcp 2: serve's ranks run CPU_ATTN in one process, not FLASH_ATTN .--backend cpu; the GPU backends serve DCP through the API with a device group")
 pagedattn_cli_test(serve_dcp_comm 2 "serve;--dcp;2;--dcp-comm;ring"
   "--dcp-comm: dcp_comm_backend = 'ring' is not one of: ag_rs, a2a")
 pagedattn_cli_test(serve_dcp_heads 2 "serve;--dcp;3;${serve_short}"

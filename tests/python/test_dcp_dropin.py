@@ -224,8 +224,8 @@ class Refusals(unittest.TestCase):
         self.refused(r"s_aux with cp_world_size = 2", s_aux=np.ones(H, np.float32))
 
     def test_gpu_backends_name_the_backend_that_serves_it(self):
-        with self.assertRaisesRegex(ValueError, r"cp_world_size = 2 on cuda:0: FLASH_ATTN and FLASHINFER do not "
-                                                r"serve context parallelism \(DCP\); CPU_ATTN serves it"):
+        with self.assertRaisesRegex(ValueError, r"cp_world_size = 2 on cuda:0: this drop-in serves a rank's partial "
+                                                r"on CPU_ATTN only"):
             _vllm_cp.check_served("cuda:0", 2, (-1, -1), None, None)
 
 

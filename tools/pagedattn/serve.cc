@@ -99,18 +99,19 @@ StatusOr<std::vector<std::string>> backends_to_run(const ServeOptions& o,
   return names;
 }
 
-// Under --dcp every named backend must serve DCP; "auto" and "all" mean CPU_ATTN, the one that
-// does.
+// Under --dcp the engine's simulated ranks run CPU_ATTN in this process ("auto" and "all" mean
+// it); FLASH_ATTN and FLASHINFER serve DCP through the API with a device group (docs/dcp.md).
 StatusOr<std::vector<std::string>> dcp_backends_to_run(const ServeOptions& o,
                                                        const serve::ModelShape& m) {
   if (o.backend == "auto" || o.backend == "all") return std::vector<std::string>{"CPU_ATTN"};
   std::stringstream in(o.backend);
   for (std::string name; std::getline(in, name, ',');) {
     const AttentionBackend* b = find_backend(name);
-    if (b != nullptr && !b->supports_dcp()) {
-      return invalid_argument("--dcp " + std::to_string(o.dcp) + ": " + std::string(b->name()) +
-                              " does not serve decode context parallelism yet; CPU_ATTN serves it "
-                              "(--backend cpu)");
+    if (b != nullptr && b->name() != "CPU_ATTN") {
+      return invalid_argument("--dcp " + std::to_string(o.dcp) + ": serve's ranks run CPU_ATTN in " +
+                              "one process, not " + std::string(b->name()) +
+                              " (--backend cpu; the GPU backends serve DCP through the API with a " +
+                              "device group, docs/dcp.md)");
     }
   }
   return backends_to_run(o, m);

@@ -35,6 +35,8 @@ class GpuBackend : public AttentionBackend {
   bool supports_soft_cap() const override { return true; }
   bool supports_non_causal() const override { return true; }
   bool supports_per_head_quant_scales() const override { return true; }
+  // With a group on the layer's device (an in-process device group or NCCL): backends/gpu/dcp_*.
+  bool supports_dcp() const override { return true; }
   bool supports_attn_type(AttentionType type) const override {
     // Cross-attention needs encoder sequence lengths, which CommonAttentionMetadata does not carry.
     return type == AttentionType::kDecoder || type == AttentionType::kEncoder ||
