@@ -200,6 +200,10 @@ std::vector<std::string> AttentionBackend::validate_configuration(
     reasons.push_back("decode context parallelism not supported (dcp_world_size = " +
                       std::to_string(config.dcp_world_size) + "; allowed: 1)");
   }
+  if (config.dcp_world_size > 1 && config.use_alibi) {  // every backend's layer check refuses it
+    reasons.push_back("ALiBi under decode context parallelism (a rank's keys are not at "
+                      "contiguous positions)");
+  }
   if (std::optional<std::string> why = supports_combination(config)) reasons.push_back(*why);
   return reasons;
 }

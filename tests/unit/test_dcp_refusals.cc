@@ -225,6 +225,35 @@ TEST(DcpRefusals, EveryBackendServesDcpAndTheSelectorSaysNothingAgainstIt) {
   }
 }
 
+TEST(DcpRefusals, SelectorNamesWhatDcpCannotServe) {
+  AttentionSelectorConfig config;
+  config.num_heads = 4;
+  config.num_kv_heads = 1;
+  config.head_size = 64;
+  config.dcp_world_size = 2;
+  config.use_sliding_window = true;
+  for (const char* name : {"FLASH_ATTN", "FLASHINFER"}) {
+    const std::vector<std::string> reasons = find_backend(name)->validate_configuration(config);
+    EXPECT_NE(std::find(reasons.begin(), reasons.end(),
+                        "sliding window under decode context parallelism (its cut at absolute "
+                        "positions is not expressed over a rank's local keys on the GPU; CPU_ATTN "
+                        "serves it)"),
+              reasons.end())
+        << name;
+  }
+  EXPECT_TRUE(find_backend("CPU_ATTN")->validate_configuration(config).empty());
+  config.use_sliding_window = false;
+  config.use_alibi = true;
+  for (const char* name : {"FLASH_ATTN", "FLASHINFER", "CPU_ATTN"}) {
+    const std::vector<std::string> reasons = find_backend(name)->validate_configuration(config);
+    EXPECT_NE(std::find(reasons.begin(), reasons.end(),
+                        "ALiBi under decode context parallelism (a rank's keys are not at "
+                        "contiguous positions)"),
+              reasons.end())
+        << name;
+  }
+}
+
 TEST(DcpRefusals, SelectorRefusesAGroupSizeOutOfRange) {
   AttentionSelectorConfig config;
   config.dcp_world_size = 0;
