@@ -51,7 +51,7 @@ void PrintTo(Feature f, std::ostream* os) {
 constexpr int kBlockSize = 32;
 
 // Query heads per rank and KV heads: GQA for every N, with each rank reading two KV heads at N = 2
-// (Hkv a multiple of N) and part of one at N = 4 for gqa_sinks (Hkv a divisor of N).
+// (Hkv a multiple of N) and part of one at N = 4 and 8 for gqa_sinks (Hkv a divisor of N).
 int heads_per_rank(Feature f) {
   return f == Feature::kGqaSinks ? 4 : 2;
 }
@@ -168,8 +168,8 @@ std::string param_name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     FlashAttn, DcpGpuForward,
-    ::testing::Combine(::testing::Values("FLASH_ATTN"), ::testing::Values(2, 4),
-                       ::testing::Values(1, 16),
+    ::testing::Combine(::testing::Values("FLASH_ATTN"), ::testing::Values(2, 4, 8),
+                       ::testing::Values(1, 16, kBlockSize),
                        ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
                        ::testing::Values(Feature::kGqaSinks, Feature::kFp8Hnd, Feature::kSoftCapF16,
                                          Feature::kNonCausal, Feature::kLongContexts)),
@@ -178,8 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
 // FLASHINFER runs the GPU layer's same sequence; a smaller grid.
 INSTANTIATE_TEST_SUITE_P(
     FlashInfer, DcpGpuForward,
-    ::testing::Combine(::testing::Values("FLASHINFER"), ::testing::Values(2, 4),
-                       ::testing::Values(16),
+    ::testing::Combine(::testing::Values("FLASHINFER"), ::testing::Values(2, 4, 8),
+                       ::testing::Values(1, 16, kBlockSize),
                        ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
                        ::testing::Values(Feature::kGqaSinks, Feature::kFp8Hnd)),
     param_name);
