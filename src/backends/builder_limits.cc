@@ -29,13 +29,7 @@ Status check_limits(const BuilderParams& params) {
   return ok_status();
 }
 
-Status check_step_limits(const BuilderParams& params, const CommonAttentionMetadata& meta,
-                         bool serves_dcp) {
-  if (meta.dcp_world_size != 1 && !serves_dcp) {
-    return unimplemented("dcp_world_size = " + std::to_string(meta.dcp_world_size) +
-                         ": this backend does not serve decode context parallelism yet (allowed: "
-                         "1; CPU_ATTN serves it)");
-  }
+Status check_step_limits(const BuilderParams& params, const CommonAttentionMetadata& meta) {
   if (meta.num_reqs > params.max_num_reqs) {
     return exceeds("num_reqs", meta.num_reqs, "max_num_reqs", params.max_num_reqs);
   }

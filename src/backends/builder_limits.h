@@ -12,10 +12,7 @@ namespace pagedattn::backends {
 Status check_limits(const BuilderParams& params);
 
 // build(): the step fits every limit (an InvalidArgument naming the limit and the step's value).
-// max_seq_len is the step's upper bound, as vLLM's builders read it. A step sharded by decode
-// context parallelism (dcp_world_size > 1) is refused unless the builder's backend serves DCP: its
-// block table holds one rank's blocks, which plain attention would read as whole sequences.
-Status check_step_limits(const BuilderParams& params, const CommonAttentionMetadata& meta,
-                         bool serves_dcp = false);
+// max_seq_len is the step's upper bound, as vLLM's builders read it.
+Status check_step_limits(const BuilderParams& params, const CommonAttentionMetadata& meta);
 
 }  // namespace pagedattn::backends

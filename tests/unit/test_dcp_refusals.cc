@@ -116,14 +116,6 @@ TEST(DcpRefusals, CpuBuilderRefusesCascadeUnderDcp) {
                            "cascade under decode context parallelism, as vLLM (allowed: 0)"));
 }
 
-TEST(DcpRefusals, BuildersOfBackendsWithoutDcpRefuseAShardedStep) {
-  TwoRanks t = TwoRanks::make();
-  EXPECT_TRUE(refused_with(backends::check_step_limits(t.steps[0].builder, t.steps[0].meta),
-                           "dcp_world_size = 2: this backend does not serve decode context "
-                           "parallelism yet (allowed: 1; CPU_ATTN serves it)"));
-  EXPECT_TRUE(backends::check_step_limits(t.steps[0].builder, t.steps[0].meta, true).ok());
-}
-
 TEST(DcpRefusals, ImplRefusesAlibiUnderDcp) {
   TwoRanks t = TwoRanks::make();
   AttentionImplParams p = t.steps[0].impl;

@@ -45,7 +45,7 @@ class CpuMetadataBuilder final : public backends::BuilderBase {
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
-    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta, /*serves_dcp=*/true));
+    PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params_, meta));
     // The cache size is not known here; forward checks block ids against the cache it is given.
     PAGEDATTN_RETURN_IF_ERROR(
         meta.validate(params_.block_size, std::numeric_limits<int32_t>::max()));

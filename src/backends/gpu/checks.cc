@@ -129,7 +129,7 @@ Status check_builder_params(const AttentionBackend& backend, const BuilderParams
 }
 
 Status check_step(const BuilderParams& params, const CommonAttentionMetadata& meta) {
-  PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params, meta, /*serves_dcp=*/true));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_step_limits(params, meta));
   // The builder does not know the cache size; block ids are checked where the table is on the host.
   const int64_t any_blocks = std::numeric_limits<int64_t>::max() / params.block_size;
   PAGEDATTN_RETURN_IF_ERROR(meta.validate(params.block_size, any_blocks));
