@@ -12,7 +12,6 @@
 #endif
 
 #include <hwy/cache_control.h>
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <algorithm>

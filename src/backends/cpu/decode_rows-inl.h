@@ -82,7 +82,7 @@ void finish_decode_rows(const AttentionPass& pass, const Task& task, const Decod
     const bool empty = s.l[i] == 0.0f;
     const float v_mult = value_multiplier(task.kv_head_begin + i / r.group);
     StoreOutputRow(s.row.data(), dim, empty ? 0.0f : v_mult / s.l[i], pass.output_dtype,
-                     pass.output, r.token * pass.o_token_stride + head * pass.o_head_stride);
+                   pass.output, r.token * pass.o_token_stride + head * pass.o_head_stride);
     if (pass.lse != nullptr) {
       pass.lse[head * pass.lse_head_stride + r.token * pass.lse_token_stride] =
           empty ? kNegInf : s.m[i] + std::log(s.l[i]);

@@ -7,7 +7,6 @@
 #include "backends/cpu/cpu_simd.h"
 #include "backends/cpu/thread_pool.h"
 #include "common/lse_merge.h"
-#include "common/numeric.h"
 
 namespace pagedattn::cpu {
 

@@ -9,7 +9,6 @@
 #define PAGEDATTN_CPU_TILE_MATH_INL_H_
 #endif
 
-#include <hwy/contrib/math/math-inl.h>
 #include <hwy/highway.h>
 
 #include <cmath>
@@ -61,8 +60,8 @@ HWY_INLINE void store_lane_sums(DF df, V a, V b, V c, V d, float* HWY_RESTRICT o
 template <class DF, class V>
 HWY_INLINE V exp_nonpositive(DF df, V x) {
   const hn::RebindToSigned<DF> di;
-  const V round_bias =
-      hn::Set(df, 12582912.0f);  // 1.5 * 2^23: x * log2(e) rounds into the low bits
+  // 1.5 * 2^23: x * log2(e) plus this rounds to an integer held in the low mantissa bits.
+  const V round_bias = hn::Set(df, 12582912.0f);
   x = hn::Max(x, hn::Set(df, -104.0f));
   const V t = hn::MulAdd(x, hn::Set(df, 1.44269504088896341f), round_bias);
   const V n = hn::Sub(t, round_bias);
