@@ -46,8 +46,9 @@ void PrintTo(Feature f, std::ostream* os) {
 constexpr int kBlockSize = 32;
 constexpr int kHeadsPerRank = 2;
 
-// Decodes (one of them with a single key), spec-verify decodes of 4, chunked prefills and a
-// prefill without context; N * 2 query heads over 2 KV heads (GQA for every N).
+// Decodes (one of them with a single key), spec-verify decodes of 4, chunked prefills (the last
+// one inside the window's reach from every row) and a prefill without context; N * 2 query heads
+// over 2 KV heads (GQA for every N).
 CaseSpec case_for(Feature feature, int world_size) {
   CaseSpec spec;
   spec.name = feature_name(feature);
@@ -57,8 +58,8 @@ CaseSpec case_for(Feature feature, int world_size) {
   spec.num_kv_heads = 2;
   spec.head_size = 64;
   spec.block_size = kBlockSize;
-  spec.seq_lens = {1, 3, 77, 514, 150, 300, 40, 261};
-  spec.query_lens = {1, 1, 1, 1, 4, 40, 40, 17};
+  spec.seq_lens = {1, 3, 77, 514, 150, 300, 40, 261, 60};
+  spec.query_lens = {1, 1, 1, 1, 4, 40, 40, 17, 20};
   switch (feature) {
     case Feature::kGqaF32: spec.dtype = DType::kF32; break;
     case Feature::kFp8Hnd:

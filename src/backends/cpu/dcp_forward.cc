@@ -120,7 +120,7 @@ AttentionPass context_pass(const AttentionPass& plain, const CpuAttentionMetadat
     rp.kv_len = local_keys;
     rp.key_pos0 = 0;
     if (left < 0 || context - left + whole.q_len - 1 <= 0) {  // no row's window cuts the context
-      rp.query_pos0 = left < 0 ? local_keys : left;
+      rp.query_pos0 = 0;  // row i's window then starts at i - left <= 0: every local key
       pass.requests.push_back(rp);
       continue;
     }
