@@ -38,38 +38,40 @@ BuilderParams builder_params() {
   return p;
 }
 
-TEST(GpuLayerChecks, BuilderParamsNameTheBackendAndWhatIsAllowed) {
-  const AttentionBackend& fa = flash_attn_backend();
-  EXPECT_TRUE(check_builder_params(fa, builder_params()).ok());
-  BuilderParams p = builder_params();
-  p.device = Device::cpu();
-  expect_error(check_builder_params(fa, p), "FLASH_ATTN builder: device is cpu");
-  p = builder_params();
-  p.num_kv_heads = 5;
-  expect_error(check_builder_params(fa, p), "num_heads % num_kv_heads");
-  p = builder_params();
-  p.block_size = 24;
-  expect_error(check_builder_params(fa, p), "block_size = 24; expected multiples of 16");
-  p = builder_params();
-  p.dtype = DType::kF32;
-  expect_error(check_builder_params(fa, p), "dtype f32");
-  p = builder_params();
-  p.head_size = 36;
-  expect_error(check_builder_params(fa, p), "head_size = 36");
-  p = builder_params();
-  p.max_num_tokens = 0;
-  expect_error(check_builder_params(fa, p), "max_num_tokens");
-  p = builder_params();
-  p.num_sms = -1;
-  expect_error(check_builder_params(fa, p), "FLASH_ATTN builder: num_sms = -1 (allowed: 0");
-}
-
-TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
+AttentionImplParams impl_params() {
   AttentionImplParams p;
   p.num_heads = 12;
   p.num_kv_heads = 4;
   p.head_size = 128;
   p.device = kGpu;
+  return p;
+}
+
+TEST(GpuLayerChecks, BuilderParamsNameTheBackendAndWhatIsAllowed) {
+  const AttentionBackend& fa = flash_attn_backend();
+  EXPECT_TRUE(check_builder_params(fa, builder_params()).ok());
+  // Each row changes one field of the accepted params.
+  const struct {
+    void (*change)(BuilderParams&);
+    const char* words;
+  } refusals[] = {
+      {[](BuilderParams& p) { p.device = Device::cpu(); }, "FLASH_ATTN builder: device is cpu"},
+      {[](BuilderParams& p) { p.num_kv_heads = 5; }, "num_heads % num_kv_heads"},
+      {[](BuilderParams& p) { p.block_size = 24; }, "block_size = 24; expected multiples of 16"},
+      {[](BuilderParams& p) { p.dtype = DType::kF32; }, "dtype f32"},
+      {[](BuilderParams& p) { p.head_size = 36; }, "head_size = 36"},
+      {[](BuilderParams& p) { p.max_num_tokens = 0; }, "max_num_tokens"},
+      {[](BuilderParams& p) { p.num_sms = -1; }, "FLASH_ATTN builder: num_sms = -1 (allowed: 0"},
+  };
+  for (const auto& refusal : refusals) {
+    BuilderParams p = builder_params();
+    refusal.change(p);
+    expect_error(check_builder_params(fa, p), refusal.words);
+  }
+}
+
+TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
+  AttentionImplParams p = impl_params();
   EXPECT_TRUE(check_impl_params(flash_attn_backend(), p).ok());
   p.sinks = {1.0f, 2.0f};
   expect_error(check_impl_params(flash_attn_backend(), p), "FLASH_ATTN impl: sinks has 2 entries");
@@ -81,11 +83,7 @@ TEST(GpuLayerChecks, ImplParamsCheckPerHeadVectors) {
 // Cross-attention needs the encoder's lengths, which the step's metadata does not carry: both GPU
 // impls refuse it, as the selector does, instead of running it as self-attention.
 TEST(GpuLayerChecks, ImplParamsRefuseCrossAttention) {
-  AttentionImplParams p;
-  p.num_heads = 12;
-  p.num_kv_heads = 4;
-  p.head_size = 128;
-  p.device = kGpu;
+  AttentionImplParams p = impl_params();
   for (const AttentionBackend* backend : {&flash_attn_backend(), &flashinfer_backend()}) {
     for (const AttentionType type :
          {AttentionType::kDecoder, AttentionType::kEncoder, AttentionType::kEncoderOnly}) {
@@ -121,11 +119,8 @@ class GpuStepChecks : public ::testing::Test {
     meta_.seq_lens = on(meta_.seq_lens, kGpu);
     meta_.block_table_tensor = on(meta_.block_table_tensor, kGpu);
     meta_.slot_mapping = on(meta_.slot_mapping, kGpu);
-    params_.num_heads = 12;
-    params_.num_kv_heads = 4;
-    params_.head_size = 128;
+    params_ = impl_params();
     params_.kv_layout = KVCacheLayout::kHND;
-    params_.device = kGpu;
     cache_dtype_ = kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype);
     BuilderParams bp = builder_params();
     step_ = step_info(bp, meta_);
