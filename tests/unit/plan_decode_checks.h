@@ -176,11 +176,8 @@ inline DecodePlanConfig production_config() {
 // The balanced plan with cuts alone (no uncut plans, no pool): the cost model's balance on any
 // batch.
 inline DecodePlanConfig h200_config() {
-  DecodePlanConfig c;
+  DecodePlanConfig c = production_config();
   c.cut_penalty_tokens = 0;
-  c.num_ctas = 264;
-  c.num_heads = 32;
-  c.num_kv_heads = 8;
   return c;
 }
 

@@ -53,6 +53,12 @@ reference::ReferenceOutputs oracle(const HostBatch& b, const TensorView& query) 
   return reference::reference_attention(in, b.params).value();
 }
 
+void expect_matches_reference(HostBatch b) {
+  auto r = run_against_reference(b);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->comparison.pass) << r->comparison.detail;
+}
+
 void write_cache(HostBatch& b) {
   auto impl = cpu::make_impl(b.params).value();
   ASSERT_TRUE(impl->do_kv_cache_update(b.key.view(), b.value.view(), b.kv_cache.view(),
@@ -130,19 +136,13 @@ TEST(CpuFeaturesTest, LongContextDecode) {
   s.block_size = 256;
   s.seq_lens = {32768, 3000};
   s.query_lens = {1, 2};
-  HostBatch b = make(s, KVCacheLayout::kHND);
-  auto r = run_against_reference(b);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(r->comparison.pass) << r->comparison.detail;
+  expect_matches_reference(make(s, KVCacheLayout::kHND));
 }
 
 TEST(CpuFeaturesTest, Float16CacheUnderABf16Model) {
   CaseSpec s = base_spec();
   s.kv_cache_dtype = KVCacheDType::kFloat16;
-  HostBatch b = make(s);
-  auto r = run_against_reference(b);
-  ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_TRUE(r->comparison.pass) << r->comparison.detail;
+  expect_matches_reference(make(s));
 }
 
 TEST(CpuFeaturesTest, Fp8CacheStoredAsU8) {
