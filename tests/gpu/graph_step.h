@@ -1,12 +1,13 @@
 // The engine's side of the CUDA-graph contract, for the GPU backends' graph tests: one set of
 // persistent step buffers (query, output, LSE, query_start_loc, seq_lens, block table, cache) whose
 // contents change between steps, metadata built for capture with padded max_query_len and
-// max_seq_len, and the checks of a step's results against the float64 oracle.
+// max_seq_len, the checks of a step's results against the float64 oracle, and the captured graph.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -137,6 +138,37 @@ class PersistentStep {
   runtime::DeviceBuffer query_, output_, lse_, qsl_, seq_lens_, block_table_, cache_;
   TensorView query_v_, output_v_, lse_v_, qsl_v_, seq_v_, table_v_, cache_v_;
   std::vector<std::unique_ptr<testing::DeviceBatch>> uploads_;
+};
+
+// The work one call of `record` enqueues on a stream, captured and instantiated; destroyed with
+// this object.
+class CapturedGraph {
+ public:
+  CapturedGraph() = default;
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph() {
+    if (exec_ != nullptr) {
+      EXPECT_EQ(cudaGraphExecDestroy(exec_), cudaSuccess);
+    }
+    if (graph_ != nullptr) {
+      EXPECT_EQ(cudaGraphDestroy(graph_), cudaSuccess);
+    }
+  }
+
+  // Call under ASSERT_NO_FATAL_FAILURE: a failed CUDA call ends only this function.
+  void capture(cudaStream_t stream, const std::function<void()>& record) {
+    PAGEDATTN_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    record();
+    PAGEDATTN_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph_));
+    PAGEDATTN_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace pagedattn::test

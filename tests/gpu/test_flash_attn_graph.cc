@@ -77,13 +77,9 @@ TEST(FlashAttnGraph, ReplayAfterRebuildMatchesEager) {
   forward(*md_a);
   testing::HostTensor eager_a, eager_a_lse, graph_a, graph_a_lse;
   p.download(eager_a, eager_a_lse);
-  cudaGraph_t graph;
-  PAGEDATTN_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  forward(*md_a);
-  PAGEDATTN_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  CapturedGraph graph;
+  ASSERT_NO_FATAL_FAILURE(graph.capture(stream, [&] { forward(*md_a); }));
+  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(graph.exec(), stream));
   p.download(graph_a, graph_a_lse);
   PersistentStep::expect_oracle(*a, eager_a, eager_a_lse, "step A eager");
   PersistentStep::expect_oracle(*a, graph_a, graph_a_lse, "step A graph");
@@ -93,7 +89,7 @@ TEST(FlashAttnGraph, ReplayAfterRebuildMatchesEager) {
   // Step B: the builder rewrites its buffers; the same graph replays the new step.
   std::unique_ptr<AttentionMetadata> md_b = p.prepare(*b, **impl, **builder);
   ASSERT_NE(md_b, nullptr);
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(graph.exec(), stream));
   testing::HostTensor graph_b, graph_b_lse, eager_b, eager_b_lse;
   p.download(graph_b, graph_b_lse);
   forward(*md_b);
@@ -103,8 +99,6 @@ TEST(FlashAttnGraph, ReplayAfterRebuildMatchesEager) {
   expect_same(eager_b, graph_b, 1e-2, "step B output");
   expect_same(eager_b_lse, graph_b_lse, 1e-4, "step B lse");
 
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphExecDestroy(exec));
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphDestroy(graph));
   PAGEDATTN_EXPECT_CUDA_OK(cudaStreamDestroy(stream));
 }
 

@@ -71,22 +71,16 @@ TEST(FlashInferGraph, CaptureAt256ReplaysMixedAndOtherLengths) {
   ASSERT_NE(md, nullptr);
   forward(*md);
   check(batches[0], "256 decodes, eager");
-  cudaGraph_t graph;
-  PAGEDATTN_EXPECT_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  forward(*md);
-  PAGEDATTN_EXPECT_CUDA_OK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec;
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+  CapturedGraph graph;
+  ASSERT_NO_FATAL_FAILURE(graph.capture(stream, [&] { forward(*md); }));
+  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(graph.exec(), stream));
   check(batches[0], "256 decodes, graph");
   for (size_t i = 1; i < batches.size(); ++i) {
     std::unique_ptr<AttentionMetadata> next = p.prepare(batches[i], **impl, **builder);
     ASSERT_NE(next, nullptr);
-    PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(exec, stream));
+    PAGEDATTN_EXPECT_CUDA_OK(cudaGraphLaunch(graph.exec(), stream));
     check(batches[i], specs[i].name.c_str());
   }
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphExecDestroy(exec));
-  PAGEDATTN_EXPECT_CUDA_OK(cudaGraphDestroy(graph));
   PAGEDATTN_EXPECT_CUDA_OK(cudaStreamDestroy(stream));
 }
 
