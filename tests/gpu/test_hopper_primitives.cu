@@ -66,6 +66,23 @@ __device__ void store_accumulator(const float (&d)[64], int warp, int lane, floa
   }
 }
 
+// The accumulators of one m64n128 product (d) or two m64n64 halves, set to 1e30: the first k step
+// overwrites them (it does not accumulate). Inlined, as wgmma needs the accumulators in registers.
+__device__ __forceinline__ void poison_accumulators(float (&d)[64], float (&halves)[2][32]) {
+  for (float& x : d) x = 1e30f;
+  for (float& x : halves[0]) x = 1e30f;
+  for (float& x : halves[1]) x = 1e30f;
+}
+
+// Waits for the committed products; the fences keep the accumulators' reads after the wait.
+__device__ __forceinline__ void wait_for_accumulators(float (&d)[64], float (&halves)[2][32]) {
+  device::wgmma_commit_group();
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(d);
+  device::wgmma_fence_operands(halves[0]);
+  device::wgmma_fence_operands(halves[1]);
+}
+
 // One warpgroup computes A * B with wgmma (A from shared memory or registers): one m64n128 product
 // or, with kHalves, two m64n64 products over columns 0-63 and 64-127.
 template <typename T, bool kMnMajor, bool kARegisters, bool kHalves>
@@ -94,9 +111,7 @@ __global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) 
     for (int kk = 0; kk < 8; ++kk) load_a_fragment(a, warp, lane, kk, frags[kk]);
   }
   float d[64], halves[2][32];
-  for (float& x : d) x = 1e30f;  // overwritten: the first step does not accumulate
-  for (float& x : halves[0]) x = 1e30f;
-  for (float& x : halves[1]) x = 1e30f;
+  poison_accumulators(d, halves);
   const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
   // B's columns 64-127: the second panel (MN-major) or rows 64-127 of each panel (K-major).
   const uint32_t second_half = kMnMajor ? 16384 : 8192;
@@ -123,11 +138,7 @@ __global__ void wgmma_product(const uint16_t* a, const uint16_t* b, float* out) 
       }
     }
   }
-  device::wgmma_commit_group();
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(d);
-  device::wgmma_fence_operands(halves[0]);
-  device::wgmma_fence_operands(halves[1]);
+  wait_for_accumulators(d, halves);
   if constexpr (kHalves) {
     for (int i = 0; i < 64; ++i) d[i] = halves[i / 32][i % 32];  // n8 blocks 0-7, then 8-15
   }
@@ -282,9 +293,7 @@ __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* ou
     }
   }
   float d[64], halves[2][32];
-  for (float& x : d) x = 1e30f;
-  for (float& x : halves[0]) x = 1e30f;
-  for (float& x : halves[1]) x = 1e30f;
+  poison_accumulators(d, halves);
   const uint32_t a_base = device::smem_addr(a_s), b_base = device::smem_addr(b_s);
   device::wgmma_fence();
 #pragma unroll
@@ -304,11 +313,7 @@ __global__ void wgmma_e4m3_product(const uint8_t* a, const uint8_t* b, float* ou
       device::wgmma_k32_e4m3_ss(d, da, db, kk > 0);
     }
   }
-  device::wgmma_commit_group();
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(d);
-  device::wgmma_fence_operands(halves[0]);
-  device::wgmma_fence_operands(halves[1]);
+  wait_for_accumulators(d, halves);
   if constexpr (kHalves) {
     store_accumulator_n(halves[0], warp, lane, out, 128, 0);
     store_accumulator_n(halves[1], warp, lane, out, 128, 64);
