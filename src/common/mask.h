@@ -6,6 +6,9 @@
 // aligned (a query sees keys up to its own position); a sliding window (left, right) also bounds
 // it to [pos - left, pos + right], each side unbounded when negative.
 //
+// Under decode context parallelism a pass may see one rank's share of the keys (KeyShard): the
+// query keeps its absolute position and the visible range is given in the rank's local keys.
+//
 // Score transforms, applied in this order to s = scale * q . k: soft cap (cap * tanh(s / cap),
 // none when cap <= 0), then ALiBi (- slope * |pos - key|).
 #pragma once
@@ -14,13 +17,36 @@
 #include <cmath>
 
 #include "common/host_device.h"
+#include "pagedattn/dcp_sharding.h"
 
 namespace pagedattn::mask {
+
+// The shard's rank's keys below absolute position pos >= 0 (pagedattn/dcp_sharding.h: key k lives
+// on rank (k / interleave) % world_size): the local index of its first key at or after pos.
+template <typename Int>
+PAGEDATTN_HOST_DEVICE inline Int local_keys_below(const DcpShard& shard, Int pos) {
+  const Int run = Int{shard.interleave} * shard.world_size;
+  const Int into_run = pos % run - Int{shard.rank} * shard.interleave;
+  const Int into_own = into_run < 0                  ? Int{0}
+                       : into_run > shard.interleave ? Int{shard.interleave}
+                                                     : into_run;
+  return pos / run * shard.interleave + into_own;
+}
 
 struct MaskRule {
   bool causal = true;
   int window_left = -1;   // < 0: unbounded
   int window_right = -1;  // < 0: unbounded
+};
+
+// A rule over one rank's keys (the kernels that serve such passes have the field in their
+// parameter block; the others compile no branch for it).
+struct ShardedMaskRule : MaskRule {
+  DcpShard key_shard;  // world_size 1: the whole sequence
+};
+template <typename Rule>
+concept HasKeyShard = requires(const Rule& rule) {
+  rule.key_shard.world_size;
 };
 
 // Visible keys [lo, hi] (inclusive; hi < lo: none) of a query.
@@ -30,11 +56,34 @@ struct KeyRange {
   Int hi;
 };
 
+// The keys among kv_len local keys (key_shard's) that the query at absolute position pos sees: the
+// absolute bounds, then the rank's keys inside them.
+template <typename Int, typename Rule>
+PAGEDATTN_HOST_DEVICE inline KeyRange<Int> sharded_visible_keys(const Rule& rule, Int kv_len,
+                                                                Int pos) {
+  const DcpShard& shard = rule.key_shard;
+  Int end = kv_len;  // exclusive
+  if (rule.causal) {
+    const Int below = local_keys_below(shard, pos + 1);
+    if (below < end) end = below;
+  }
+  if (rule.window_right >= 0) {
+    const Int below = local_keys_below(shard, pos + rule.window_right + 1);
+    if (below < end) end = below;
+  }
+  const Int first =
+      rule.window_left >= 0 && pos > rule.window_left ? pos - rule.window_left : Int{0};
+  return {local_keys_below(shard, first), end - 1};
+}
+
 // The keys that the query at position pos sees among kv_len. Rule: a MaskRule, or any struct with
-// its three fields (the GPU kernels pass their parameter block, whose fields are read only where
+// its fields (the GPU kernels pass their parameter block, whose fields are read only where
 // needed). Int: int on the GPU, int64_t on the host.
 template <typename Int, typename Rule>
 PAGEDATTN_HOST_DEVICE inline KeyRange<Int> visible_keys(const Rule& rule, Int kv_len, Int pos) {
+  if constexpr (HasKeyShard<Rule>) {
+    if (rule.key_shard.world_size > 1) return sharded_visible_keys(rule, kv_len, pos);
+  }
   Int hi = kv_len - 1;
   if (rule.causal && pos < hi) hi = pos;
   if (rule.window_right >= 0 && pos + rule.window_right < hi) hi = pos + rule.window_right;

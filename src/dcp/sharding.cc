@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/mask.h"
 #include "pagedattn/dcp_sharding.h"
 
 namespace pagedattn {
@@ -14,9 +15,9 @@ std::string index_of(std::string_view what, size_t i) {
 Status check_step(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                   size_t num_tokens) {
   if (query_start_loc.size() != seq_lens.size() + 1) {
-    return invalid_argument("query_start_loc has " + std::to_string(query_start_loc.size()) +
-                            " entries; must be num_reqs + 1 = " +
-                            std::to_string(seq_lens.size() + 1));
+    return invalid_argument(
+        "query_start_loc has " + std::to_string(query_start_loc.size()) +
+        " entries; must be num_reqs + 1 = " + std::to_string(seq_lens.size() + 1));
   }
   if (query_start_loc[0] != 0) {
     return invalid_argument("query_start_loc[0] = " + std::to_string(query_start_loc[0]) +
@@ -25,8 +26,8 @@ Status check_step(std::span<const int32_t> query_start_loc, std::span<const int3
   for (size_t r = 0; r < seq_lens.size(); ++r) {
     const int64_t query_len = int64_t{query_start_loc[r + 1]} - query_start_loc[r];
     if (query_len < 0 || query_len > seq_lens[r]) {
-      return invalid_argument("request " + std::to_string(r) + ": query_len = " +
-                              std::to_string(query_len) + " must be in [0, " +
+      return invalid_argument("request " + std::to_string(r) +
+                              ": query_len = " + std::to_string(query_len) + " must be in [0, " +
                               index_of("seq_lens", r) + " = " + std::to_string(seq_lens[r]) + "]");
     }
   }
@@ -53,9 +54,9 @@ Status DcpShard::validate(int block_size) const {
     return invalid_argument("block_size = " + std::to_string(block_size) + " must be at least 1");
   }
   if (interleave < 1 || block_size % interleave != 0) {
-    return invalid_argument("cp_kv_cache_interleave_size = " + std::to_string(interleave) +
-                            " must be at least 1 and divide block_size = " +
-                            std::to_string(block_size));
+    return invalid_argument(
+        "cp_kv_cache_interleave_size = " + std::to_string(interleave) +
+        " must be at least 1 and divide block_size = " + std::to_string(block_size));
   }
   return ok_status();
 }
@@ -70,11 +71,7 @@ int64_t dcp_local_position(int64_t position, int world_size, int interleave) {
 }
 
 int64_t dcp_local_length(int64_t length, const DcpShard& shard) {
-  const int64_t round = int64_t{shard.interleave} * shard.world_size;
-  const int64_t full_turns = length / round * shard.interleave;
-  // The last, partial turn gives each rank in order up to `interleave` tokens.
-  const int64_t rest = length % round - int64_t{shard.rank} * shard.interleave;
-  return full_turns + std::clamp<int64_t>(rest, 0, shard.interleave);
+  return mask::local_keys_below<int64_t>(shard, length);
 }
 
 Status dcp_local_seq_lens(std::span<const int32_t> lengths, const DcpShard& shard, int block_size,
@@ -99,8 +96,7 @@ int32_t dcp_max_local_seq_len(int32_t max_seq_len, const DcpShard& shard) {
   return static_cast<int32_t>(dcp_local_length(std::max(max_seq_len, 0), shard));
 }
 
-Status dcp_slot_mapping(std::span<const int32_t> query_start_loc,
-                        std::span<const int32_t> seq_lens,
+Status dcp_slot_mapping(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
                         std::span<const int32_t> local_block_table, int64_t blocks_per_request,
                         int block_size, const DcpShard& shard, std::span<int64_t> slot_mapping) {
   PAGEDATTN_RETURN_IF_ERROR(shard.validate(block_size));
@@ -114,7 +110,8 @@ Status dcp_slot_mapping(std::span<const int32_t> query_start_loc,
   }
   std::fill(slot_mapping.begin(), slot_mapping.end(), int64_t{-1});
   for (size_t r = 0; r < num_reqs; ++r) {
-    const int64_t context_len = int64_t{seq_lens[r]} - (query_start_loc[r + 1] - query_start_loc[r]);
+    const int64_t context_len =
+        int64_t{seq_lens[r]} - (query_start_loc[r + 1] - query_start_loc[r]);
     for (int64_t token = query_start_loc[r]; token < query_start_loc[r + 1]; ++token) {
       const int64_t position = context_len + (token - query_start_loc[r]);
       if (dcp_owner_rank(position, shard.world_size, shard.interleave) != shard.rank) continue;

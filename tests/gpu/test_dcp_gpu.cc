@@ -5,9 +5,11 @@
 // tolerance, the same layer at N = 1 on the same backend, CPU_ATTN's DCP result over the same
 // shards, and the float64 oracle; on steps mixing decodes (one with no context, one long enough to
 // split its local keys), a spec-verify decode of 4, chunked prefills and a prefill without
-// context; both combine paths, interleave 1 and 16, GQA with sinks, FP8 with per-head scales in
-// HND, soft cap in f16, non-causal, and a step whose every request has context on every rank (so
-// that pass (a) may run v3 on a Hopper GPU). test_dcp_gpu_refusals.cc has what they refuse.
+// context; both combine paths, interleave 1, 16 and the block size, GQA with sinks, FP8 with
+// per-head scales in HND, soft cap in f16, non-causal, a sliding window (cut at absolute positions
+// among each rank's keys, some rows seeing none of a rank's), and a step whose every request has
+// context on every rank (so that pass (a) may run v3 on a Hopper GPU). test_dcp_gpu_refusals.cc has
+// what they refuse.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -31,7 +33,7 @@ using testing::CaseSpec;
 using testing::DcpRankStep;
 using testing::HostBatch;
 
-enum class Feature { kGqaSinks, kFp8Hnd, kSoftCapF16, kNonCausal, kLongContexts };
+enum class Feature { kGqaSinks, kFp8Hnd, kSoftCapF16, kNonCausal, kWindow, kLongContexts };
 
 std::string feature_name(Feature f) {
   switch (f) {
@@ -39,6 +41,7 @@ std::string feature_name(Feature f) {
     case Feature::kFp8Hnd: return "fp8_hnd";
     case Feature::kSoftCapF16: return "softcap_f16";
     case Feature::kNonCausal: return "noncausal";
+    case Feature::kWindow: return "window";
     case Feature::kLongContexts: return "long_contexts";
   }
   return "";
@@ -60,8 +63,9 @@ int kv_heads(Feature f) {
 }
 
 // Decodes first (FLASHINFER's order), one of them with no context and one of 2001 keys, then a
-// spec-verify decode of 4, chunked prefills and a prefill without context. long_contexts: every
-// context at least 256 tokens (every rank stores some of each), and a chunk of 200.
+// spec-verify decode of 4, chunked prefills and a prefill without context. window: 99 keys back,
+// and a chunk inside its reach from every row. long_contexts: every context at least 256 tokens
+// (every rank stores some of each), and a chunk of 200.
 CaseSpec case_for(Feature feature, int world_size) {
   CaseSpec spec;
   spec.name = feature_name(feature);
@@ -85,6 +89,11 @@ CaseSpec case_for(Feature feature, int world_size) {
       spec.logits_soft_cap = 2.0;
       break;
     case Feature::kNonCausal: spec.causal = false; break;
+    case Feature::kWindow:
+      spec.sliding_window = SlidingWindow{99, 0};
+      spec.seq_lens.push_back(60);
+      spec.query_lens.push_back(20);
+      break;
     case Feature::kLongContexts:
       spec.seq_lens = {257, 514, 2001, 700, 600};
       spec.query_lens = {1, 1, 1, 4, 200};
@@ -172,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(1, 16, kBlockSize),
                        ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
                        ::testing::Values(Feature::kGqaSinks, Feature::kFp8Hnd, Feature::kSoftCapF16,
-                                         Feature::kNonCausal, Feature::kLongContexts)),
+                                         Feature::kNonCausal, Feature::kWindow,
+                                         Feature::kLongContexts)),
     param_name);
 
 // FLASHINFER runs the GPU layer's same sequence; a smaller grid.
@@ -181,7 +191,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values("FLASHINFER"), ::testing::Values(2, 4, 8),
                        ::testing::Values(1, 16, kBlockSize),
                        ::testing::Values(DcpCommBackend::kAgRs, DcpCommBackend::kA2a),
-                       ::testing::Values(Feature::kGqaSinks, Feature::kFp8Hnd)),
+                       ::testing::Values(Feature::kGqaSinks, Feature::kFp8Hnd, Feature::kSoftCapF16,
+                                         Feature::kWindow)),
     param_name);
 
 }  // namespace

@@ -1,7 +1,7 @@
 // What FLASH_ATTN and FLASHINFER refuse under decode context parallelism, each refusal a Status
 // naming the parameter, its value and what is allowed, returned on every rank before any rank
-// waits in a collective: a windowed layer, a host communicator, a forced kernel generation 3, a
-// shared prefix (no cascade under DCP, as vLLM), and metadata built for CUDA-graph capture.
+// waits in a collective: a host communicator, a forced kernel generation 3, a shared prefix (no
+// cascade under DCP, as vLLM), and metadata built for CUDA-graph capture.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -59,19 +59,13 @@ struct TwoRanks {
 
 const char* const kGpuBackends[] = {"FLASH_ATTN", "FLASHINFER"};
 
-TEST(DcpGpuRefusals, ImplRefusesAWindowAHostGroupAndAForcedV3) {
+TEST(DcpGpuRefusals, ImplRefusesAHostGroupAndAForcedV3) {
   PAGEDATTN_REQUIRE_CUDA_DEVICE();
   auto t = TwoRanks::make();
   ASSERT_TRUE(t.ok()) << t.status().to_string();
   for (const char* name : kGpuBackends) {
     const AttentionBackend& backend = *find_backend(name);
     AttentionImplParams p = (*t)->steps[0].impl;
-    p.sliding_window = SlidingWindow{64, 0};
-    EXPECT_TRUE(refused_with(backend.make_impl(p).status(),
-                             "sliding_window = (64, 0) with a dcp_group of world size 2: a window "
-                             "cuts at absolute positions"))
-        << name;
-    p = (*t)->steps[0].impl;
     p.dcp_group = (*t)->host_group[0].get();
     EXPECT_TRUE(refused_with(backend.make_impl(p).status(),
                              "dcp_group's buffers live on cpu; the layer runs on cuda:0"))

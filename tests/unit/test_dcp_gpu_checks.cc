@@ -66,11 +66,8 @@ TEST(DcpGpuChecks, ImplNeedsTheGroupOnTheLayersDeviceAndRefusesWhatDcpCannotServ
                  StatusCode::kInvalidArgument,
                  "FLASHINFER impl: dcp_group's buffers live on cuda:1; the layer runs on cuda:0");
   AttentionImplParams p = layer(&on_gpu);
-  p.sliding_window = SlidingWindow{64, 0};
-  expect_refused(check_dcp_impl_params("FLASH_ATTN", p), StatusCode::kUnimplemented,
-                 "sliding_window = (64, 0) with a dcp_group of world size 2: a window cuts at "
-                 "absolute positions, which a rank's local keys do not keep (allowed: none; "
-                 "CPU_ATTN serves it)");
+  p.sliding_window = SlidingWindow{64, 0};  // the context pass cuts it at absolute positions
+  EXPECT_TRUE(check_dcp_impl_params("FLASH_ATTN", p).ok());
   p = layer(&on_gpu);
   p.kernel_generation = 3;
   expect_refused(check_dcp_impl_params("FLASH_ATTN", p), StatusCode::kInvalidArgument,

@@ -1,8 +1,10 @@
 // The one definition of visibility and score transforms (common/mask.h), and the soft
 // cap's accuracy for every cap: the definition itself in float against std::tanh in double, and
-// CPU_ATTN (its best and its portable SIMD target) against the float64 oracle at caps from 1 to 1e30.
+// CPU_ATTN (its best and its portable SIMD target) against the float64 oracle at caps from 1 to
+// 1e30.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -43,6 +45,53 @@ TEST(KernelMask, SlidingWindowBoundsBothSides) {
   expect_range(keys({true, 0, 0}, 10, 6), 6, 6);    // the diagonal
   const KeyRange<int64_t> none = keys({true, -1, -1}, 0, 0);
   EXPECT_LT(none.hi, none.lo);  // no keys at all
+}
+
+// A rank's share (decode context parallelism): the keys a query sees among one rank's are that
+// rank's keys inside what it sees of the whole sequence, counted by local index; checked against
+// the keys enumerated one by one over every rank, interleave and mask.
+TEST(KernelMask, ShardedKeysAreTheRanksShareOfWhatTheWholeSequenceShows) {
+  const MaskRule rules[] = {{false, -1, -1}, {true, -1, -1}, {false, 5, -1}, {true, 9, 0},
+                            {false, 0, 3},   {true, 40, -1}, {false, 13, 2}};
+  for (int world : {2, 3, 4, 8}) {
+    for (int interleave : {1, 2, 16}) {
+      for (int rank = 0; rank < world; ++rank) {
+        const DcpShard shard{world, rank, interleave};
+        for (const MaskRule& plain : rules) {
+          ShardedMaskRule rule;
+          static_cast<MaskRule&>(rule) = plain;
+          rule.key_shard = shard;
+          for (int64_t len : {0, 1, 7, 50, 97}) {
+            const int64_t local_len = local_keys_below(shard, len);
+            for (int64_t pos = 0; pos < len + 3; ++pos) {
+              const KeyRange<int64_t> whole = visible_keys<int64_t>(plain, len, pos);
+              int64_t lo = local_len, hi = -1, local = 0;
+              for (int64_t k = 0; k < len; ++k) {
+                if ((k / interleave) % world != rank) continue;
+                if (k >= whole.lo && k <= whole.hi) {
+                  lo = std::min(lo, local);
+                  hi = std::max(hi, local);
+                }
+                ++local;
+              }
+              ASSERT_EQ(local, local_len);
+              const KeyRange<int64_t> got = visible_keys<int64_t>(rule, local_len, pos);
+              const std::string where = "N " + std::to_string(world) + " I " +
+                                        std::to_string(interleave) + " rank " +
+                                        std::to_string(rank) + " len " + std::to_string(len) +
+                                        " pos " + std::to_string(pos);
+              if (hi < lo) {
+                EXPECT_LT(got.hi, got.lo) << where;  // none
+              } else {
+                EXPECT_EQ(got.lo, lo) << where;
+                EXPECT_EQ(got.hi, hi) << where;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(KernelMask, AlibiIsTheSlopeTimesTheDistance) {
@@ -89,8 +138,38 @@ TEST(KernelGenerations, ALaunchOfAGenerationNotBuiltIsRejected) {
   EXPECT_FALSE(kernels::paged_attention_generation_built(p.generation));
 }
 
-// CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale that makes the cap bite
-// at small caps; the best and the portable SIMD target.
+// A key shard (decode context parallelism's windowed context pass) needs the queries' absolute
+// positions, and only v2 serves it. Nothing runs: no tokens.
+TEST(KernelGenerations, AKeyShardNeedsQueryPositionsAndV2) {
+  if (!kernels::paged_attention_generation_built(kernels::KernelGeneration::kV2)) {
+    GTEST_SKIP() << "built without CUDA: no generation validates a launch";
+  }
+  kernels::PagedAttentionParams p;
+  p.generation = kernels::KernelGeneration::kV2;
+  p.num_heads = p.num_kv_heads = 1;
+  p.head_size = 128;
+  p.block_size = 16;
+  p.key_shard = DcpShard{2, 1, 16};
+  Status s = kernels::launch_paged_attention(p, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("a key_shard needs query_pos0"), std::string::npos) << s.message();
+  const int32_t positions[] = {0};
+  p.query_pos0 = positions;
+  EXPECT_TRUE(kernels::launch_paged_attention(p, nullptr).ok());
+  p.key_shard.rank = 2;
+  s = kernels::launch_paged_attention(p, nullptr);
+  EXPECT_NE(s.message().find("key_shard (world_size 2, rank 2, interleave 16) must have"),
+            std::string::npos)
+      << s.message();
+  p.key_shard.rank = 1;
+  p.generation = kernels::KernelGeneration::kV3;
+  s = kernels::paged_attention_serves(p);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("v2 serves it"), std::string::npos) << s.message();
+}
+
+// CPU_ATTN at caps 1 .. 1e30 and near float's maximum, f32 (the tightest tolerance), with a scale
+// that makes the cap bite at small caps; the best and the portable SIMD target.
 class CpuSoftCap : public ::testing::TestWithParam<bool> {};
 
 TEST_P(CpuSoftCap, MatchesTheOracleAtEveryCap) {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "pagedattn/communicator.h"
-#include "serve/counted_communicator.h"
 #include "serve/engine.h"
 #include "serve/workload.h"
+#include "testing/counted_communicator.h"
 #include "unit/dcp_printers.h"
 
 namespace pagedattn::serve {
@@ -24,7 +24,7 @@ TEST(ServeDcp, CountedCommunicatorCountsWhatARankReceives) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      CountedCommunicator comm(*(*group)[r]);
+      testing::CountedCommunicator comm(*(*group)[r]);
       std::vector<float> one(kChunk, 1.0f), all(kRanks * kChunk);
       const TensorView chunk(one.data(), DType::kF32, Device::cpu(), {kChunk});
       const TensorView every(all.data(), DType::kF32, Device::cpu(), {kRanks * kChunk});

@@ -63,7 +63,7 @@ Status DcpExecutor::make_rank(const ExecutorConfig& config, int r) {
   const ModelShape& m = model_;
   const int hq = m.num_heads / dcp_.world_size;
   Rank& rank = ranks_[r];
-  rank.comm = std::make_unique<CountedCommunicator>(*group_[r]);
+  rank.comm = std::make_unique<testing::CountedCommunicator>(*group_[r]);
   for (const LayerGroup& lg : m.layer_groups()) {
     AttentionLayer layer =
         attention_layer_of(m, lg.window, KVCacheLayout::kNHD, Device::cpu(), config.seed);

@@ -13,8 +13,8 @@
 #include "pagedattn/attention_layer.h"
 #include "pagedattn/backend.h"
 #include "pagedattn/kv_cache.h"
-#include "serve/counted_communicator.h"
 #include "serve/executor.h"
+#include "testing/counted_communicator.h"
 
 namespace pagedattn::serve {
 
@@ -49,7 +49,7 @@ class DcpExecutor : public StepExecutor {
 
  private:
   struct Rank {
-    std::unique_ptr<CountedCommunicator> comm;
+    std::unique_ptr<testing::CountedCommunicator> comm;
     std::vector<AttentionLayer> layers;                               // per layer group
     std::vector<std::unique_ptr<AttentionMetadataBuilder>> builders;  // per layer group
     std::vector<std::unique_ptr<AttentionMetadata>> metadata;         // per layer group

@@ -25,7 +25,7 @@ class DcpBuilder {
   // schedule, the staging pages of pass (c); uploaded on the legacy default stream, as the GPU
   // layer's other step buffers (step_buffers.h says what that orders). The buffers are allocated
   // on the first sharded step and again when the group's size changes. Refuses a shared prefix
-  // (no cascade under DCP, as vLLM), a windowed layer, and heads that do not split over the group.
+  // (no cascade under DCP, as vLLM) and heads that do not split over the group.
   StatusOr<DcpStep> plan(int common_prefix_len, const CommonAttentionMetadata& meta,
                          const StepLengths& lengths);
 

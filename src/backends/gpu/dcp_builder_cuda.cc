@@ -48,7 +48,7 @@ Status DcpBuilder::ensure_buffers(int world_size) {
       dtype_size(kv_cache_storage_dtype(params_.kv_cache_dtype, params_.dtype));
   const size_t n = static_cast<size_t>(world_size);
   PAGEDATTN_ASSIGN_OR_RETURN(ints_,
-                             DeviceBuffer::allocate(dev, 4 * reqs * (3 + pages_per_request_)));
+                             DeviceBuffer::allocate(dev, 4 * reqs * (4 + pages_per_request_)));
   PAGEDATTN_ASSIGN_OR_RETURN(slots_, DeviceBuffer::allocate(dev, 8 * tokens));
   PAGEDATTN_ASSIGN_OR_RETURN(staged_k_, DeviceBuffer::allocate(dev, pages * page_bytes));
   PAGEDATTN_ASSIGN_OR_RETURN(staged_v_, DeviceBuffer::allocate(dev, pages * page_bytes));
@@ -78,13 +78,6 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
                             sharded(shard) +
                             ": no cascade under decode context parallelism, as vLLM (allowed: 0)");
   }
-  if (params_.sliding_window.enabled()) {
-    return unimplemented(where + "sliding_window = (" +
-                         std::to_string(params_.sliding_window.left) + ", " +
-                         std::to_string(params_.sliding_window.right) + ")" + sharded(shard) +
-                         ": a window cuts at absolute positions, which a rank's local keys do not "
-                         "keep (allowed: none; CPU_ATTN serves it)");
-  }
   PAGEDATTN_RETURN_IF_ERROR(
       check_dcp_head_split(params_.num_heads, params_.num_kv_heads, shard.world_size));
   PAGEDATTN_RETURN_IF_ERROR(ensure_buffers(shard.world_size));
@@ -93,17 +86,18 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
   const int64_t reqs = params_.max_num_reqs;
   const std::span<const int32_t> qsl = lengths.query_start_loc;
   const int num_tokens = qsl[n];
-  // Host plan in the device layout: [context lens | splits | query lens] of max_num_reqs each,
-  // then the staging page table.
+  // Host plan in the device layout: [context lens | splits | query lens | query positions] of
+  // max_num_reqs each, then the staging page table.
   int stride = 1;
   for (int r = 0; r < n; ++r) {
     stride = std::max<int>(stride, static_cast<int>(pages_for(qsl[r + 1] - qsl[r])));
   }
-  ints_host_.assign(3 * reqs + int64_t{n} * stride, 0);
+  ints_host_.assign(4 * reqs + int64_t{n} * stride, 0);
   const std::span<int32_t> context_lens(ints_host_.data(), n);
   const std::span<int32_t> splits(ints_host_.data() + reqs, n);
   const std::span<int32_t> query_lens(ints_host_.data() + 2 * reqs, n);
-  int32_t* page_table = ints_host_.data() + 3 * reqs;
+  const std::span<int32_t> query_positions(ints_host_.data() + 3 * reqs, n);
+  int32_t* page_table = ints_host_.data() + 4 * reqs;
   slots_host_.resize(num_tokens);
   planner_keys_.resize(n);
   int max_context = 0, first_page = 0;
@@ -117,6 +111,7 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
     // The split planner wants keys >= queries; the queries follow the context, which is split.
     planner_keys_[r] = context_lens[r] + query_len;
     query_lens[r] = query_len;
+    query_positions[r] = lengths.seq_lens[r] - query_len;
     const int pages = static_cast<int>(pages_for(query_len));
     for (int p = 0; p < pages; ++p) page_table[int64_t{r} * stride + p] = first_page + p;
     for (int i = 0; i < query_len; ++i) {
@@ -147,6 +142,7 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
   s.enabled = true;
   s.world_size = shard.world_size;
   s.rank = shard.rank;
+  s.interleave = shard.interleave;
   s.num_tokens = num_tokens;
   s.group_heads = group.num_heads;
   const int32_t* ints = ints_.as<const int32_t>();
@@ -158,17 +154,21 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
   s.context.num_splits_per_req = ints + reqs;
   s.context.max_num_splits = config.max_splits;
   s.context.max_splits_used = schedule.max_splits_used;
-  // v3 expects every row to see a key; a request this rank stores no context of has none.
-  s.context.kernel =
-      empty_context ? PassKernel::kV2 : builder_pass_kernel(group, qsl, context_lens, false);
+  // v3 expects every row to see a key (a request this rank stores no context of has none), and
+  // only v2 cuts a window at absolute positions among a rank's keys.
+  const bool windowed = params_.sliding_window.enabled();
+  s.context.kernel = empty_context || windowed
+                         ? PassKernel::kV2
+                         : builder_pass_kernel(group, qsl, context_lens, false);
   s.context_split = context_split_.view();
+  if (windowed) s.context_query_pos = ints + 3 * reqs;
 
   s.own_kv_heads = dcp_kv_heads_of_rank(params_.num_kv_heads, shard.world_size, shard.rank);
   BuilderParams own_layer = params_;
   own_layer.num_kv_heads = s.own_kv_heads.count;
   s.own = pass_metadata(meta);
   s.own.seqused_k = ints + 2 * reqs;
-  s.own.block_table = ints + 3 * reqs;
+  s.own.block_table = ints + 4 * reqs;
   s.own.block_table_stride = stride;
   s.own.max_seq_len = meta.max_query_len;
   s.own.kernel = builder_pass_kernel(own_layer, qsl, query_lens, meta.causal);

@@ -27,12 +27,6 @@ Status check_dcp_impl_params(std::string_view backend, const AttentionImplParams
                             " (allowed: a communicator on the layer's device, such as NCCL's or "
                             "dcp::make_in_process_group's)");
   }
-  if (p.sliding_window.enabled()) {
-    return unimplemented(where + "sliding_window = (" + std::to_string(p.sliding_window.left) +
-                         ", " + std::to_string(p.sliding_window.right) + ")" + with_group(p) +
-                         ": a window cuts at absolute positions, which a rank's local keys do not "
-                         "keep (allowed: none; CPU_ATTN serves it)");
-  }
   if (p.kernel_generation == 3) {
     return invalid_argument(where + "kernel_generation = 3" + with_group(p) +
                             ": the context pass runs v2 for requests this rank stores no context "

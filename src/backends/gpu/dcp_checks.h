@@ -10,9 +10,8 @@
 namespace pagedattn::gpu {
 
 // make_impl: check_dcp_layer's rules (dcp/layer_checks.h) and, with a dcp_group: the group's
-// buffers on the layer's CUDA device, no sliding window (a window cuts at absolute positions, which
-// a rank's local keys do not keep), and no forced kernel generation 3 (pass (a) runs v2 for
-// requests with no local context, which v3 does not serve).
+// buffers on the layer's CUDA device, and no forced kernel generation 3 (pass (a) runs v2 for
+// requests with no local context and under a window, which v3 does not serve).
 Status check_dcp_impl_params(std::string_view backend, const AttentionImplParams& params);
 
 // forward of a sharded step, or of a layer with a dcp_group of more than one rank: the step and the

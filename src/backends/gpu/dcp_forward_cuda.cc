@@ -72,6 +72,10 @@ kernels::PagedAttentionParams context_pass_launch(
   p.sinks = nullptr;
   p.split_out = dcp.context_split.out;
   p.split_lse = dcp.context_split.lse;
+  if (dcp.context_query_pos != nullptr) {
+    p.key_shard = DcpShard{dcp.world_size, dcp.rank, dcp.interleave};
+    p.query_pos0 = dcp.context_query_pos;
+  }
   return p;
 }
 

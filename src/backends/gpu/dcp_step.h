@@ -21,6 +21,7 @@ struct DcpStep {
   bool enabled = false;
   int world_size = 1;
   int rank = 0;
+  int interleave = 1;
   int num_tokens = 0;   // the step's real tokens (no CUDA-graph padding): what every rank moves
   int group_heads = 0;  // N * Hq: the heads of pass (a)
 
@@ -28,6 +29,9 @@ struct DcpStep {
   // rank's block table, non-causal, split by plan_split_kv into its own workspace (N * Hq heads).
   PassMetadata context;
   SplitWorkspaceView context_split;
+  // Under a window, (a) masks at absolute positions: each request's first new token's
+  // ([num_reqs] device, seq_len - query_len), and the rank's keys among them (v2's key shard).
+  const int32_t* context_query_pos = nullptr;
   // (c): every request's query over its own new tokens, staged (a page table of the staging
   // scratch), the step's mask, unsplit; the KV heads this rank's query heads read.
   PassMetadata own;

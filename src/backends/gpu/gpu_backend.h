@@ -37,14 +37,6 @@ class GpuBackend : public AttentionBackend {
   bool supports_per_head_quant_scales() const override { return true; }
   // With a group on the layer's device (an in-process device group or NCCL): backends/gpu/dcp_*.
   bool supports_dcp() const override { return true; }
-  std::optional<std::string> supports_combination(
-      const AttentionSelectorConfig& config) const override {
-    if (config.dcp_world_size > 1 && config.use_sliding_window) {
-      return "sliding window under decode context parallelism (its cut at absolute positions is "
-             "not expressed over a rank's local keys on the GPU; CPU_ATTN serves it)";
-    }
-    return std::nullopt;
-  }
   bool supports_attn_type(AttentionType type) const override {
     // Cross-attention needs encoder sequence lengths, which CommonAttentionMetadata does not carry.
     return type == AttentionType::kDecoder || type == AttentionType::kEncoder ||

@@ -59,6 +59,26 @@ Status validate_ragged_source(const PagedAttentionParams& p) {
   return ok_status();
 }
 
+// A pass over one rank's keys (decode context parallelism): a valid shard, every query's absolute
+// position, and no ragged source (its requests read the cache).
+Status validate_key_shard(const PagedAttentionParams& p) {
+  const DcpShard& s = p.key_shard;
+  if (s.world_size == 1 && s.rank == 0 && p.query_pos0 == nullptr) return ok_status();
+  if (s.world_size < 2 || s.rank < 0 || s.rank >= s.world_size || s.interleave < 1) {
+    return invalid_argument("paged attention: key_shard (world_size " +
+                            std::to_string(s.world_size) + ", rank " + std::to_string(s.rank) +
+                            ", interleave " + std::to_string(s.interleave) +
+                            ") must have world_size >= 2, 0 <= rank < world_size and "
+                            "interleave >= 1, with query_pos0; or world_size 1 without it");
+  }
+  if (p.query_pos0 == nullptr || p.k_new != nullptr) {
+    return invalid_argument(
+        "paged attention: a key_shard needs query_pos0 (the queries' absolute positions) and "
+        "no ragged source (k_new/v_new)");
+  }
+  return ok_status();
+}
+
 Status validate(const PagedAttentionParams& p) {
   PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p));
   if (p.max_num_splits < 1) {
@@ -75,12 +95,13 @@ Status validate(const PagedAttentionParams& p) {
         "paged attention: negative max_query_len, num_reqs, num_pass_reqs or num_tokens");
   }
   if (p.pass_requests != nullptr && p.max_num_splits > 1 && p.num_splits_per_req == nullptr) {
-    return invalid_argument(
-        "paged attention: pass_requests with max_num_splits " + std::to_string(p.max_num_splits) +
-        " needs num_splits_per_req (0 for the requests outside the pass)");
+    return invalid_argument("paged attention: pass_requests with max_num_splits " +
+                            std::to_string(p.max_num_splits) +
+                            " needs num_splits_per_req (0 for the requests outside the pass)");
   }
   PAGEDATTN_RETURN_IF_ERROR(check_operand_layout("paged attention", p));
   PAGEDATTN_RETURN_IF_ERROR(validate_ragged_source(p));
+  PAGEDATTN_RETURN_IF_ERROR(validate_key_shard(p));
   if (p.num_tokens > 0 &&
       (p.cu_seqlens_q == nullptr || p.seqused_k == nullptr ||
        (p.k_cache != nullptr && p.block_table == nullptr) || p.out == nullptr || p.q == nullptr)) {
@@ -114,6 +135,15 @@ Status ragged_source_served(const PagedAttentionParams& p) {
                        " has no ragged KV source (k_new/v_new); v2 serves it");
 }
 
+// Only v2 masks by a key shard (v3 would cut at local positions).
+Status key_shard_served(const PagedAttentionParams& p) {
+  if (p.key_shard.world_size == 1 || p.generation == KernelGeneration::kV2) return ok_status();
+  return unimplemented("paged attention: kernel generation v" +
+                       std::to_string(static_cast<int>(p.generation)) +
+                       " has no key shard (decode context parallelism's windowed context pass); "
+                       "v2 serves it");
+}
+
 std::string built_generations() {
   std::string names;
   for (KernelGeneration g : {KernelGeneration::kV2, KernelGeneration::kV3}) {
@@ -136,6 +166,7 @@ Status paged_attention_serves(const PagedAttentionParams& params) {
                          " is not built (built: " + built_generations() + ")");
   }
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
+  PAGEDATTN_RETURN_IF_ERROR(key_shard_served(params));
 #if PAGEDATTN_KERNEL_SM90_BUILT
   if (params.generation == KernelGeneration::kV3) return detail::paged_attention_v3_serves(params);
 #endif
@@ -175,6 +206,7 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
   const GenerationLauncher launch = generation_launcher(params.generation);
   if (launch == nullptr) return paged_attention_serves(params);
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
+  PAGEDATTN_RETURN_IF_ERROR(key_shard_served(params));
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
     return unimplemented("paged attention: head_size " + std::to_string(params.head_size) +

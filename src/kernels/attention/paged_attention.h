@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/paged_operands.h"
+#include "pagedattn/dcp_sharding.h"
 #include "pagedattn/status.h"
 #include "pagedattn/types.h"
 
@@ -46,6 +47,13 @@ struct PagedAttentionParams : PagedOperands {
 
   int window_right = -1;  // keys .. pos + window_right (-1: unbounded; causal caps it at 0)
   bool causal = true;
+  // Decode context parallelism's context pass under a window (docs/dcp.md): each request's keys are
+  // key_shard's rank's share of its context, and its query row i sits at absolute position
+  // query_pos0[r] + i ([num_reqs] device), so that the window cuts where it does in the whole
+  // sequence. world_size 1: the keys are the request's own, row i at seqused_k - q_len + i. v2
+  // only.
+  DcpShard key_shard;
+  const int32_t* query_pos0 = nullptr;
   KernelGeneration generation = KernelGeneration::kV2;  // paged_attention_serves says where v3 can
   // v3: GQA packing. A work tile holds the query heads of one KV head (rows (position, head in the
   // group), kBlockM / group positions), so each KV head's K/V is read once per query tile, not once

@@ -28,7 +28,7 @@ struct CtaWork {
   int kv_len;  // keys of the request (seqused_k)
   int rows;    // q_len * group packed rows
   int row0;    // first packed row of this CTA
-  int ctx;     // kv_len - q_len: position of the first new token
+  int ctx;     // position of the first query: kv_len - q_len, or query_pos0's under a key shard
 };
 
 // Row tiles of the prefill-shaped launch (0: every request fits the decode-shaped tile).
@@ -41,8 +41,9 @@ unsigned prefill_row_tiles(const KernelArgs& a) {
 
 inline dim3 grid_shape(const KernelArgs& a, unsigned row_tiles) {
   const PagedAttentionParams& p = a.p;
-  return dim3(static_cast<unsigned>(request_slots(p) * p.max_num_splits * p.num_kv_heads * a.dchunks),
-              row_tiles);
+  return dim3(
+      static_cast<unsigned>(request_slots(p) * p.max_num_splits * p.num_kv_heads * a.dchunks),
+      row_tiles);
 }
 
 // Decodes this CTA's work; false when it has none (a split past the request's count, an empty
@@ -67,7 +68,7 @@ __device__ __forceinline__ bool schedule_cta(const KernelArgs& a, CtaWork& w, in
   w.q_len = p.cu_seqlens_q[w.req + 1] - w.q_start;
   w.kv_len = p.seqused_k[w.req];
   w.rows = w.q_len * a.group;
-  w.ctx = w.kv_len - w.q_len;
+  w.ctx = p.query_pos0 != nullptr ? p.query_pos0[w.req] : w.kv_len - w.q_len;
   if (w.q_len <= 0 || (w.rows > Small::kBlockM) != kLarge) return false;
   if constexpr (kLarge) {
     w.row0 = (gridDim.y - 1 - blockIdx.y) * Large::kBlockM;

@@ -4,7 +4,7 @@
 
 #include "pagedattn/communicator.h"
 
-namespace pagedattn::serve {
+namespace pagedattn::testing {
 
 class CountedCommunicator : public Communicator {
  public:
@@ -34,4 +34,4 @@ class CountedCommunicator : public Communicator {
   double received_ = 0.0;
 };
 
-}  // namespace pagedattn::serve
+}  // namespace pagedattn::testing

@@ -1,6 +1,6 @@
-#include "serve/counted_communicator.h"
+#include "testing/counted_communicator.h"
 
-namespace pagedattn::serve {
+namespace pagedattn::testing {
 
 void CountedCommunicator::count(const TensorView& chunked, const Status& done) {
   if (!done.ok()) return;
@@ -35,4 +35,4 @@ double CountedCommunicator::take_received_bytes() {
   return bytes;
 }
 
-}  // namespace pagedattn::serve
+}  // namespace pagedattn::testing
