@@ -11,18 +11,10 @@
 #include "cuda_test_support.h"
 #include "dcp/in_process_group.h"
 #include "dcp_gpu_support.h"
+#include "unit/status_checks.h"
 
 namespace pagedattn::test {
 namespace {
-
-::testing::AssertionResult refused_with(const Status& s, const std::string& words) {
-  if (s.ok()) return ::testing::AssertionFailure() << "accepted; expected \"" << words << "\"";
-  if (s.message().find(words) == std::string::npos) {
-    return ::testing::AssertionFailure()
-           << "message \"" << s.message() << "\" lacks \"" << words << "\"";
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // A small step of two ranks on cuda:0: bf16, 2 query heads each over 2 KV heads, blocks of 32.
 struct TwoRanks {

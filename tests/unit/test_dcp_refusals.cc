@@ -13,21 +13,13 @@
 #include "pagedattn/config.h"
 #include "pagedattn/selector.h"
 #include "unit/dcp_cpu_step.h"
+#include "unit/status_checks.h"
 
 namespace pagedattn {
 namespace {
 
 using testing::DcpRankStep;
 using testing::HostBatch;
-
-::testing::AssertionResult refused_with(const Status& s, const std::string& words) {
-  if (s.ok()) return ::testing::AssertionFailure() << "accepted; expected \"" << words << "\"";
-  if (s.message().find(words) == std::string::npos) {
-    return ::testing::AssertionFailure()
-           << "message \"" << s.message() << "\" lacks \"" << words << "\"";
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // The value of a StatusOr the test expects to hold one.
 template <typename T>
