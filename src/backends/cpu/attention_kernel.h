@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pagedattn/dcp_sharding.h"
 #include "pagedattn/types.h"
 
 namespace pagedattn::cpu {
@@ -70,6 +71,9 @@ struct AttentionPass {
   const float* sinks = nullptr;         // [Hq] or nullptr
   SlidingWindow window;
   bool causal = true;
+  // Whose keys the requests' kv_len count (mask.h): a DCP rank's share of each sequence, the
+  // queries keeping their absolute positions. world_size 1: the sequence's own keys.
+  DcpShard key_shard;
 };
 
 // Runs the pass on the shared thread pool. Inputs are assumed valid (the impl checks them).

@@ -35,7 +35,7 @@ namespace pagedattn::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using mask::KeyRange;
-using mask::MaskRule;
+using mask::ShardedMaskRule;
 using mask::soft_cap_applies;
 using mask::visible_keys;
 
@@ -390,7 +390,7 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   s.reserve(nq, kv_heads, dim);
 
   // Query vectors, their visible key ranges (pass-local key indices) and softmax state.
-  const MaskRule rule{pass.causal, pass.window.left, pass.window.right};
+  const ShardedMaskRule rule{{pass.causal, pass.window.left, pass.window.right}, pass.key_shard};
   int task_lo = rp.kv_len;
   int task_hi = 0;
   int all_lo = 0, all_hi = rp.kv_len;  // keys every row of the task sees

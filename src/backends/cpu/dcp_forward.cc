@@ -97,9 +97,9 @@ Status gather_query(Communicator& group, const TensorView& query, int64_t num_to
   return ok_status();
 }
 
-// (a): the group's heads over this rank's context keys, which sit at the rank's local positions.
-// A window's cut is at an absolute position: a row whose window starts inside the context gets a
-// pass of its own whose local key range starts where the rank's keys of the window start.
+// (a): the group's heads over this rank's context keys, non-causal. A window cuts at absolute
+// positions: each row keeps its own, and the mask counts the rank's keys inside (mask.h's key
+// shard).
 AttentionPass context_pass(const AttentionPass& plain, const CpuAttentionMetadata& md,
                            const void* group_query, int group_heads) {
   AttentionPass pass = plain;
@@ -109,29 +109,10 @@ AttentionPass context_pass(const AttentionPass& plain, const CpuAttentionMetadat
   pass.q_head_stride = plain.head_size;
   pass.causal = false;   // every context key precedes every new token
   pass.sinks = nullptr;  // they join the new tokens' pass, once
-  const int left = plain.window.left;
-  pass.window = SlidingWindow{left, -1};  // the right side never reaches back into the context
-  pass.requests.clear();
+  pass.key_shard = md.dcp;
   for (int r = 0; r < md.num_reqs; ++r) {
-    const RequestPass& whole = plain.requests[r];
-    const int local_keys = md.dcp_context_lens[r];
-    const int context = whole.query_pos0;  // the absolute position of the first new token
-    RequestPass rp = whole;
-    rp.kv_len = local_keys;
-    rp.key_pos0 = 0;
-    if (left < 0 || context - left + whole.q_len - 1 <= 0) {  // no row's window cuts the context
-      rp.query_pos0 = 0;  // row i's window then starts at i - left <= 0: every local key
-      pass.requests.push_back(rp);
-      continue;
-    }
-    for (int i = 0; i < whole.q_len; ++i) {
-      // This rank's keys before the window's first position come first in its cache.
-      const int64_t cut = dcp_local_length(std::max(0, context + i - left), md.dcp);
-      rp.q_start = whole.q_start + i;
-      rp.q_len = 1;
-      rp.query_pos0 = static_cast<int>(cut) + left;  // its window then starts at local key `cut`
-      pass.requests.push_back(rp);
-    }
+    pass.requests[r].kv_len = md.dcp_context_lens[r];
+    pass.requests[r].key_pos0 = 0;
   }
   return pass;
 }

@@ -47,7 +47,8 @@ inline DecodeRow decode_row(const AttentionPass& pass, const Task& task) {
   DecodeRow r;
   r.token = rp.q_start + task.row_begin;
   const int64_t pos = static_cast<int64_t>(rp.query_pos0) + task.row_begin;
-  const mask::MaskRule rule{pass.causal, pass.window.left, pass.window.right};
+  const mask::ShardedMaskRule rule{{pass.causal, pass.window.left, pass.window.right},
+                                   pass.key_shard};
   const mask::KeyRange<int64_t> visible =
       mask::visible_keys<int64_t>(rule, int64_t{rp.key_pos0} + rp.kv_len, pos);
   r.lo = static_cast<int>(std::max<int64_t>(visible.lo - rp.key_pos0, 0));
