@@ -4,6 +4,7 @@
 # runs the Python suites with a CUDA device visible (the conformance grids' GPU variants included).
 #   run(command="bash scripts/gpu_python.sh", carry=[".device"])
 #   PAGEDATTN_FULL_GRID=1 bash scripts/gpu_python.sh     every case of the peers' grids
+#   PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=0/4 ...     a quarter of them (0/4 to 3/4: four calls)
 #   TESTS="test_conformance_vllm" bash scripts/gpu_python.sh   some suites only
 set -uo pipefail
 cd "$(dirname "$0")/.."

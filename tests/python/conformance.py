@@ -3,7 +3,8 @@ double precision), paged caches with random block tables, FP8 e4m3 decoding, and
 
 The peers' grids (vLLM's tests/kernels/attention, FlashInfer's tests/attention) are reproduced as
 parameter products. On this CPU a fixed-seed sample of each runs (a few cases per grid, minutes in
-all); PAGEDATTN_FULL_GRID=1 runs every case (for a GPU machine, or a long CPU run)."""
+all); PAGEDATTN_FULL_GRID=1 runs every case (for a GPU machine, or a long CPU run), and
+PAGEDATTN_GRID_SHARD=i/n its i-th of n interleaved shares (a full grid over several shorter runs)."""
 import itertools
 import math
 import os
@@ -17,18 +18,36 @@ except ImportError:  # the suites skip visibly
 
 FULL_GRID = os.environ.get("PAGEDATTN_FULL_GRID") == "1"
 SAMPLE = int(os.environ.get("PAGEDATTN_GRID_SAMPLE", "6"))
+
+
+def grid_shard(text):
+    """(i, n) from PAGEDATTN_GRID_SHARD's "i/n" (0 <= i < n); (0, 1) when unset."""
+    if not text:
+        return 0, 1
+    index, _, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = -1, 0
+    if not 0 <= i < n:
+        raise ValueError("PAGEDATTN_GRID_SHARD = %r (allowed: i/n with 0 <= i < n, such as 0/4)" % text)
+    return i, n
+
+
+SHARD = grid_shard(os.environ.get("PAGEDATTN_GRID_SHARD"))
 # vLLM's and FlashInfer's tolerances for 16-bit results; float32 runs use the library's own bound.
 TOLERANCE = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1.5e-2, 1e-2)}
 
 
 def grid(name, seed, **axes):
     """The product of `axes` as dicts: every case with PAGEDATTN_FULL_GRID=1, else SAMPLE of them
-    drawn with a fixed seed (the same ones on every run)."""
+    drawn with a fixed seed (the same ones on every run); then the shard's share of those."""
     names = list(axes)
     cases = [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
-    if FULL_GRID or len(cases) <= SAMPLE:
-        return cases
-    return random.Random("%s:%d" % (name, seed)).sample(cases, SAMPLE)
+    if not (FULL_GRID or len(cases) <= SAMPLE):
+        cases = random.Random("%s:%d" % (name, seed)).sample(cases, SAMPLE)
+    index, count = SHARD
+    return cases[index::count]
 
 
 def needs_torch(test_class):

@@ -29,6 +29,28 @@ def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, 
     return q, caches[0], caches[1], query_lens, kv_lens, table
 
 
+class GridShards(unittest.TestCase):
+    """PAGEDATTN_GRID_SHARD's shares of a grid: together every case once; a bad value named."""
+
+    def test_the_shares_partition_the_grid(self):
+        saved = cf.SHARD
+        try:
+            cases = []
+            for i in range(3):
+                cf.SHARD = (i, 3)
+                cases += cf.grid("shards", 0, a=[1, 2, 3], b=[4, 5])
+        finally:
+            cf.SHARD = saved
+        self.assertEqual(sorted((c["a"], c["b"]) for c in cases), [(a, b) for a in (1, 2, 3) for b in (4, 5)])
+
+    def test_a_bad_share_is_named(self):
+        self.assertEqual(cf.grid_shard("1/4"), (1, 4))
+        self.assertEqual(cf.grid_shard(None), (0, 1))
+        for text in ("4/4", "x/2", "1"):
+            with self.assertRaisesRegex(ValueError, r"PAGEDATTN_GRID_SHARD = '%s' \(allowed: i/n" % text):
+                cf.grid_shard(text)
+
+
 @cf.needs_torch
 class VarlenWithPagedKV(unittest.TestCase):
     """test_varlen_with_paged_kv: causal, GQA, head sizes 40 to 256, windows, soft caps, 32768 blocks."""
