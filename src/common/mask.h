@@ -6,7 +6,7 @@
 // aligned (a query sees keys up to its own position); a sliding window (left, right) also bounds
 // it to [pos - left, pos + right], each side unbounded when negative.
 //
-// Under decode context parallelism a pass may see one rank's share of the keys (KeyShard): the
+// Under decode context parallelism a pass may see one rank's share of the keys (a key_shard): the
 // query keeps its absolute position and the visible range is given in the rank's local keys.
 //
 // Score transforms, applied in this order to s = scale * q . k: soft cap (cap * tanh(s / cap),
