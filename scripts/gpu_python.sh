@@ -6,6 +6,7 @@
 #   PAGEDATTN_FULL_GRID=1 bash scripts/gpu_python.sh     every case of the peers' grids
 #   PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=0/4 ...     a quarter of them (0/4 to 3/4: four calls)
 #   TESTS="test_conformance_vllm" bash scripts/gpu_python.sh   some suites only
+#   WRAP="compute-sanitizer --tool memcheck --error-exitcode 99" TESTS=... ...   each suite under a tool
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -40,7 +41,7 @@ suites=${TESTS:-$(ls test_*.py | sed 's/\.py$//' | grep -v '^test_build_info$')}
 : >"$OUT/python_tests.txt"; : >"$OUT/python_tests.log"
 for t in $suites; do
   log=$(mktemp)
-  timeout "${SUITE_TIMEOUT:-300}" python3 -m unittest -v "$t" >"$log" 2>&1
+  timeout "${SUITE_TIMEOUT:-300}" ${WRAP:-} python3 -m unittest -v "$t" >"$log" 2>&1
   echo "python $t: rc $? $(grep -E '^(OK|FAILED)' "$log" | tail -1)" | tee -a "$OUT/python_tests.txt"
   { echo "=== $t"; cat "$log"; } >>"$OUT/python_tests.log"
 done
