@@ -82,8 +82,7 @@ TEST(DcpGpuChecks, ImplNeedsTheGroupOnTheLayersDeviceAndRefusesWhatDcpCannotServ
 DcpStep sharded_step() {
   DcpStep dcp;
   dcp.enabled = true;
-  dcp.world_size = 2;
-  dcp.rank = 0;
+  dcp.shard = DcpShard{2, 0, 1};
   dcp.num_tokens = 5;
   return dcp;
 }

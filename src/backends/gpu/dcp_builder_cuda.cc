@@ -140,9 +140,7 @@ StatusOr<DcpStep> DcpBuilder::plan(int common_prefix_len, const CommonAttentionM
 
   DcpStep s;
   s.enabled = true;
-  s.world_size = shard.world_size;
-  s.rank = shard.rank;
-  s.interleave = shard.interleave;
+  s.shard = shard;
   s.num_tokens = num_tokens;
   s.group_heads = group.num_heads;
   const int32_t* ints = ints_.as<const int32_t>();

@@ -40,8 +40,8 @@ Status check_dcp_forward(std::string_view backend, const DcpStep& dcp, const Ste
                          const TensorView& query, const TensorView& key, const TensorView& value) {
   const std::string where = std::string(backend) + " forward: ";
   if (p.dcp_group == nullptr) {
-    return invalid_argument(where + "metadata is dcp_rank " + std::to_string(dcp.rank) +
-                            " of dcp_world_size " + std::to_string(dcp.world_size) +
+    return invalid_argument(where + "metadata is dcp_rank " + std::to_string(dcp.shard.rank) +
+                            " of dcp_world_size " + std::to_string(dcp.shard.world_size) +
                             " but the layer has no dcp_group (allowed: dcp_world_size 1 without "
                             "a group)");
   }
@@ -53,15 +53,15 @@ Status check_dcp_forward(std::string_view backend, const DcpStep& dcp, const Ste
                             std::to_string(group.world_size()) +
                             " ranks (allowed: a step passed through shard_step)");
   }
-  if (dcp.world_size != group.world_size() || dcp.rank != group.rank()) {
-    return invalid_argument(where + "metadata is dcp_rank " + std::to_string(dcp.rank) +
-                            " of dcp_world_size " + std::to_string(dcp.world_size) +
+  if (dcp.shard.world_size != group.world_size() || dcp.shard.rank != group.rank()) {
+    return invalid_argument(where + "metadata is dcp_rank " + std::to_string(dcp.shard.rank) +
+                            " of dcp_world_size " + std::to_string(dcp.shard.world_size) +
                             "; the layer's dcp_group is rank " + std::to_string(group.rank()) +
                             " of " + std::to_string(group.world_size()) + " (they must agree)");
   }
   if (for_cudagraph_capture) {
     return unimplemented(where + "metadata built for CUDA-graph capture" +
-                         " with dcp_world_size = " + std::to_string(dcp.world_size) +
+                         " with dcp_world_size = " + std::to_string(dcp.shard.world_size) +
                          ": a sharded step's collectives are sized by its real token count, "
                          "which a replay may change (allowed: eager forward under DCP)");
   }

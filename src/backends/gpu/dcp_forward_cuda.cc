@@ -43,12 +43,13 @@ Status gather_group_query(const DcpStep& dcp, const AttentionImplParams& layer,
   const int64_t count = static_cast<int64_t>(tokens * rank_row / element);
   PAGEDATTN_RETURN_IF_ERROR(layer.dcp_group->all_gather(
       TensorView(dcp.query_packed, layer.dtype, layer.device, {count}),
-      TensorView(dcp.query_gathered, layer.dtype, layer.device, {dcp.world_size * count}), stream));
+      TensorView(dcp.query_gathered, layer.dtype, layer.device, {dcp.shard.world_size * count}),
+      stream));
   // Rank r's rows [T, Hq, D] become heads [r Hq, (r + 1) Hq) of every group row.
-  for (int r = 0; r < dcp.world_size; ++r) {
+  for (int r = 0; r < dcp.shard.world_size; ++r) {
     PAGEDATTN_CUDA_RETURN_IF_ERROR(
         cudaMemcpy2DAsync(static_cast<char*>(dcp.group_query) + r * rank_row,
-                          dcp.world_size * rank_row,
+                          dcp.shard.world_size * rank_row,
                           static_cast<const char*>(dcp.query_gathered) + r * tokens * rank_row,
                           rank_row, rank_row, tokens, cudaMemcpyDeviceToDevice, s),
         "laying out rank " + std::to_string(r) + "'s query heads");
@@ -73,7 +74,7 @@ kernels::PagedAttentionParams context_pass_launch(
   p.split_out = dcp.context_split.out;
   p.split_lse = dcp.context_split.lse;
   if (dcp.context_query_pos != nullptr) {
-    p.key_shard = DcpShard{dcp.world_size, dcp.rank, dcp.interleave};
+    p.key_shard = dcp.shard;
     p.query_pos0 = dcp.context_query_pos;
   }
   return p;

@@ -10,6 +10,7 @@
 
 #include "backends/gpu/metadata.h"
 #include "pagedattn/dcp_heads.h"
+#include "pagedattn/dcp_sharding.h"
 
 namespace pagedattn::gpu {
 
@@ -19,9 +20,7 @@ inline constexpr int kDcpStagePageSize = 16;
 
 struct DcpStep {
   bool enabled = false;
-  int world_size = 1;
-  int rank = 0;
-  int interleave = 1;
+  DcpShard shard;       // this rank's share of every sequence (pagedattn/dcp_sharding.h)
   int num_tokens = 0;   // the step's real tokens (no CUDA-graph padding): what every rank moves
   int group_heads = 0;  // N * Hq: the heads of pass (a)
 
