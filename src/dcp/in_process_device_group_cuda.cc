@@ -1,6 +1,7 @@
 // make_in_process_device_group (in_process_group.h): N ranks on one CUDA device, each driving its
-// own stream, over the host group's Rendezvous. Each rank's share moves on its stream: copies
-// device to device for all_gather and all_to_all, launch_rank_sum for reduce_scatter.
+// own stream, over the host group's Rendezvous. Each rank's share moves on its stream, one kernel
+// per collective: launch_rank_gather for all_gather and all_to_all, launch_rank_sum for
+// reduce_scatter.
 //
 // Synchronisation. Every rank records its `ready` event on its stream as it arrives (after the
 // work that wrote its send buffer); in the round, each rank's stream waits for every rank's
@@ -19,7 +20,7 @@
 
 #include "dcp/collective_checks.h"
 #include "dcp/in_process_group.h"
-#include "dcp/in_process_reduce.h"
+#include "dcp/in_process_kernels.h"
 #include "dcp/rendezvous.h"
 #include "runtime/check.h"
 
@@ -77,16 +78,10 @@ class InProcessDeviceCommunicator final : public Communicator {
   Device device() const override { return Device::cuda(device_); }
 
   Status all_gather(const TensorView& send, const TensorView& recv, StreamHandle stream) override {
-    const size_t bytes = static_cast<size_t>(send.nbytes());
+    const int64_t bytes = send.nbytes();
     return round(CollectiveKind::kAllGather, send, recv, stream,
-                 [&](std::span<const void* const> sends, cudaStream_t s) -> Status {
-                   for (int r = 0; r < world_size_ && bytes > 0; ++r) {
-                     PAGEDATTN_CUDA_RETURN_IF_ERROR(
-                         cudaMemcpyAsync(recv.data_as<char>() + r * bytes, sends[r], bytes,
-                                         cudaMemcpyDeviceToDevice, s),
-                         "all_gather: copying rank " + std::to_string(r) + "'s buffer");
-                   }
-                   return ok_status();
+                 [&](std::span<const void* const> sends, cudaStream_t s) {
+                   return launch_rank_gather(sends, 0, recv.data(), bytes, s);
                  });
   }
 
@@ -101,17 +96,10 @@ class InProcessDeviceCommunicator final : public Communicator {
   }
 
   Status all_to_all(const TensorView& send, const TensorView& recv, StreamHandle stream) override {
-    const size_t chunk = static_cast<size_t>(send.nbytes()) / static_cast<size_t>(world_size_);
+    const int64_t chunk = send.nbytes() / world_size_;
     return round(CollectiveKind::kAllToAll, send, recv, stream,
-                 [&](std::span<const void* const> sends, cudaStream_t s) -> Status {
-                   for (int r = 0; r < world_size_ && chunk > 0; ++r) {
-                     PAGEDATTN_CUDA_RETURN_IF_ERROR(
-                         cudaMemcpyAsync(recv.data_as<char>() + r * chunk,
-                                         static_cast<const char*>(sends[r]) + rank_ * chunk, chunk,
-                                         cudaMemcpyDeviceToDevice, s),
-                         "all_to_all: copying rank " + std::to_string(r) + "'s chunk");
-                   }
-                   return ok_status();
+                 [&](std::span<const void* const> sends, cudaStream_t s) {
+                   return launch_rank_gather(sends, rank_ * chunk, recv.data(), chunk, s);
                  });
   }
 
