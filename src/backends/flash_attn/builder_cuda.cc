@@ -18,6 +18,7 @@
 #include "backends/factories.h"
 #include "backends/flash_attn/flash_attn_backend.h"
 #include "backends/flash_attn/metadata.h"
+#include "backends/gpu/build_start.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/dcp_builder.h"
 #include "backends/gpu/generation.h"
@@ -61,19 +62,14 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
-    PAGEDATTN_RETURN_IF_ERROR(gpu::check_step(params_, meta));
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        std::unique_ptr<FlashAttnMetadata> md,
+        gpu::start_build<FlashAttnMetadata>(params_, split_, dcp_, common_prefix_len, meta));
+    if (md->dcp.enabled) return std::unique_ptr<AttentionMetadata>(std::move(md));
     const int n = meta.num_reqs;
     const auto [qsl, seqs] = gpu::step_lengths(meta);
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
-    auto md = std::make_unique<FlashAttnMetadata>();
-    md->step = gpu::step_info(params_, meta);
-    md->split = split_.view();
-    if (meta.dcp_world_size > 1) {
-      PAGEDATTN_ASSIGN_OR_RETURN(md->dcp,
-                                 dcp_.plan(common_prefix_len, meta, gpu::step_lengths(meta)));
-      return std::unique_ptr<AttentionMetadata>(std::move(md));
-    }
     PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
     const plan::WorkspaceLayout& l = workspace_->layout();
     const char* dev = workspace_->device_ints();
@@ -94,8 +90,8 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
                                  cascade_.split_passes(md->cascade, config, num_sms_, main));
       main_seqs = cascade_.suffix_seq_lens();
     }
-    md->decode.kernel = decode_ctas_ > 0 && !md->cascade.enabled && meta.causal &&
-                        params_.max_num_splits == 0;
+    md->decode.kernel =
+        decode_ctas_ > 0 && !md->cascade.enabled && meta.causal && params_.max_num_splits == 0;
     if (!md->decode.kernel) {
       main.kernel = gpu::builder_pass_kernel(params_, qsl, main_seqs, meta.causal);
       PAGEDATTN_ASSIGN_OR_RETURN(const plan::SplitSchedule schedule,
@@ -110,13 +106,12 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
     // The decode kernel's requests and the prefill pass's, in batch order; the pass's list is
     // padded with empty slots to num_reqs for a captured launch.
     plan::route_requests(qsl, seqs, plan::kMaxDecodeQueryLen, routing_);
-    PAGEDATTN_ASSIGN_OR_RETURN(
-        const plan::PrefillPlan prefill,
-        plan::plan_listed_prefill(qsl, seqs, routing_.prefills, config, /*allow_splits=*/true,
-                                  listed_, splits));
+    PAGEDATTN_ASSIGN_OR_RETURN(const plan::PrefillPlan prefill,
+                               plan::plan_listed_prefill(qsl, seqs, routing_.prefills, config,
+                                                         /*allow_splits=*/true, listed_, splits));
     main.max_splits_used = prefill.max_splits_used;
-    main.kernel = gpu::builder_pass_kernel(params_, listed_.query_start_loc, listed_.seq_lens,
-                                           meta.causal);
+    main.kernel =
+        gpu::builder_pass_kernel(params_, listed_.query_start_loc, listed_.seq_lens, meta.causal);
     const std::span<int32_t> pass_requests =
         StepWorkspace::region<int32_t>(host, l.pass_requests_offset, n);
     std::fill(std::copy(routing_.prefills.begin(), routing_.prefills.end(), pass_requests.begin()),
@@ -124,10 +119,10 @@ class FlashAttnMetadataBuilder final : public backends::BuilderBase {
     main.pass_requests = reinterpret_cast<const int32_t*>(dev + l.pass_requests_offset);
     main.num_pass_reqs = prefill.num_prefills;
 
-    PAGEDATTN_ASSIGN_OR_RETURN(
-        const plan::DecodePlanStats stats,
-        plan::plan_decode(qsl, seqs, routing_.decodes, gpu::decode_plan_config(params_, decode_ctas_),
-                          l.decode, scratch_, host + l.decode_plan_offset));
+    PAGEDATTN_ASSIGN_OR_RETURN(const plan::DecodePlanStats stats,
+                               plan::plan_decode(qsl, seqs, routing_.decodes,
+                                                 gpu::decode_plan_config(params_, decode_ctas_),
+                                                 l.decode, scratch_, host + l.decode_plan_offset));
     md->num_decodes = static_cast<int>(routing_.decodes.size());
     md->decode_max_query_len = routing_.decode_max_query_len;
     gpu::DecodePass& decode = md->decode;

@@ -15,6 +15,7 @@
 #include "backends/factories.h"
 #include "backends/flashinfer/flashinfer_backend.h"
 #include "backends/flashinfer/metadata.h"
+#include "backends/gpu/build_start.h"
 #include "backends/gpu/checks.h"
 #include "backends/gpu/dcp_builder.h"
 #include "backends/gpu/generation.h"
@@ -44,8 +45,8 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
 
   Status init() {
     PAGEDATTN_ASSIGN_OR_RETURN(
-        workspace_, gpu::StepWorkspace::allocate(params_.device.index,
-                                                 gpu::step_workspace_layout(params_, decode_ctas_)));
+        workspace_, gpu::StepWorkspace::allocate(
+                        params_.device.index, gpu::step_workspace_layout(params_, decode_ctas_)));
     split_layout_ =
         plan::split_workspace_layout(params_.max_num_tokens, params_.num_heads, params_.head_size);
     PAGEDATTN_ASSIGN_OR_RETURN(split_,
@@ -58,19 +59,14 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
 
   StatusOr<std::unique_ptr<AttentionMetadata>> build(int common_prefix_len,
                                                      const CommonAttentionMetadata& meta) override {
-    PAGEDATTN_RETURN_IF_ERROR(gpu::check_step(params_, meta));
+    PAGEDATTN_ASSIGN_OR_RETURN(
+        std::unique_ptr<FlashInferMetadata> md,
+        gpu::start_build<FlashInferMetadata>(params_, split_, dcp_, common_prefix_len, meta));
+    if (md->dcp.enabled) return std::unique_ptr<AttentionMetadata>(std::move(md));
     const int n = meta.num_reqs;
     const auto [qsl, seqs] = gpu::step_lengths(meta);
     runtime::ScopedDevice guard(params_.device.index);
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
-    auto md = std::make_unique<FlashInferMetadata>();
-    md->step = gpu::step_info(params_, meta);
-    md->split = split_.view();
-    if (meta.dcp_world_size > 1) {
-      PAGEDATTN_ASSIGN_OR_RETURN(md->dcp,
-                                 dcp_.plan(common_prefix_len, meta, gpu::step_lengths(meta)));
-      return std::unique_ptr<AttentionMetadata>(std::move(md));
-    }
     PAGEDATTN_ASSIGN_OR_RETURN(char* host, workspace_->begin_step());
     const plan::WorkspaceLayout& l = workspace_->layout();
     const char* dev = workspace_->device_ints();
@@ -124,9 +120,8 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
     int64_t plan_bytes = 0;
     if (decode.kernel) {
       PAGEDATTN_ASSIGN_OR_RETURN(
-          md->decode_stats,
-          plan::plan_decode(qsl.first(nd + 1), seqs.first(nd), decode_config(), l.decode,
-                            scratch_, host + l.decode_plan_offset));
+          md->decode_stats, plan::plan_decode(qsl.first(nd + 1), seqs.first(nd), decode_config(),
+                                              l.decode, scratch_, host + l.decode_plan_offset));
       plan_bytes = md->decode_stats.bytes_used;
       decode.plan = dev + l.decode_plan_offset;
       decode.partial_out = workspace_->partial_out();
@@ -159,17 +154,17 @@ class FlashInferMetadataBuilder final : public backends::BuilderBase {
 StatusOr<std::unique_ptr<AttentionMetadataBuilder>> make_builder(const BuilderParams& params) {
   PAGEDATTN_RETURN_IF_ERROR(gpu::check_builder_params(flashinfer_backend(), params));
   if (params.max_num_splits != 0) {
-    return invalid_argument("FLASHINFER builder: max_num_splits = " +
-                            std::to_string(params.max_num_splits) +
-                            " is not served (allowed: 0; the decode plan cuts work units with no "
-                            "per-request split bound)");
+    return invalid_argument(
+        "FLASHINFER builder: max_num_splits = " + std::to_string(params.max_num_splits) +
+        " is not served (allowed: 0; the decode plan cuts work units with no "
+        "per-request split bound)");
   }
   PAGEDATTN_ASSIGN_OR_RETURN(const int num_sms, gpu::builder_sm_count(params));
   PAGEDATTN_ASSIGN_OR_RETURN(
       gpu::CascadeBuilder cascade,
       gpu::CascadeBuilder::create("FLASHINFER", params, kCascadeFeatures, /*prefix_extra_ints=*/1));
-  auto builder = std::make_unique<FlashInferMetadataBuilder>(params, num_sms, gpu::decode_grid_ctas(params, num_sms),
-                                                             std::move(cascade));
+  auto builder = std::make_unique<FlashInferMetadataBuilder>(
+      params, num_sms, gpu::decode_grid_ctas(params, num_sms), std::move(cascade));
   PAGEDATTN_RETURN_IF_ERROR(builder->init());
   return std::unique_ptr<AttentionMetadataBuilder>(std::move(builder));
 }
