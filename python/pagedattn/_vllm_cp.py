@@ -12,7 +12,7 @@ import numpy as np
 from . import _checks as check
 from ._arrays import empty, from_host, to_host
 
-SERVED_ON = "cpu"  # this path on CPU_ATTN; on CUDA not yet run, so refused
+SERVED_ON = ("cpu", "cuda")  # device kinds: CPU_ATTN, or the CUDA backends (16-bit arrays)
 
 
 def check_ranks(cp_world_size, cp_rank, cp_tot_seqused_k):
@@ -32,10 +32,8 @@ def check_ranks(cp_world_size, cp_rank, cp_tot_seqused_k):
 
 def check_served(device, world, window, alibi_slopes, s_aux):
     """ValueError naming what context parallelism cannot serve here, and why."""
-    if device != SERVED_ON:
-        raise ValueError("cp_world_size = %d on %s: this drop-in serves a rank's partial on CPU_ATTN only "
-                         "(pass CPU arrays); FLASH_ATTN and FLASHINFER serve DCP through the C++ API with a device "
-                         "group (docs/dcp.md)" % (world, device))
+    if str(device).split(":")[0] not in SERVED_ON:
+        raise ValueError("cp_world_size = %d on %s (allowed: cpu or cuda arrays)" % (world, device))
     if tuple(window) != (-1, -1):
         raise ValueError("window_size = %s with cp_world_size = %d: a sliding window is not supported under "
                          "context parallelism (as in FA3)" % (list(window), world))
