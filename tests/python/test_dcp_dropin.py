@@ -17,6 +17,7 @@ except ImportError:
     torch = None
 
 H, HKV, D, BS = 4, 2, 32, 8
+CUDA_BS = 16  # the CUDA backends' pages are multiples of 16
 TOTALS = [1, 17, 40, 64, 33]  # keys per request over all ranks
 QUERY_LENS = [1, 1, 4, 16, 33]  # decodes, a spec-verify of 4, a chunked prefill, a prefill without context
 TOLERANCE = 2e-5  # float32 kernels against the float64 oracle, N(0, 1) inputs
@@ -26,7 +27,8 @@ CUDA_TOLERANCE = 2e-2  # bf16 outputs (inputs rounded to bf16 before the oracle 
 class Step:
     """One step's queries and every request's keys and values, at absolute positions."""
 
-    def __init__(self, seed=0, totals=TOTALS, query_lens=QUERY_LENS):
+    def __init__(self, seed=0, totals=TOTALS, query_lens=QUERY_LENS, block_size=BS):
+        self.block_size = block_size
         rng = np.random.default_rng(seed)
         self.totals, self.query_lens = list(totals), list(query_lens)
         self.offsets = np.concatenate([[0], np.cumsum(query_lens)]).astype(np.int32)
@@ -62,16 +64,17 @@ class Step:
         """Rank `rank`'s paged K/V cache (unused slots NaN, shuffled blocks), block table and key counts,
         for a sharding that puts position t on rank_of(t)."""
         held = [[t for t in range(total) if rank_of(t) == rank] for total in self.totals]
-        blocks_per_request = max(-(-len(h) // BS) for h in held) or 1
+        bs = self.block_size
+        blocks_per_request = max(-(-len(h) // bs) for h in held) or 1
         num_blocks = blocks_per_request * len(held)
         ids = np.random.default_rng(seed).permutation(num_blocks).astype(np.int32)
         table = ids.reshape(len(held), blocks_per_request)
-        k = np.full((num_blocks, BS, HKV, D), np.nan, np.float32)
+        k = np.full((num_blocks, bs, HKV, D), np.nan, np.float32)
         v = np.full_like(k, np.nan)
         for b, positions in enumerate(held):
             for j, t in enumerate(positions):
-                k[table[b, j // BS], j % BS] = self.keys[b][t]
-                v[table[b, j // BS], j % BS] = self.values[b][t]
+                k[table[b, j // bs], j % bs] = self.keys[b][t]
+                v[table[b, j // bs], j % bs] = self.values[b][t]
         return k, v, table, np.array([len(h) for h in held], np.int32)
 
 
@@ -106,8 +109,9 @@ class Frame:
 
     def step(self, **lengths):
         """A Step whose floats this frame carries exactly (rounded to bf16 on CUDA)."""
-        step = Step(**lengths)
-        if self.name == "torch_cuda":
+        cuda = self.name == "torch_cuda"
+        step = Step(block_size=CUDA_BS if cuda else BS, **lengths)
+        if cuda:
             rounded = lambda a: torch.from_numpy(a).bfloat16().float().numpy()
             step.q = rounded(step.q)
             step.keys = [rounded(k) for k in step.keys]
