@@ -7,6 +7,8 @@
 #   PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=0/4 ...     a quarter of them (0/4 to 3/4: four calls)
 #   TESTS="test_conformance_vllm" bash scripts/gpu_python.sh   some suites only
 #   WRAP="compute-sanitizer --tool memcheck --error-exitcode 99" TESTS=... ...   each suite under a tool
+#   FP8_BENCH=1 TESTS=none bash scripts/gpu_python.sh   FP8 prefill through the drop-in beside the kernel
+#                                                       bench (bench/gpu/fp8_dropin_bench.py), no suites
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,6 +40,7 @@ python3 -c "import pagedattn, torch; print(pagedattn.build_info()); print(torch.
 cd tests/python
 # test_build_info checks the commit, which the copy here (no .git) cannot know: run it from a checkout.
 suites=${TESTS:-$(ls test_*.py | sed 's/\.py$//' | grep -v '^test_build_info$')}
+[[ $suites == none ]] && suites=""
 : >"$OUT/python_tests.txt"; : >"$OUT/python_tests.log"
 for t in $suites; do
   log=$(mktemp)
@@ -45,3 +48,7 @@ for t in $suites; do
   echo "python $t: rc $? $(grep -E '^(OK|FAILED)' "$log" | tail -1)" | tee -a "$OUT/python_tests.txt"
   { echo "=== $t"; cat "$log"; } >>"$OUT/python_tests.log"
 done
+if [[ -n ${FP8_BENCH:-} ]]; then
+  python3 "$ROOT/bench/gpu/fp8_dropin_bench.py" --kernel-bench "$STAGE/bin/pagedattn_gpu_bench" 2>&1 |
+    tee "$OUT/fp8_dropin_bench.md"
+fi

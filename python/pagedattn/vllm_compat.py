@@ -159,6 +159,38 @@ def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
     return (q.float() * scale).to(dtype)
 
 
+def _query_descale_folded(q, q_descale, k, k_descale, kv_cache_dtype):
+    """For an FP8 cache, q_descale folded into k_descale (both scale the logits alone): the kernels then
+    read the query's FP8 values exactly in 16 bits, with no pass over q to multiply it. None where it
+    cannot fold: a 16-bit cache (k_descale unused) or a scale that differs between requests."""
+    import torch
+    if not layers.cache_format(torch.bfloat16, k.dtype, kv_cache_dtype).startswith("fp8"):
+        return None
+    if not isinstance(q_descale, torch.Tensor) or not isinstance(k_descale, (torch.Tensor, type(None))):
+        return None
+
+    def per_kv_head(scale):  # [Hkv] or [1], or None where it varies over requests
+        if scale.dim() == 2:
+            if scale.shape[0] > 1 and scale.stride(0) != 0:
+                return None
+            scale = scale[0]
+        return scale.reshape(-1).to(q.device, torch.float32)
+    qs = per_kv_head(q_descale)
+    ks = torch.ones(1, device=q.device) if k_descale is None else per_kv_head(k_descale)
+    if qs is None or ks is None or qs.numel() not in (1, k.shape[2]) or ks.numel() not in (1, k.shape[2]):
+        return None
+    return qs * ks
+
+
+def _exact_16bit(q, out):
+    """An FP8 query in out's dtype (bfloat16 without out): every e4m3 value is exact in either."""
+    import torch
+    dtype = torch.bfloat16 if out is None else out.dtype
+    if dtype not in (torch.float16, torch.bfloat16):
+        raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
+    return q.to(dtype)
+
+
 def _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out):
     """The arrays of a flash_attn_varlen_func call: ranks, dtypes and the shapes they share."""
     check.array(q, "q", rank=3)
@@ -202,7 +234,8 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     made with it. fa_version None/2/3 picks the kernel generation where the backend has it.
     k_descale / v_descale are the FP8 cache's scales (scalar, [Hkv], or vLLM's [num_reqs, Hkv]
     broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn)
-    is multiplied by q_descale into out's dtype (bfloat16 without out) before the kernels read it.
+    is read in out's dtype (bfloat16 without out), exactly; over an FP8 cache q_descale joins k_descale
+    (both scale the logits), otherwise, or where it differs between requests, q is multiplied by it.
     cp_world_size > 1 (with cp_rank and cp_tot_seqused_k, as vLLM's FA3 fork takes them; CPU_ATTN only):
     k, v and seqused_k are rank cp_rank's share (position t on rank t % cp_world_size), the mask is causal
     at absolute positions, and the result is this rank's partial attention, to combine by its LSE.
@@ -228,7 +261,11 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     if check.dtype_name(q.dtype) in check.FP8_DTYPES:
         check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
         check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
-        q = _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
+        folded = _query_descale_folded(q, q_descale, k, k_descale, kv_cache_dtype)
+        if folded is None:
+            q = _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
+        else:
+            q, k_descale = _exact_16bit(q, out), folded
     _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out)
     _check_constants(alibi_slopes, s_aux, q.shape[1])
     if cp_world_size > 1:

@@ -1,0 +1,97 @@
+"""FP8 prefill through the vLLM drop-in beside the kernel bench (issue 34's acceptance: TFLOP/s within 5%).
+
+The shapes of V3Fp8Bench.Prefill8192 (1 x 8192 tokens; 32 / 8 heads at D 128, 16 / 4 at D 256; causal
+and not; pages of 128, shuffled): Q, K and V in float8_e4m3fn with descales of 1, K and V as two
+tensors, as vLLM's FA3 path passes them, through pagedattn.vllm_compat.flash_attn_varlen_func with the
+step's scheduler_metadata made once without a block table (as vLLM's builder calls it). CUDA-event
+time of each call (the query's dequantization included), median of 20 after 3 warm-ups, best of two.
+With --kernel-bench B it then runs B --gtest_filter=V3Fp8Bench.Prefill8192 (best of its v3 FP8 rounds)
+and prints a table of drop-in / kernel.
+
+Run on a GPU machine with the Python module built (scripts/gpu_python.sh builds it):
+  python3 bench/gpu/fp8_dropin_bench.py --kernel-bench .device/bin/pagedattn_gpu_bench
+"""
+import argparse
+import re
+import statistics
+import subprocess
+
+import torch
+
+from pagedattn import vllm_compat
+
+SHAPES = (("1x8192 d128", 32, 8, 128), ("1x8192 d256", 16, 4, 256))
+LEN, BLOCK = 8192, 128
+
+
+def flops(heads, d, causal):
+    keys = LEN - (LEN - 1) / 2.0 if causal else LEN
+    return 4.0 * LEN * keys * heads * d
+
+
+def median_ms(call, warmups=3, timed=20):
+    for _ in range(warmups):
+        call()
+    times = []
+    for _ in range(timed):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def dropin_tflops(heads, kv_heads, d, causal):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    fp8 = torch.float8_e4m3fn
+    q = torch.randn(LEN, heads, d, device="cuda", generator=gen).to(fp8)
+    blocks = LEN // BLOCK
+    k = torch.randn(blocks, BLOCK, kv_heads, d, device="cuda", generator=gen).to(fp8)
+    v = torch.randn(blocks, BLOCK, kv_heads, d, device="cuda", generator=gen).to(fp8)
+    table = torch.randperm(blocks, device="cuda", generator=gen).to(torch.int32).view(1, blocks)
+    cu_q = torch.tensor([0, LEN], dtype=torch.int32, device="cuda")
+    seqused = torch.tensor([LEN], dtype=torch.int32, device="cuda")
+    ones = torch.ones(1, kv_heads, dtype=torch.float32, device="cuda")
+    out = torch.empty(LEN, heads, d, dtype=torch.bfloat16, device="cuda")
+    schedule = vllm_compat.get_scheduler_metadata(1, LEN, LEN, heads, kv_heads, d, seqused, qkv_dtype=fp8,
+                                                  cu_seqlens_q=cu_q, page_size=BLOCK, causal=causal)
+
+    def call():
+        vllm_compat.flash_attn_varlen_func(q, k, v, LEN, cu_q, LEN, seqused_k=seqused, causal=causal,
+                                           block_table=table, out=out, scheduler_metadata=schedule,
+                                           q_descale=ones, k_descale=ones, v_descale=ones, fa_version=3)
+    return max(flops(heads, d, causal) / median_ms(call) / 1e9 for _ in range(2))
+
+
+def kernel_tflops(kernel_bench):
+    """{(shape, mask): best v3 FP8 TFLOP/s} from V3Fp8Bench.Prefill8192's BENCH lines."""
+    text = subprocess.run([kernel_bench, "--gtest_filter=V3Fp8Bench.Prefill8192"], capture_output=True, text=True,
+                          check=False).stdout
+    best = {}
+    for m in re.finditer(r"^BENCH (\S+ \S+)\s+v3 FP8\s+(causal|noncausal)\s+[\d.]+ ms\s+([\d.]+) TFLOP/s", text, re.M):
+        key = (m.group(1), m.group(2))
+        best[key] = max(best.get(key, 0.0), float(m.group(3)))
+    return best
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernel-bench", help="pagedattn_gpu_bench binary, timed in the same run")
+    args = parser.parse_args()
+    dropin = {}
+    for name, heads, kv_heads, d in SHAPES:
+        for causal in (False, True):
+            dropin[(name, "causal" if causal else "noncausal")] = dropin_tflops(heads, kv_heads, d, causal)
+    kernel = kernel_tflops(args.kernel_bench) if args.kernel_bench else {}
+    print("| shape | mask | drop-in TFLOP/s | kernel bench TFLOP/s | drop-in / kernel |")
+    print("|---|---|---:|---:|---:|")
+    for key, value in dropin.items():
+        ref = kernel.get(key)
+        ratio = "%.3f" % (value / ref) if ref else "-"
+        print("| %s | %s | %.1f | %s | %s |" % (key[0], key[1], value, "%.1f" % ref if ref else "-", ratio))
+
+
+if __name__ == "__main__":
+    main()
