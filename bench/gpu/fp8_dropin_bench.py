@@ -3,8 +3,9 @@
 The shapes of V3Fp8Bench.Prefill8192 (1 x 8192 tokens; 32 / 8 heads at D 128, 16 / 4 at D 256; causal
 and not; pages of 128, shuffled): Q, K and V in float8_e4m3fn with descales of 1, K and V as two
 tensors, as vLLM's FA3 path passes them, through pagedattn.vllm_compat.flash_attn_varlen_func with the
-step's scheduler_metadata made once without a block table (as vLLM's builder calls it). CUDA-event
-time of each call (the query's dequantization included), median of 20 after 3 warm-ups, best of two.
+step's scheduler_metadata made once without a block table (as vLLM's builder calls it). Time per call
+of 20 calls enqueued back to back between two CUDA events (the query's conversion included), after 3
+warm-ups, best of two; the kernel generation the drop-in's layer reported beside it.
 With --kernel-bench B it then runs B --gtest_filter=V3Fp8Bench.Prefill8192 (best of its v3 FP8 rounds)
 and prints a table of drop-in / kernel.
 
@@ -13,12 +14,11 @@ Run on a GPU machine with the Python module built (scripts/gpu_python.sh builds 
 """
 import argparse
 import re
-import statistics
 import subprocess
 
 import torch
 
-from pagedattn import vllm_compat
+from pagedattn import _vllm_layers, vllm_compat
 
 SHAPES = (("1x8192 d128", 32, 8, 128), ("1x8192 d256", 16, 4, 256))
 LEN, BLOCK = 8192, 128
@@ -29,18 +29,18 @@ def flops(heads, d, causal):
     return 4.0 * LEN * keys * heads * d
 
 
-def median_ms(call, warmups=3, timed=20):
+def mean_ms(call, warmups=3, timed=20):
+    """Milliseconds per call of `timed` calls enqueued back to back between two events (the host runs
+    ahead of the GPU, as in a serving engine), after `warmups`."""
     for _ in range(warmups):
         call()
-    times = []
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
     for _ in range(timed):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
         call()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / timed
 
 
 def dropin_tflops(heads, kv_heads, d, causal):
@@ -62,7 +62,10 @@ def dropin_tflops(heads, kv_heads, d, causal):
         vllm_compat.flash_attn_varlen_func(q, k, v, LEN, cu_q, LEN, seqused_k=seqused, causal=causal,
                                            block_table=table, out=out, scheduler_metadata=schedule,
                                            q_descale=ones, k_descale=ones, v_descale=ones, fa_version=3)
-    return max(flops(heads, d, causal) / median_ms(call) / 1e9 for _ in range(2))
+    best = max(flops(heads, d, causal) / mean_ms(call) / 1e9 for _ in range(2))
+    generations = sorted({entry[0].kernel_generation() for entry in _vllm_layers._impls.values()})
+    _vllm_layers._impls.clear()
+    return best, "/".join(generations)
 
 
 def kernel_tflops(kernel_bench):
@@ -85,12 +88,13 @@ def main():
         for causal in (False, True):
             dropin[(name, "causal" if causal else "noncausal")] = dropin_tflops(heads, kv_heads, d, causal)
     kernel = kernel_tflops(args.kernel_bench) if args.kernel_bench else {}
-    print("| shape | mask | drop-in TFLOP/s | kernel bench TFLOP/s | drop-in / kernel |")
-    print("|---|---|---:|---:|---:|")
-    for key, value in dropin.items():
+    print("| shape | mask | drop-in kernel | drop-in TFLOP/s | v3 FP8 kernel bench TFLOP/s | drop-in / kernel |")
+    print("|---|---|---|---:|---:|---:|")
+    for key, (value, generation) in dropin.items():
         ref = kernel.get(key)
         ratio = "%.3f" % (value / ref) if ref else "-"
-        print("| %s | %s | %.1f | %s | %s |" % (key[0], key[1], value, "%.1f" % ref if ref else "-", ratio))
+        print("| %s | %s | %s | %.1f | %s | %s |" % (key[0], key[1], generation, value,
+                                                     "%.1f" % ref if ref else "-", ratio))
 
 
 if __name__ == "__main__":
