@@ -43,10 +43,11 @@ suites=${TESTS:-$(ls test_*.py | sed 's/\.py$//' | grep -v '^test_build_info$')}
 [[ $suites == none ]] && suites=""
 : >"$OUT/python_tests.txt"; : >"$OUT/python_tests.log"
 for t in $suites; do
-  log=$(mktemp)
+  log=$OUT/$t.log  # streamed, so that a run cut short still shows the cases it passed
   timeout "${SUITE_TIMEOUT:-300}" ${WRAP:-} python3 -m unittest -v "$t" >"$log" 2>&1
   echo "python $t: rc $? $(grep -E '^(OK|FAILED)' "$log" | tail -1)" | tee -a "$OUT/python_tests.txt"
   { echo "=== $t"; cat "$log"; } >>"$OUT/python_tests.log"
+  rm -f "$log"
 done
 if [[ -n ${FP8_BENCH:-} ]]; then
   python3 "$ROOT/bench/gpu/fp8_dropin_bench.py" --kernel-bench "$STAGE/bin/pagedattn_gpu_bench" 2>&1 |

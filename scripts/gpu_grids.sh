@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs ON THE GPU MACHINE (with .device carried): the peers' full conformance grids (issue 34) in one
+# device call. PAGEDATTN_FULL_GRID=1 with SHARDS interleaved shares of each of the two suites, all side
+# by side, plus, with MEMCHECK=1, compute-sanitizer memcheck over the grids that place K and V at
+# adversarial distances. Everything is bounded so that the results are packed by DEADLINE seconds
+# (the device call's own limit must be larger); a suite cut short still reports the cases it passed.
+#   run(command="DEADLINE=480 bash scripts/gpu_grids.sh", carry=[".device"], timeout_s=540)
+# $OUT gets summary.txt and results.tgz (every suite's log).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+FINAL=${OUT:-$PWD/out}
+WORK=$(mktemp -d)
+DEADLINE=${DEADLINE:-480}
+SHARDS=${SHARDS:-4}
+mkdir -p "$FINAL"
+left=$((DEADLINE - SECONDS - 20))  # the packing's margin
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} SUITE_TIMEOUT=$((left - 60))  # less the module's build
+for ((i = 0; i < SHARDS; ++i)); do
+  for t in test_conformance_vllm test_conformance_flashinfer; do
+    OUT=$WORK/${t}_$i PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=$i/$SHARDS TESTS=$t \
+      timeout "$left" bash scripts/gpu_python.sh >"$WORK/${t}_$i.out" 2>&1 &
+  done
+done
+if [[ -n ${MEMCHECK:-} ]]; then
+  OUT=$WORK/memcheck WRAP="compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20" \
+    TESTS="test_conformance_vllm.KAndVAtAnyDistance test_conformance_vllm.VarlenWithPagedKV" \
+    timeout "$left" bash scripts/gpu_python.sh >"$WORK/memcheck.out" 2>&1 &
+fi
+wait
+{
+  echo "== full grids, $SHARDS shares, done at $SECONDS s (deadline $DEADLINE)"
+  for d in "$WORK"/*/; do
+    name=$(basename "$d")
+    logs=("$d"/*.log)
+    passed=$(cat "${logs[@]}" 2>/dev/null | grep -cE ' \.\.\. ok$')
+    failed=$(cat "${logs[@]}" 2>/dev/null | grep -cE ' \.\.\. (FAIL|ERROR)$')
+    result=$(cat "$d/python_tests.txt" 2>/dev/null | tr '\n' ' ')
+    echo "$name: ${result:-cut short} ($passed tests ok, $failed failed so far)"
+  done
+  grep -h "ERROR SUMMARY" "$WORK"/memcheck/*.log 2>/dev/null | sort | uniq -c
+} | tee "$FINAL/summary.txt"
+tar czf "$FINAL/results.tgz" -C "$WORK" .
