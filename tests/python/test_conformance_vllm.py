@@ -12,17 +12,16 @@ from conformance import torch
 from pagedattn import vllm_compat as vc
 
 
-def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, seed, one_allocation=False):
+def paged_inputs(seq_lens, num_heads, head_size, block_size, num_blocks, dtype, seed):
     """vLLM's test inputs: q, K and V caches as two allocations (only the blocks the table reads are
-    filled: the rest stays as torch.empty left it), lengths and a random table. one_allocation: K and V
-    as the halves of one tensor (what the GPU kernels take today)."""
+    filled: the rest stays as torch.empty left it), lengths and a random table. Moved to a GPU, K and V
+    land wherever its allocator puts them (KAndVAtAnyDistance places them on purpose)."""
     gen = torch.Generator().manual_seed(seed)
     query_lens, kv_lens = [s[0] for s in seq_lens], [s[1] for s in seq_lens]
     hq, hkv = num_heads
     q = torch.randn(sum(query_lens), hq, head_size, generator=gen).to(dtype)
     table = cf.random_table(len(seq_lens), kv_lens, block_size, num_blocks, gen)
-    caches = list(torch.empty(2, num_blocks, block_size, hkv, head_size, dtype=dtype)) if one_allocation else [
-        torch.empty(num_blocks, block_size, hkv, head_size, dtype=dtype) for _ in range(2)]
+    caches = [torch.empty(num_blocks, block_size, hkv, head_size, dtype=dtype) for _ in range(2)]
     used = table.unique().long()
     for cache in caches:
         cache[used] = torch.randn(len(used), block_size, hkv, head_size, generator=gen).to(dtype)
@@ -75,8 +74,7 @@ class VarlenWithPagedKV(unittest.TestCase):
     def check(self, use_out, seq_lens, num_heads, head_size, sliding_window, dtype, soft_cap, num_blocks,
               device="cpu"):
         q, k, v, query_lens, kv_lens, table = paged_inputs(seq_lens, num_heads, head_size, 16, num_blocks,
-                                                           cf.dtype(dtype), seed=head_size,
-                                                           one_allocation=device != "cpu")
+                                                           cf.dtype(dtype), seed=head_size)
         q, k, v, table = (x.to(device) for x in (q, k, v, table))
         window = (sliding_window - 1, 0) if sliding_window is not None else (-1, -1)
         scale = head_size ** -0.5
@@ -98,8 +96,7 @@ class VarlenWithPagedKV(unittest.TestCase):
         for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
             with self.subTest(device=device):
                 q, k, v, query_lens, kv_lens, table = paged_inputs([(1, 700), (37, 300)], (8, 2), 128, 16, 64,
-                                                                   torch.bfloat16, seed=3,
-                                                                   one_allocation=device != "cpu")
+                                                                   torch.bfloat16, seed=3)
                 table[:, 1::2] = table[:, :1]
                 q, k, v, table = (x.to(device) for x in (q, k, v, table))
                 got = vc.flash_attn_varlen_func(q=q, k=k, v=v, cu_seqlens_q=cf.offsets(query_lens).to(device),
