@@ -132,10 +132,11 @@ def _check_lengths(offsets, seq_lens, max_seqlen_q, max_seqlen_k):
                 r, what, query_lens[r], seq_lens[r]))
 
 
-def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
-    """FA3's FP8 query (float8_e4m3fn, as vLLM quantizes it beside an FP8 cache) times q_descale (a scalar,
-    [1], or [num_reqs, Hkv] per request and KV head), in out's dtype (bfloat16 when out is None): the
-    kernels read 16-bit queries, so the product is exact up to that rounding."""
+def _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out):
+    """FA3's FP8 query (float8_e4m3fn, as vLLM quantizes it beside an FP8 cache) as the kernels read it:
+    (q in out's dtype, bfloat16 when out is None; the k_descale to pass). Every e4m3 value is exact in
+    16 bits. Over an FP8 cache, a q_descale the same for every request joins k_descale (both scale only
+    the logits); otherwise q is multiplied by it (a scalar, [1], or [num_reqs, Hkv])."""
     if check.dtype_name(q.dtype) != "float8_e4m3fn" or framework(q) != "torch":
         raise ValueError("q is %s %s: FP8 queries must be torch float8_e4m3fn tensors (allowed: float16, "
                          "bfloat16, float8_e4m3fn; float32 on the CPU)" % (framework(q), check.dtype_name(q.dtype)))
@@ -143,6 +144,37 @@ def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
     dtype = torch.bfloat16 if out is None else out.dtype
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
+    folded = _descales_folded(q_descale, k, k_descale, kv_cache_dtype)
+    if folded is not None:
+        return q.to(dtype), folded
+    return _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], dtype), k_descale
+
+
+def _descales_folded(q_descale, k, k_descale, kv_cache_dtype):
+    """q_descale times k_descale per KV head ([Hkv] or [1]), or None where they cannot fold: a 16-bit
+    cache (k_descale unused) or a scale that differs between requests."""
+    import torch
+    if not layers.cache_format(torch.bfloat16, k.dtype, kv_cache_dtype).startswith("fp8"):
+        return None
+    if not isinstance(q_descale, torch.Tensor) or not isinstance(k_descale, (torch.Tensor, type(None))):
+        return None
+
+    def per_kv_head(scale):  # [Hkv] or [1], or None where it varies over requests
+        if scale.dim() == 2:
+            if scale.shape[0] > 1 and scale.stride(0) != 0:
+                return None
+            scale = scale[0]
+        return scale.reshape(-1).to(k.device, torch.float32)
+    qs = per_kv_head(q_descale)
+    ks = torch.ones(1, device=k.device) if k_descale is None else per_kv_head(k_descale)
+    if qs is None or ks is None or qs.numel() not in (1, k.shape[2]) or ks.numel() not in (1, k.shape[2]):
+        return None
+    return qs * ks
+
+
+def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, dtype):
+    """q times q_descale (a scalar, [1], or [num_reqs, Hkv] per request and KV head) in `dtype`."""
+    import torch
     batch, heads = cu_seqlens_q.shape[0] - 1, q.shape[1]
     scale = torch.ones((), device=q.device) if q_descale is None else q_descale.to(q.device, torch.float32)
     if scale.dim() == 2:
@@ -157,38 +189,6 @@ def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
     else:
         raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads]" % list(scale.shape))
     return (q.float() * scale).to(dtype)
-
-
-def _query_descale_folded(q, q_descale, k, k_descale, kv_cache_dtype):
-    """For an FP8 cache, q_descale folded into k_descale (both scale the logits alone): the kernels then
-    read the query's FP8 values exactly in 16 bits, with no pass over q to multiply it. None where it
-    cannot fold: a 16-bit cache (k_descale unused) or a scale that differs between requests."""
-    import torch
-    if not layers.cache_format(torch.bfloat16, k.dtype, kv_cache_dtype).startswith("fp8"):
-        return None
-    if not isinstance(q_descale, torch.Tensor) or not isinstance(k_descale, (torch.Tensor, type(None))):
-        return None
-
-    def per_kv_head(scale):  # [Hkv] or [1], or None where it varies over requests
-        if scale.dim() == 2:
-            if scale.shape[0] > 1 and scale.stride(0) != 0:
-                return None
-            scale = scale[0]
-        return scale.reshape(-1).to(q.device, torch.float32)
-    qs = per_kv_head(q_descale)
-    ks = torch.ones(1, device=q.device) if k_descale is None else per_kv_head(k_descale)
-    if qs is None or ks is None or qs.numel() not in (1, k.shape[2]) or ks.numel() not in (1, k.shape[2]):
-        return None
-    return qs * ks
-
-
-def _exact_16bit(q, out):
-    """An FP8 query in out's dtype (bfloat16 without out): every e4m3 value is exact in either."""
-    import torch
-    dtype = torch.bfloat16 if out is None else out.dtype
-    if dtype not in (torch.float16, torch.bfloat16):
-        raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
-    return q.to(dtype)
 
 
 def _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out):
@@ -261,11 +261,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     if check.dtype_name(q.dtype) in check.FP8_DTYPES:
         check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
         check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
-        folded = _query_descale_folded(q, q_descale, k, k_descale, kv_cache_dtype)
-        if folded is None:
-            q = _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
-        else:
-            q, k_descale = _exact_16bit(q, out), folded
+        q, k_descale = _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out)
     _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out)
     _check_constants(alibi_slopes, s_aux, q.shape[1])
     if cp_world_size > 1:
