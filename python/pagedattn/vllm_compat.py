@@ -144,6 +144,8 @@ def _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out):
     dtype = torch.bfloat16 if out is None else out.dtype
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
+    if q_descale is None:  # a scale of 1: nothing to fold or multiply
+        return q.to(dtype), k_descale
     folded = _descales_folded(q_descale, k, k_descale, kv_cache_dtype)
     if folded is not None:
         return q.to(dtype), folded
@@ -176,7 +178,7 @@ def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, dtype):
     """q times q_descale (a scalar, [1], or [num_reqs, Hkv] per request and KV head) in `dtype`."""
     import torch
     batch, heads = cu_seqlens_q.shape[0] - 1, q.shape[1]
-    scale = torch.ones((), device=q.device) if q_descale is None else q_descale.to(q.device, torch.float32)
+    scale = q_descale.to(q.device, torch.float32)
     if scale.dim() == 2:
         if tuple(scale.shape) != (batch, num_kv_heads):
             raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads] = [%d, %d]" % (
@@ -236,7 +238,7 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn)
     is read in out's dtype (bfloat16 without out), exactly; over an FP8 cache q_descale joins k_descale
     (both scale the logits), otherwise, or where it differs between requests, q is multiplied by it.
-    cp_world_size > 1 (with cp_rank and cp_tot_seqused_k, as vLLM's FA3 fork takes them; CPU_ATTN only):
+    cp_world_size > 1 (with cp_rank and cp_tot_seqused_k, as vLLM's FA3 fork takes them; CPU or CUDA arrays):
     k, v and seqused_k are rank cp_rank's share (position t on rank t % cp_world_size), the mask is causal
     at absolute positions, and the result is this rank's partial attention, to combine by its LSE.
     """
