@@ -1,7 +1,7 @@
 # Sourced by scripts/test.sh and scripts/demo.sh: installs missing Debian packages and finds nvcc.
 # Debian 12: g++ 12, CMake 3.25; CUDA (optional) from NVIDIA's toolkit in /usr/local/cuda.
 
-pagedattn_packages=(cmake g++ make libcli11-dev libhwy-dev libdnnl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
+pagedattn_packages=(cmake g++ make libcli11-dev libhwy-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev
                     python3-numpy pybind11-dev python3-dev python3-torch)
 
 # Only for scripts/sanitize.sh: clang and its libFuzzer / sanitizer runtimes.
