@@ -19,9 +19,15 @@ export MODULE_DIR=$WORK/module
 OUT=$WORK/module TESTS=none bash scripts/gpu_python.sh >"$WORK/module.out" 2>&1
 left=$((DEADLINE - SECONDS - 20))  # the packing's margin
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} SUITE_TIMEOUT=$((left - 10))
+# FlashInfer's suite: its GPU tests (its CPU grids, two hours on a core, are CI's and scripts/test.sh's).
+FI_GPU="BatchDecode.test_grid_on_the_gpu BatchPrefillPaged.test_grid_on_the_gpu
+  BatchPrefillPaged.test_page_sizes_from_1_to_1024_on_the_gpu CudaGraphBuffers"
+fi_tests=$(for t in $FI_GPU; do echo -n "test_conformance_flashinfer.$t "; done)
 for ((i = 0; i < SHARDS; ++i)); do
   for t in test_conformance_vllm test_conformance_flashinfer; do
-    OUT=$WORK/${t}_$i PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=$i/$SHARDS TESTS=$t \
+    tests=$t
+    [[ $t == test_conformance_flashinfer ]] && tests=$fi_tests
+    OUT=$WORK/${t}_$i PAGEDATTN_FULL_GRID=1 PAGEDATTN_GRID_SHARD=$i/$SHARDS TESTS="$tests" \
       timeout "$left" bash scripts/gpu_python.sh >"$WORK/${t}_$i.out" 2>&1 &
   done
 done
