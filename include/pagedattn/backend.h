@@ -83,6 +83,12 @@ struct AttentionImplParams {
   // GPU backends: 0 lets the backend choose its kernel generation per launch (vLLM's
   // get_flash_attn_version rule); 2 or 3 forces one for comparisons (an error where it cannot run).
   int kernel_generation = 0;
+  // GPU backends: permission to run prefills over an e4m3 cache on the FP8 tensor cores (the v3 FP8
+  // kernel, FlashAttention-3's FP8 path: Q and P rounded to e4m3 too, about 3e-2 relative error
+  // against 2e-3 where the cache is converted to 16 bits; docs/attention.md states the bound). A
+  // launch it cannot serve (head size, page size, split, workspace) converts the cache as without
+  // it. Needs kv_cache_dtype fp8 / fp8_e4m3; CPU_ATTN computes as without it.
+  bool fp8_tensor_cores = false;
 
   // The scores scale · q·k are float32 in every backend, so a scale above this would overflow
   // them for ordinary inputs.

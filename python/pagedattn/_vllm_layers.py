@@ -99,12 +99,14 @@ def layout_of(cache):
     return "HND" if strides[1] < strides[2] else "NHD"
 
 
-def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux, fa_version):
-    """The impl for a layer of this configuration on `device` (made once, then reused)."""
+def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, softcap, alibi_slopes, s_aux, fa_version,
+               fp8_tensor_cores=False):
+    """The impl for a layer of this configuration on `device` (made once, then reused); fp8_tensor_cores:
+    AttentionImplParams::fp8_tensor_cores (an FP8 query over an e4m3 cache, as FA3 runs it)."""
     num_heads, head_size, block_size, num_kv_heads = q.shape[1], q.shape[2], k.shape[1], k.shape[2]
     layout = layout_of(k)
     key = (device, q.dtype, k.dtype, num_heads, num_kv_heads, head_size, block_size, softmax_scale, causal, window,
-           softcap, id(alibi_slopes), id(s_aux), kv_cache_dtype, fa_version, layout)
+           softcap, id(alibi_slopes), id(s_aux), kv_cache_dtype, fa_version, layout, fp8_tensor_cores)
     impl = _impls.get(key)
     if impl is not None:
         return impl[0]
@@ -119,7 +121,7 @@ def layer_impl(device, q, k, kv_cache_dtype, softmax_scale, causal, window, soft
             num_heads=num_heads, head_size=head_size, num_kv_heads=num_kv_heads, scale=softmax_scale, dtype=dtype,
             alibi_slopes=host_floats(alibi_slopes), sliding_window=window, kv_cache_dtype=kv_cache_dtype,
             logits_soft_cap=softcap or None, sinks=host_floats(s_aux), kv_layout=layout, device=device,
-            kernel_generation=generation)
+            kernel_generation=generation, fp8_tensor_cores=fp8_tensor_cores)
     except ValueError as e:
         if generation and "kernel_generation" in str(e):  # this device cannot run the forced generation
             raise ValueError("fa_version = %d: %s" % (fa_version, e)) from e

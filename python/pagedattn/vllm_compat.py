@@ -260,7 +260,8 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     softcap = check.soft_cap(softcap, "softcap", "0 = no cap")
     window = check.window(window_size)
     check.array(q, "q", rank=3)
-    if check.dtype_name(q.dtype) in check.FP8_DTYPES:
+    fp8_query = check.dtype_name(q.dtype) in check.FP8_DTYPES
+    if fp8_query:
         check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
         check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
         q, k_descale = _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out)
@@ -294,12 +295,14 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
                                s_aux is not None, softcap)
     attn_metadata = step.metadata(block_table, kind)
     layers.check_num_splits(num_splits, step.num_splits)
+    # FA3 runs an FP8 query over an e4m3 cache on the FP8 tensor cores: so do we where the kernel serves.
+    fp8_tensor_cores = fp8_query and kv_format in ("fp8", "fp8_e4m3")
     layer = (q.dtype, k.dtype, kv_format, softmax_scale, causal, window, softcap, id(alibi_slopes), id(s_aux),
-             fa_version, layers.layout_of(k))
+             fa_version, layers.layout_of(k), fp8_tensor_cores)
     entry = step.layers.get(layer)
     if entry is None:
         impl = layers.layer_impl(step.device, q, k, kv_format, softmax_scale, causal, window, softcap, alibi_slopes,
-                                 s_aux, fa_version)
+                                 s_aux, fa_version, fp8_tensor_cores)
         entry = step.layers[layer] = (impl, kv_format.startswith("fp8"), alibi_slopes, s_aux)
     impl, fp8 = entry[0], entry[1]
     if out is None:

@@ -153,7 +153,7 @@ void bind_selector(py::module_& m) {
            [](const AttentionBackend& b, int num_heads, int head_size, int num_kv_heads, py::handle scale,
               py::handle dtype, py::handle alibi_slopes, py::handle sliding_window, py::handle kv_cache_dtype,
               py::handle logits_soft_cap, py::handle attn_type, py::handle sinks, py::handle kv_layout,
-              py::handle device, int kernel_generation) {
+              py::handle device, int kernel_generation, bool fp8_tensor_cores) {
              AttentionImplParams p;
              p.num_heads = num_heads;
              p.head_size = head_size;
@@ -169,14 +169,17 @@ void bind_selector(py::module_& m) {
              p.kv_layout = layout_arg(kv_layout, "kv_layout");
              p.device = device_arg(device, "device");
              p.kernel_generation = kernel_generation;
+             p.fp8_tensor_cores = fp8_tensor_cores;
              return make_impl(b, p);
            },
            "num_heads"_a, "head_size"_a, "num_kv_heads"_a, "scale"_a = py::none(), "dtype"_a = "bf16",
            "alibi_slopes"_a = py::none(), "sliding_window"_a = py::none(), "kv_cache_dtype"_a = "auto",
            "logits_soft_cap"_a = py::none(), "attn_type"_a = "decoder", "sinks"_a = py::none(),
            "kv_layout"_a = "NHD", "device"_a = py::none(), "kernel_generation"_a = 0,
+           "fp8_tensor_cores"_a = false,
            "One layer's impl (vLLM's AttentionImpl); scale None = 1/sqrt(head_size); kernel_generation "
-           "0 = the backend's choice, 2 or 3 forces one (GPU backends).")
+           "0 = the backend's choice, 2 or 3 forces one (GPU backends); fp8_tensor_cores: prefills over "
+           "an e4m3 cache may run on the FP8 tensor cores (Q and P rounded to e4m3 too).")
       .def("__repr__", [](const AttentionBackend& b) { return "<AttentionBackend " + std::string(b.name()) + ">"; });
 
   m.def("registered_backends",

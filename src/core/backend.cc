@@ -108,6 +108,11 @@ Status AttentionImplParams::validate() const {
     return invalid_argument("kernel_generation = " + str(kernel_generation) +
                             " (allowed: 0 = the backend's choice, 2, 3)");
   }
+  if (fp8_tensor_cores && kv_cache_dtype != KVCacheDType::kFP8E4M3) {
+    return invalid_argument("fp8_tensor_cores needs an e4m3 cache (kv_cache_dtype fp8 or "
+                            "fp8_e4m3); kv_cache_dtype is " +
+                            std::string(kv_cache_dtype_name(kv_cache_dtype)));
+  }
   return ok_status();
 }
 

@@ -195,6 +195,27 @@ TEST(PagedAttentionV3Fp8, SharpScoresMoveTheBases) {
   }
 }
 
+// Rows of 32768 keys (vLLM saw FA3's FP8 path lose needle retrieval on long contexts, 91% -> 13%,
+// until it accumulated in two levels): each key's share of a row's sums falls below the 14 bits
+// that the FP8 tensor cores keep of an accumulator, so a kernel that summed the whole row there
+// drops most of them (rel_frob 0.63 and LSE 0.57 on an H100). The short rows' bounds hold; the
+// last 64 queries of each request (a chunked prefill's last chunk), causal and not.
+TEST(PagedAttentionV3Fp8, ThirtyTwoThousandKeys) {
+  PAGEDATTN_REQUIRE_V3();
+  for (int d : fp8_head_sizes()) {
+    CaseSpec c = fp8_case(50, d, true);
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.seq_lens = {32768, 20000};
+    c.query_lens = {64, 64};
+    c.name += "_32k";
+    expect_fp8_close(c, KVCacheLayout::kNHD, launch_v3_fp8, "v3 FP8", false);
+    c.causal = false;
+    c.name += "_noncausal";
+    expect_fp8_close(c, KVCacheLayout::kHND, launch_v3_fp8_three_ctas, "v3 FP8 3 CTAs", false);
+  }
+}
+
 kernels::PagedAttentionParams refused_params(DType cache, int head_size, int block_size) {
   kernels::PagedAttentionParams p;
   p.generation = kernels::KernelGeneration::kV3;

@@ -150,6 +150,34 @@ class VarlenWithPagedKV(unittest.TestCase):
         want, _ = cf.paged_attention(q_real, k_real, v_real, query_lens, kv_lens, table, True, scale)
         cf.assert_close(self, got.cpu(), want, "bfloat16", "out")
 
+    @cf.needs_gpu
+    def test_fp8_prefills_run_on_the_fp8_tensor_cores(self):
+        # FA3 runs FP8 q/k/v on the FP8 tensor cores where it serves (Hopper, D 128 or 256, pages of 64 keys
+        # and more): so does the drop-in, within the FP8 error bound of docs/attention.md (relative
+        # Frobenius 0.045: Q and P rounded to e4m3 too), a 16-bit cache read as before.
+        from pagedattn import _vllm_layers
+        if torch.cuda.get_device_capability()[0] != 9:
+            self.skipTest("the FP8 tensor-core kernel is Hopper's (sm_90a)")
+        fp8 = torch.float8_e4m3fn
+        for head_size in (128, 256):
+            with self.subTest(head_size=head_size):
+                q, k, v, query_lens, kv_lens, table = paged_inputs([(700, 700), (100, 3000), (129, 129)], (8, 2),
+                                                                   head_size, 128, 64, torch.float32, seed=5)
+                q8, k8, v8 = (x.to(fp8) for x in (q, k, v))
+                scale = head_size ** -0.5
+                _vllm_layers._impls.clear()
+                got = vc.flash_attn_varlen_func(q=q8.cuda(), k=k8.cuda(), v=v8.cuda(),
+                                                cu_seqlens_q=cf.offsets(query_lens).cuda(),
+                                                seqused_k=torch.tensor(kv_lens, dtype=torch.int32).cuda(),
+                                                max_seqlen_q=max(query_lens), max_seqlen_k=max(kv_lens),
+                                                softmax_scale=scale, causal=True, block_table=table.cuda())
+                generations = {entry[0].kernel_generation() for entry in _vllm_layers._impls.values()}
+                self.assertTrue(any("v3" in g for g in generations), generations)
+                want, _ = cf.paged_attention(q8.float(), k8.float(), v8.float(), query_lens, kv_lens, table, True,
+                                             scale)
+                error = float((got.cpu().double() - want).norm() / want.norm())
+                self.assertLess(error, 0.045)
+
 
 @cf.needs_torch
 class Cascade(unittest.TestCase):

@@ -208,6 +208,24 @@ TEST(CpuParameters, KernelGenerationIsRefused) {
   }
 }
 
+// fp8_tensor_cores permits the GPU backends' FP8 tensor cores (an accuracy trade CPU_ATTN has no
+// use for): over an e4m3 cache the result is the same bytes with it or without.
+TEST(CpuParameters, Fp8TensorCoresChangeNothing) {
+  CaseSpec s = decode_and_chunk();
+  s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+  std::vector<std::vector<uint8_t>> outputs;
+  for (const bool permitted : {false, true}) {
+    HostBatch b = make(s);
+    b.params.fp8_tensor_cores = permitted;
+    StatusOr<RunResult> r = run_against_reference(b);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->comparison.pass) << r->comparison;
+    const auto* bytes = static_cast<const uint8_t*>(r->output.view().data());
+    outputs.emplace_back(bytes, bytes + r->output.view().nbytes());
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+}
+
 // A deterministic builder runs no cascade (whether a step has a shared prefix depends on the rest
 // of the batch): its rule never asks for one, and build() refuses one, naming deterministic.
 // (CPU_ATTN's rule declines these 256 shared keys either way: they fit the last-level cache.)

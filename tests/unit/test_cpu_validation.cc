@@ -74,6 +74,8 @@ TEST(CpuImplParamsTest, RejectsEachBadParameter) {
   // Scores are float32: a scale that overflows them for ordinary inputs is refused, not NaN.
   expect_rejected(with([](auto& p) { p.scale = 3e38f; }), "scale = 3e+38 is not allowed");
   expect_rejected(with([](auto& p) { p.kernel_generation = 5; }), "kernel_generation = 5");
+  expect_rejected(with([](auto& p) { p.fp8_tensor_cores = true; }),
+                  "fp8_tensor_cores needs an e4m3 cache");
   expect_rejected(with([](auto& p) { p.logits_soft_cap = INFINITY; }), "logits_soft_cap");
   expect_rejected(with([](auto& p) { p.device = Device::cuda(0); }), "device");
   expect_rejected(with([](auto& p) { p.attn_type = AttentionType::kEncoderDecoder; }), "attn_type",

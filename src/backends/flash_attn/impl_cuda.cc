@@ -65,6 +65,7 @@ class FlashAttnImpl final : public gpu::GpuImpl {
       kernels::PagedAttentionParams p = base;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
+      offer_fp8_tensor_cores(p, md->split);
       generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);
     };

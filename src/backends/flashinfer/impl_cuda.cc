@@ -105,6 +105,7 @@ class FlashInferImpl final : public gpu::GpuImpl {
                                                      : pass.max_num_splits;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
+      offer_fp8_tensor_cores(p, md->split);
       generations_.choose(p, pass.kernel);
       return kernels::launch_paged_attention(p, stream);
     };

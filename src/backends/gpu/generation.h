@@ -57,6 +57,7 @@ class LaunchGenerations {
         (kernel == PassKernel::kV2 || !kernels::paged_attention_serves(p).ok())) {
       p.generation = kernels::KernelGeneration::kV2;
       p.pack_gqa = false;
+      p.fp8_tensor_cores = false;  // v2 converts the cache to 16 bits
     }
     used_.fetch_or(p.generation == kernels::KernelGeneration::kV3 ? kUsedV3 : kUsedV2,
                    std::memory_order_relaxed);

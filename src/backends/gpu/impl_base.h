@@ -124,6 +124,22 @@ class GpuImpl : public AttentionImpl {
     return ok_status();
   }
 
+  // The FP8 tensor cores for this launch (set_pass done) where the layer permits them
+  // (AttentionImplParams::fp8_tensor_cores): an unsplit launch over every request, V's transposed
+  // images in the split workspace's partials (unused by an unsplit launch; passes run one after
+  // another on the stream). Elsewhere the launch converts the cache as without the permission.
+  void offer_fp8_tensor_cores(kernels::PagedAttentionParams& p,
+                              const SplitWorkspaceView& split) const {
+    if (!params_.fp8_tensor_cores || p.max_num_splits != 1 || p.pass_requests != nullptr) return;
+    p.fp8_tensor_cores = true;
+    if (split.out == nullptr || kernels::paged_attention_fp8_workspace_bytes(p) > split.out_bytes) {
+      p.fp8_tensor_cores = false;
+      return;
+    }
+    p.fp8_workspace = split.out;
+    p.fp8_workspace_bytes = split.out_bytes;
+  }
+
   // The decode kernel's launch of a step's decode pass, writing `out`.
   kernels::DecodeAttentionParams decode_params(const TensorView& query, const KVCacheView& kv_cache,
                                                const KVScales& scales, const DecodePass& decode,

@@ -76,6 +76,7 @@ struct SplitWorkspaceView {
   float* out = nullptr;
   float* lse = nullptr;
   int64_t token_capacity = 0;
+  size_t out_bytes = 0;  // out's allocation (an unsplit launch may use it: GpuImpl::offer_fp8_tensor_cores)
 };
 
 // Cascade (a shared prefix): the prefix pass runs every real query token as one non-causal request

@@ -41,7 +41,7 @@ StatusOr<SplitWorkspace> SplitWorkspace::allocate(int device,
 }
 
 SplitWorkspaceView SplitWorkspace::view() const {
-  return {out_.as<float>(), lse_.as<float>(), token_capacity_};
+  return {out_.as<float>(), lse_.as<float>(), token_capacity_, out_.bytes()};
 }
 
 StatusOr<CascadeBuilder> CascadeBuilder::create(std::string backend, const BuilderParams& params,

@@ -1,12 +1,12 @@
-// A consumer warpgroup of the v3 FP8 prefill kernel: the bf16 consumer's schedule
-// (v3/mainloop_mma.cuh: S_i issued with P_{i-1}·V_{i-1}, softmax while that runs, ping-pong
-// between the warpgroups) with both products on the FP8 tensor cores and three scales:
+// A consumer warpgroup of the v3 FP8 prefill kernel: both products on the FP8 tensor cores, one KV
+// tile after another (consume_tile_fp8), ping-pong turns between the warpgroups, and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
 //   its softmax scale (softmax_tile_fp8_lazy), exactly;
 // - P = exp2(score - base + offset) stays below e4m3's 448 (v3/fp8/softmax.cuh: the lazy
 //   softmax); the row sum, by the tensor cores from the rounded values that P·V uses, cancels
 //   2^offset in O / l, and the LSE subtracts it;
 // - O is v_scale times Σ P·V8 (applied once, before the store).
+// Each tile's P·V and row sums start from zero and join O and l in float32 (issue_pv_chunk_fp8).
 #pragma once
 
 #include <cmath>
@@ -54,28 +54,29 @@ __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Traits<kD,
   device::wgmma_commit_group();
 }
 
-// O += P · V_tile with Vᵀ K-major: O chunk c is Vᵀ rows 128c..128c+127 (of each 128-key panel),
-// k32 steps of 32 keys; and the row sums l += P · ones (l: the m64n8 accumulators), not 64 adds
-// per thread and tile.
+// P · V_tile's O chunk c (Vᵀ rows 128c..128c+127 of each 128-key panel; Vᵀ K-major, k32 steps of
+// 32 keys) into `part` from zero, and with c = 0 the tile's row sums into `l_part` (P · ones: the
+// m64n8 accumulators), not 64 adds per thread and tile. From zero because the FP8 tensor cores
+// keep about 14 bits of an accumulator (DeepSeek-V3, FlashAttention-3's FP8 path): added to a
+// whole row's running sum, each of 32768 keys' terms fell below them (rel_frob 0.63 on an H100);
+// one tile's sum stays within them and joins O and l in float32 (two-level accumulation).
 template <int kD, int kN>
-__device__ __forceinline__ void issue_pv_fp8(
-    float (&o)[PrefillFp8Traits<kD, kN>::kOChunks][PrefillFp8Traits<kD, kN>::kOChunkRegs],
-    float (&l)[4], const uint32_t (&p)[PrefillFp8Traits<kD, kN>::kKeySteps][4], uint32_t vt_base,
-    uint32_t ones) {
+__device__ __forceinline__ void issue_pv_chunk_fp8(
+    float (&part)[PrefillFp8Traits<kD, kN>::kOChunkRegs], float (&l_part)[4],
+    const uint32_t (&p)[PrefillFp8Traits<kD, kN>::kKeySteps][4], uint32_t vt_base, uint32_t ones,
+    int c) {
   using S = PrefillFp8Traits<kD, kN>;
   const uint64_t vt_desc = device::wgmma_desc_sw128(vt_base, 16, 1024);
 #pragma unroll
-  for (int c = 0; c < S::kOChunks; ++c) {
+  for (int kk = 0; kk < S::kKeySteps; ++kk) {
+    const uint32_t offset = (kk / 4) * S::kVtPanelBytes + c * S::kOChunkCols * 128 + (kk % 4) * 32;
+    device::wgmma_k32_e4m3_rs(part, p[kk], device::wgmma_desc_advance(vt_desc, offset), kk > 0);
+  }
+  if (c == 0) {
 #pragma unroll
     for (int kk = 0; kk < S::kKeySteps; ++kk) {
-      const uint32_t offset =
-          (kk / 4) * S::kVtPanelBytes + c * S::kOChunkCols * 128 + (kk % 4) * 32;
-      device::wgmma_k32_e4m3_rs(o[c], p[kk], device::wgmma_desc_advance(vt_desc, offset), true);
+      device::wgmma_k32_e4m3_rs_n8(l_part, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), kk > 0);
     }
-  }
-#pragma unroll
-  for (int kk = 0; kk < S::kKeySteps; ++kk) {
-    device::wgmma_k32_e4m3_rs_n8(l, p[kk], device::wgmma_desc_sw128(ones, 16, 1024), true);
   }
   device::wgmma_commit_group();
 }
@@ -86,9 +87,11 @@ struct Fp8ConsumerPosition {
   int tile_count = 0;  // work tiles done (the phase of q_full)
 };
 
-// One work tile for consumer warpgroup `turns.consumer` (the bf16 consumer's steps, FP8 operands):
-// S_i is issued before waiting for Vᵀ_{i-1}, P·V after it; a warp whose rows all kept their
-// softmax base skips O's rescale (alpha is exactly 1).
+// One work tile for consumer warpgroup `turns.consumer`, each KV tile in turn: S_i on the tensor
+// cores, its lazy softmax (O and l rescaled only when a row's base moved in the warp), then P_i·V_i
+// chunk by chunk into a part from zero that joins O in float32 (issue_pv_chunk_fp8). Serial within
+// the warpgroup: S_{i+1} beside P_i·V_i would need a second O's registers (the bf16 kernel's
+// overlap); the other consumer's products fill the tensor cores meanwhile (ping-pong turns).
 template <int kD, int kN>
 __device__ __forceinline__ void consume_tile_fp8(
     const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
@@ -110,15 +113,9 @@ __device__ __forceinline__ void consume_tile_fp8(
     for (int i = 0; i < S::kOChunkRegs; ++i) o[c][i] = 0.0f;
   }
   RowState st;
-  float l_mma[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // row sums: rows g, g, g + 8, g + 8
   const uint32_t ones = device::smem_addr(s.ones);
   float sc[S::kScoreRegs], alpha[2], scale_log2[2];
   uint32_t p[S::kKeySteps][4];
-  auto scores_to_p = [&](int i) {
-    const int key0 = i * S::kBlockN;
-    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
-    return softmax_tile_fp8_lazy(sc, st, scale_log2, alpha);
-  };
   auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
   // Vᵀ of KV tile i: its ring slot holds the tile's image, or with 64-key tiles (D 256) a
   // 128-key image whose odd tiles start at byte 64 of each row.
@@ -131,55 +128,47 @@ __device__ __forceinline__ void consume_tile_fp8(
   for (int h = 0; h < 2; ++h) {
     scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
   }
-  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
-  turns.begin();
-  device::wgmma_fence();
-  issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
-  turns.end(false);
-  device::wgmma_wait_group<0>();
-  device::wgmma_fence_operands(sc);
-  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
-  scores_to_p(0);  // O is still zero: nothing to rescale
-  pack_p_fp8(sc, p);
-  for (int i = 1; i < w.num_kv_tiles; ++i) {
-    const int stage = stage_of(i), prev = stage_of(i - 1);
+  for (int i = 0; i < w.num_kv_tiles; ++i) {
+    const int stage = stage_of(i);
+    const bool last_kv = i == w.num_kv_tiles - 1;
     device::mbarrier_wait(&s.k_full[stage], parity_of(i));
     turns.begin();
     device::wgmma_fence();
     issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
-    device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
-    issue_pv_fp8<kD, kN>(o, l_mma, p, vt_of(i - 1), ones);
     turns.end(false);
-    device::wgmma_wait_group<1>();
+    device::wgmma_wait_group<0>();
     device::wgmma_fence_operands(sc);
     device::mbarrier_arrive(&s.k_empty[stage]);
-    const bool grew = scores_to_p(i);
-    device::wgmma_wait_group<0>();
-#pragma unroll
-    for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-    device::wgmma_fence_operands(l_mma);
-    device::mbarrier_arrive(&s.vt_empty[prev]);
-    if (__any_sync(0xffffffffu, grew)) {  // else every alpha of the warp is exactly 1
-      rescale(o, alpha);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) l_mma[i] *= alpha[i / 2];
+    if (last_kv) device::mbarrier_arrive(&s.q_empty);  // every S of the tile is done, the descales read
+    const int key0 = i * S::kBlockN;
+    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
+    if (__any_sync(0xffffffffu, softmax_tile_fp8_lazy(sc, st, scale_log2, alpha))) {
+      rescale(o, alpha);  // else every alpha of the warp is exactly 1
+      st.l[0] *= alpha[0];
+      st.l[1] *= alpha[1];
     }
     pack_p_fp8(sc, p);
-  }
-  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
-  const int last = stage_of(w.num_kv_tiles - 1);
-  device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
-  turns.begin();
-  device::wgmma_fence();
-  issue_pv_fp8<kD, kN>(o, l_mma, p, vt_of(w.num_kv_tiles - 1), ones);
-  turns.end(last_tile);
-  device::wgmma_wait_group<0>();
+    device::mbarrier_wait(&s.vt_full[stage], parity_of(i));
 #pragma unroll
-  for (int c = 0; c < S::kOChunks; ++c) device::wgmma_fence_operands(o[c]);
-  device::wgmma_fence_operands(l_mma);
-  device::mbarrier_arrive(&s.vt_empty[last]);
-  st.l[0] = l_mma[0];
-  st.l[1] = l_mma[2];
+    for (int c = 0; c < S::kOChunks; ++c) {
+      float part[S::kOChunkRegs];
+      float l_part[4];  // rows g, g, g + 8, g + 8
+      turns.begin();
+      device::wgmma_fence();
+      issue_pv_chunk_fp8<kD, kN>(part, l_part, p, vt_of(i), ones, c);
+      turns.end(last_tile && last_kv && c == S::kOChunks - 1);
+      device::wgmma_wait_group<0>();
+      device::wgmma_fence_operands(part);
+#pragma unroll
+      for (int j = 0; j < S::kOChunkRegs; ++j) o[c][j] += part[j];
+      if (c == 0) {
+        device::wgmma_fence_operands(l_part);
+        st.l[0] += l_part[0];
+        st.l[1] += l_part[2];
+      }
+    }
+    device::mbarrier_arrive(&s.vt_empty[stage]);
+  }
   store_rows_fp8(o, st, scale_log2, kLazyOffset, v_scale, a, w, row);
   pos.use += w.num_kv_tiles;
   ++pos.tile_count;

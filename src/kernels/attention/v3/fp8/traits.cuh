@@ -48,10 +48,10 @@ struct PrefillFp8Traits {
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
   // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc: 128 * 72 +
-  // 256 * 216 (at D 256 the tensor-core row sums spill 12 bytes). Wide tiles: S of 128 keys beside
-  // D 256's O needs 240 (with fewer, ptxas serialises the wgmmas: C7512), and the producer, which
-  // only loads and converts Q, gives them up: 128 * 24 + 256 * 240 (the producer spills 32 bytes).
-  // At D 128, S of 192 keys fits in 232, and the producer's 40 do not spill.
+  // 256 * 216. Wide tiles: S of 128 keys beside D 256's O needs 240 (with fewer, ptxas serialises
+  // the wgmmas: C7512), and the producer, which only loads and converts Q, gives them up: 128 * 24
+  // + 256 * 240. At D 128, S of 192 keys fits in 232, and the producer's 40 do not spill. At D 256
+  // the kernel spills 44 bytes with either tiles (a P·V chunk's part beside O).
   static constexpr int kProducerRegisters = kWide ? (kD == 128 ? 40 : 24) : 72;
   static constexpr int kConsumerRegisters = kWide ? (kD == 128 ? 232 : 240) : 216;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
