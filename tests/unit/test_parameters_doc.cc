@@ -165,7 +165,7 @@ void expect_documented(const std::string& heading, const std::vector<std::string
 TEST(ParametersDoc, ParsesTheHeaders) {
   const std::string backend = read_source("include/pagedattn/backend.h");
   EXPECT_EQ(struct_fields(backend, "BuilderParams").front(), "num_heads");
-  EXPECT_EQ(struct_fields(backend, "AttentionImplParams").back(), "kernel_generation");
+  EXPECT_EQ(struct_fields(backend, "AttentionImplParams").back(), "fp8_tensor_cores");
   EXPECT_EQ(function_arguments(backend, "forward"),
             (std::vector<std::string>{"query", "key", "value", "kv_cache", "metadata", "output",
                                       "output_lse", "scales", "stream"}));

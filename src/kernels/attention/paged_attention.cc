@@ -194,10 +194,9 @@ size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& p) {
       p.head_size <= 0) {
     return 0;
   }
-  // Panels of 128 keys x head_size bytes: one per 128 keys, or two per 192-key tile (v3's wide
-  // FP8 tiles at head size 128), whichever is more.
+  // Panels of 128 keys x head_size bytes, one per 128 keys (v3's FP8 tiles hold 128 keys or 64).
   const size_t keys = static_cast<size_t>(p.max_seq_len);
-  const size_t panels = std::max((keys + 127) / 128, 2 * ((keys + 191) / 192));
+  const size_t panels = (keys + 127) / 128;
   return static_cast<size_t>(p.num_reqs) * panels * static_cast<size_t>(p.num_kv_heads) *
          static_cast<size_t>(p.head_size) * 128;
 }

@@ -103,8 +103,8 @@ int paged_attention_kernel_head_size(
     int head_size);  // the instantiated size that serves head_size; 0 = none
 
 // The bytes of PagedAttentionParams::fp8_workspace a launch with fp8_tensor_cores needs (0 where it
-// needs none): num_reqs x num_kv_heads x head_size x 128 x the larger of ceil(max_seq_len / 128)
-// and 2 ceil(max_seq_len / 192), about 1.33 times V's bytes in the cache at most.
+// needs none): num_reqs x num_kv_heads x head_size x 128 x ceil(max_seq_len / 128), V's bytes of
+// the longest request per request.
 size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& params);
 
 // Validates what the kernel cannot serve, then launches (stream: cudaStream_t).

@@ -33,15 +33,12 @@ Status launch_prefill_fp8_kernel(const CUtensorMap& q_map, const CUtensorMap& k_
     return unimplemented("paged attention v3 FP8: head size " + std::to_string(kD) +
                          " is not built");
   } else {
-    if (tiles == Fp8Tiles::kWide) {
-      return launch_prefill_fp8_config<kD, Fp8Tiles::kWide>(q_map, k_map, args, grid, stream);
-    }
     if constexpr (kD == 256) {
-      return launch_prefill_fp8_config<kD, Fp8Tiles::kNarrow>(q_map, k_map, args, grid, stream);
-    } else {
-      return unimplemented("paged attention v3 FP8: narrow KV tiles at head size " +
-                           std::to_string(kD) + " are not built");
+      if (tiles == Fp8Tiles::kWide) {
+        return launch_prefill_fp8_config<kD, Fp8Tiles::kWide>(q_map, k_map, args, grid, stream);
+      }
     }
+    return launch_prefill_fp8_config<kD, Fp8Tiles::kNarrow>(q_map, k_map, args, grid, stream);
   }
 }
 

@@ -21,8 +21,7 @@ Status unsupported(const std::string& what) {
 }
 
 // The K plane of bytes (kernels/paged_kv_map.h) in boxes of 128 columns (one swizzle span) x
-// `keys` tokens (a KV tile, or a part inside one page: fp8_k_box_keys); V reaches the kernel
-// transposed (v_transpose.h).
+// `keys` tokens (a KV tile); V reaches the kernel transposed (v_transpose.h).
 Status encode_fp8_k_map(const PagedAttentionParams& p, int keys, CUtensorMap* map,
                         int* token_coord) {
   const PagedKvMapShape m = paged_kv_map_shape(p, 1, 128, static_cast<uint32_t>(keys));
@@ -35,15 +34,11 @@ Status encode_fp8_k_map(const PagedAttentionParams& p, int keys, CUtensorMap* ma
                         std::to_string(static_cast<int>(r)) + ")");
 }
 
-// Keys per TMA box of K with `tiles` at head size d: pages must be multiples of it.
-int k_box_keys(int d, Fp8Tiles tiles) {
-  return fp8_k_box_keys(fp8_kv_tile_keys(d, tiles));
-}
-
-// The tiles a launch runs: wide where the pages hold their K boxes, else narrow.
+// The tiles a launch runs: at D 256 wide where the pages hold them, else narrow; at D 128 the
+// one configuration (kNarrow's keys).
 Fp8Tiles launch_tiles(const PagedAttentionParams& p) {
-  const bool wide_fits = p.block_size % k_box_keys(p.head_size, Fp8Tiles::kWide) == 0;
-  return wide_fits ? Fp8Tiles::kWide : Fp8Tiles::kNarrow;
+  const bool wide = p.head_size == 256 && p.block_size % fp8_kv_tile_keys(256, Fp8Tiles::kWide) == 0;
+  return wide ? Fp8Tiles::kWide : Fp8Tiles::kNarrow;
 }
 
 }  // namespace
@@ -59,7 +54,7 @@ Status check_fp8_served(const PagedAttentionParams& p) {
   if (p.head_size != 128 && p.head_size != 256) {
     return unsupported("head_size " + std::to_string(p.head_size) + " (allowed: 128, 256)");
   }
-  const int keys = k_box_keys(p.head_size, launch_tiles(p));
+  const int keys = fp8_kv_tile_keys(p.head_size, launch_tiles(p));
   if (p.block_size <= 0 || p.block_size % keys != 0) {
     return unsupported("block_size " + std::to_string(p.block_size) + " (allowed: multiples of " +
                        std::to_string(keys) + " at head_size " + std::to_string(p.head_size) + ")");
@@ -89,7 +84,7 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   const Fp8Tiles tiles = launch_tiles(p);
   const int tile_keys = fp8_kv_tile_keys(p.head_size, tiles);
   PAGEDATTN_RETURN_IF_ERROR(
-      encode_fp8_k_map(p, fp8_k_box_keys(tile_keys), &k_map, &a.base.kv_token_coord));
+      encode_fp8_k_map(p, tile_keys, &k_map, &a.base.kv_token_coord));
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;

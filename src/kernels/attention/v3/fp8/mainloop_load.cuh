@@ -100,8 +100,8 @@ __device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, cons
 }
 
 // Issues the copies of KV tile `i` of w into ring stage `stage` (warp 0 of the producer): K by
-// TMA, one box per panel and kKBoxKeys keys (a box lies inside one page; boxes past the request's
-// last page read that page again: their keys are masked), and its Vᵀ image by one bulk copy.
+// TMA, one box per panel (a tile lies inside one page; a tile past the request's last page reads
+// that page again: its keys are masked), and its Vᵀ image by one bulk copy.
 template <int kD, int kN>
 __device__ __forceinline__ void load_kv_tile(const CUtensorMap* k_map, const PrefillFp8Args& a,
                                              const PrefillTile& w, int i, int stage,
@@ -113,18 +113,15 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* k_map, const Pre
     const bool token_first = a.base.kv_token_coord == 1;
     const int last_page = (w.k_len - 1) / a.base.block_size;
     device::mbarrier_arrive_expect_tx(&s.k_full[stage], S::kKvTileBytes);
-    for (int box = 0; box < S::kBlockN / S::kKBoxKeys; ++box) {
-      const int key = i * S::kBlockN + box * S::kKBoxKeys;
-      const int page = min(key / a.base.block_size, last_page);
-      const int block = a.base.block_table[w.req * a.base.block_table_stride + page];
-      const int row0 = key % a.base.block_size;
-      // K map coordinates: {column byte, token or head, head or token, block}.
-      int32_t c[4] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, block};
-      for (int panel = 0; panel < S::kPanels; ++panel) {
-        c[0] = 128 * panel;
-        device::tma_load<4>(s.k[stage] + panel * S::kKvPanelBytes + box * S::kKBoxKeys * 128, k_map,
-                            c, &s.k_full[stage]);
-      }
+    const int key = i * S::kBlockN;
+    const int page = min(key / a.base.block_size, last_page);
+    const int block = a.base.block_table[w.req * a.base.block_table_stride + page];
+    const int row0 = key % a.base.block_size;
+    // K map coordinates: {column byte, token or head, head or token, block}.
+    int32_t c[4] = {0, token_first ? row0 : w.kv_head, token_first ? w.kv_head : row0, block};
+    for (int panel = 0; panel < S::kPanels; ++panel) {
+      c[0] = 128 * panel;
+      device::tma_load<4>(s.k[stage] + panel * S::kKvPanelBytes, k_map, c, &s.k_full[stage]);
     }
   }
   device::mbarrier_wait(&s.vt_empty[stage], parity);

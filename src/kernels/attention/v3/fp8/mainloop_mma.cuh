@@ -24,14 +24,14 @@
 namespace pagedattn::kernels::attention::v3 {
 
 // S = Q_rows · K_tileᵀ, one group: per k32 step over the head columns (four per 128-column
-// panel), one wgmma of N 128 per 128 keys and one of N 64 for a last 64 (192-key tiles).
+// panel), one wgmma of N 128 per 128 keys, or one of N 64 (64-key tiles).
 template <int kD, int kN>
 __device__ __forceinline__ void issue_scores_fp8(float (&s)[PrefillFp8Traits<kD, kN>::kScoreRegs],
                                                  uint32_t q_base, uint32_t k_base) {
   using S = PrefillFp8Traits<kD, kN>;
   constexpr int kWhole = kN / 128;        // N 128 products
   constexpr bool kRest = kN % 128 == 64;  // one N 64 product after them
-  static_assert(kN % 128 == 0 || kN % 128 == 64, "tiles of 64, 128 or 192 keys");
+  static_assert(kN == 128 || kN == 64, "tiles of 64 or 128 keys");
   const uint64_t q_desc = device::wgmma_desc_sw128(q_base, 16, 1024);
   const uint64_t k_desc = device::wgmma_desc_sw128(k_base, 16, 1024);
 #pragma unroll
@@ -174,6 +174,103 @@ __device__ __forceinline__ void consume_tile_fp8(
   ++pos.tile_count;
 }
 
+// One work tile, S_i issued beside P_{i-1}·V_{i-1} (the bf16 kernel's overlap): the softmax of S_i
+// runs while that P·V, from zero into a part of its own, is on the tensor cores; then O and l take
+// the part and the rescale in one pass. One O chunk (D 128): the part's registers beside S, O and
+// P fit with 128-key tiles.
+template <int kD, int kN>
+__device__ __forceinline__ void consume_tile_fp8_overlapped(
+    const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
+    const IssueTurns& turns, bool last_tile, Fp8ConsumerPosition& pos) {
+  using S = PrefillFp8Traits<kD, kN>;
+  static_assert(S::kOChunks == 1, "one O chunk: a part of O's size beside S");
+  const PrefillArgs& a = fa.base;
+  const int tid = threadIdx.x % 128;
+  const int local_row = turns.consumer * S::kRowsPerConsumer + 16 * (tid / 32) + (tid % 32) / 4;
+  const int first_row = w.q0 + turns.consumer * S::kRowsPerConsumer;
+  const int row = w.q0 + local_row;
+  const uint32_t q_base = device::smem_addr(s.q) + turns.consumer * S::kRowsPerConsumer * 128;
+  const mask::KeyRange<int> first_row_keys = mask::visible_keys(a.mask, w.k_len, first_row + w.k_len - w.q_len);
+  const int scale_index = fa.per_head_scales ? w.kv_head : 0;
+  const float k_scale = fa.k_scale[scale_index], v_scale = fa.v_scale[scale_index];
+  float o[1][S::kOChunkRegs];
+#pragma unroll
+  for (int i = 0; i < S::kOChunkRegs; ++i) o[0][i] = 0.0f;
+  RowState st;
+  const uint32_t ones = device::smem_addr(s.ones);
+  float sc[S::kScoreRegs], alpha[2], scale_log2[2];
+  float part[S::kOChunkRegs] = {}, l_part[4] = {};  // read by the wgmmas' asm, which start from zero
+  uint32_t p[S::kKeySteps][4];
+  auto scores_to_p = [&](int i) {
+    const int key0 = i * S::kBlockN;
+    if (key0 + S::kBlockN - 1 > first_row_keys.hi) mask_tile(sc, a, w, row, key0);
+    return softmax_tile_fp8_lazy(sc, st, scale_log2, alpha);
+  };
+  auto stage_of = [&](int i) { return (pos.use + i) % S::kStages; };
+  auto vt_of = [&](int i) {
+    return device::smem_addr(s.vt[stage_of(i)]) + (i * S::kBlockN) % fp8_vt_image_keys(kN);
+  };
+  auto parity_of = [&](int i) { return static_cast<uint32_t>(((pos.use + i) / S::kStages) & 1); };
+  auto take_part = [&](bool rescale_too) {
+#pragma unroll
+    for (int j = 0; j < S::kOChunkRegs; ++j) {
+      o[0][j] = rescale_too ? (o[0][j] + part[j]) * alpha[(j / 2) % 2] : o[0][j] + part[j];
+    }
+    st.l[0] = rescale_too ? (st.l[0] + l_part[0]) * alpha[0] : st.l[0] + l_part[0];
+    st.l[1] = rescale_too ? (st.l[1] + l_part[2]) * alpha[1] : st.l[1] + l_part[2];
+  };
+  device::mbarrier_wait(&s.q_full, pos.tile_count & 1);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    scale_log2[h] = a.scale_log2 * k_scale * s.q_descale[local_row + 8 * h];
+  }
+  device::mbarrier_wait(&s.k_full[stage_of(0)], parity_of(0));
+  turns.begin();
+  device::wgmma_fence();
+  issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage_of(0)]));
+  turns.end(false);
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(sc);
+  device::mbarrier_arrive(&s.k_empty[stage_of(0)]);
+  scores_to_p(0);  // O is still zero: nothing to rescale
+  pack_p_fp8(sc, p);
+  for (int i = 1; i < w.num_kv_tiles; ++i) {
+    const int stage = stage_of(i), prev = stage_of(i - 1);
+    device::mbarrier_wait(&s.k_full[stage], parity_of(i));
+    turns.begin();
+    device::wgmma_fence();
+    issue_scores_fp8<kD, kN>(sc, q_base, device::smem_addr(s.k[stage]));
+    device::mbarrier_wait(&s.vt_full[prev], parity_of(i - 1));
+    issue_pv_chunk_fp8<kD, kN>(part, l_part, p, vt_of(i - 1), ones, 0);
+    turns.end(false);
+    device::wgmma_wait_group<1>();
+    device::wgmma_fence_operands(sc);
+    device::mbarrier_arrive(&s.k_empty[stage]);
+    const bool grew = scores_to_p(i);
+    device::wgmma_wait_group<0>();
+    device::wgmma_fence_operands(part);
+    device::wgmma_fence_operands(l_part);
+    device::mbarrier_arrive(&s.vt_empty[prev]);
+    take_part(__any_sync(0xffffffffu, grew));  // else every alpha of the warp is exactly 1
+    pack_p_fp8(sc, p);
+  }
+  device::mbarrier_arrive(&s.q_empty);  // every S of the tile is complete, the descales read
+  const int last = stage_of(w.num_kv_tiles - 1);
+  device::mbarrier_wait(&s.vt_full[last], parity_of(w.num_kv_tiles - 1));
+  turns.begin();
+  device::wgmma_fence();
+  issue_pv_chunk_fp8<kD, kN>(part, l_part, p, vt_of(w.num_kv_tiles - 1), ones, 0);
+  turns.end(last_tile);
+  device::wgmma_wait_group<0>();
+  device::wgmma_fence_operands(part);
+  device::wgmma_fence_operands(l_part);
+  device::mbarrier_arrive(&s.vt_empty[last]);
+  take_part(false);
+  store_rows_fp8(o, st, scale_log2, kLazyOffset, v_scale, a, w, row);
+  pos.use += w.num_kv_tiles;
+  ++pos.tile_count;
+}
+
 // Run by consumer warpgroup `consumer`: the CTA's work tiles in order.
 template <int kD, int kN>
 __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_tiles,
@@ -188,7 +285,11 @@ __device__ __forceinline__ void consume_fp8(const PrefillFp8Args& a, int total_t
   for (;;) {
     walk.advance();
     const bool more = walk.find_keys<kD, kN>(a.base, next);
-    consume_tile_fp8<kD>(a, w, s, turns, !more, pos);
+    if constexpr (PrefillFp8Traits<kD, kN>::kOverlapped) {
+      consume_tile_fp8_overlapped<kD>(a, w, s, turns, !more, pos);
+    } else {
+      consume_tile_fp8<kD>(a, w, s, turns, !more, pos);
+    }
     if (!more) return;
     w = next;
   }

@@ -1,12 +1,11 @@
 // Geometry, shared memory and arguments of the v3 FP8 prefill kernel: e4m3 K/V from the paged
 // cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
-// Head sizes 128 and 256, pages holding whole K boxes (TMA).
+// Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillTraits), so its
-// scheduler (v3/tile_scheduler.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or the
-// wide ones (Fp8Tiles, v3/fp8/tile_configs.cuh: 192 at D 128, 128 at D 256), and TMA copies K in
-// boxes that lie
-// inside one page (fp8_k_box_keys). FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D
+// scheduler (v3/tile_scheduler.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or,
+// at D 256, the wide ones (Fp8Tiles, v3/fp8/tile_configs.cuh: 128 keys), and TMA copies K in one
+// box per tile. FP8 wgmma reads both operands K-major, so P·V reads Vᵀ (D
 // rows of keys), which a pre-pass writes once per launch (v3/fp8/v_transpose.h) and the producer
 // copies as it is. Tiles are 128-byte-swizzled panels of 128 FP8 columns (one panel per 128 head
 // columns for Q and K; Vᵀ: one panel of D rows of 128 bytes per 128 keys, a 64-key tile at D 256
@@ -31,8 +30,7 @@ constexpr int64_t fp8_vt_image_bytes(int tile_keys, int d) {
   return (fp8_vt_image_keys(tile_keys) + 127) / 128 * int64_t{d} * 128;
 }
 
-// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or the wide ones (192 at D 128, 128
-// at D 256).
+// kN: keys per KV tile (fp8_kv_tile_keys): the bf16 kernel's, or at D 256 the wide ones (128).
 template <int kD, int kN = PrefillTraits<kD>::kBlockN>
 struct PrefillFp8Traits {
   static_assert(kD == 128 || kD == 256, "v3 FP8 prefill head sizes: 128, 256");
@@ -43,23 +41,26 @@ struct PrefillFp8Traits {
   static constexpr int kConsumers = Base::kConsumers;
   static constexpr int kBlockM = Base::kBlockM;         // 128: one producer thread per query row
   static constexpr int kBlockN = kN;
-  static constexpr int kKBoxKeys = fp8_k_box_keys(kN);  // K's TMA boxes
   static constexpr int kRowsPerConsumer = Base::kRowsPerConsumer;
   static constexpr int kThreads = Base::kThreads;
   // Registers after setmaxnreg: the two roles share what the launch allocates, 384 threads x 168
   // (__launch_bounds__(384, 1)) = 64,512, and asking for more hangs setmaxnreg.inc: 128 * 72 +
   // 256 * 216. Wide tiles: S of 128 keys beside D 256's O needs 240 (with fewer, ptxas serialises
   // the wgmmas: C7512), and the producer, which only loads and converts Q, gives them up: 128 * 24
-  // + 256 * 240. At D 128, S of 192 keys fits in 232, and the producer's 40 do not spill. At D 256
-  // the kernel spills 44 bytes with either tiles (a P·V chunk's part beside O).
-  static constexpr int kProducerRegisters = kWide ? (kD == 128 ? 40 : 24) : 72;
-  static constexpr int kConsumerRegisters = kWide ? (kD == 128 ? 232 : 240) : 216;
+  // + 256 * 240; at D 256 the kernel spills 44 bytes with either tiles (a P·V chunk's part beside
+  // O). At D 128, S, O, P and the part of O that P·V adds fit in 232 beside S_{i+1}, and the
+  // producer's 40 do not spill.
+  static constexpr int kProducerRegisters = kD == 128 ? 40 : kWide ? 24 : 72;
+  static constexpr int kConsumerRegisters = kD == 128 ? 232 : kWide ? 240 : 216;
+  // S_{i+1} issued beside P_i·V_i (consume_tile_fp8_overlapped): the part needs O's registers
+  // again, which only D 128's single O chunk leaves.
+  static constexpr bool kOverlapped = kD == 128;
   static_assert(128 * kProducerRegisters + 256 * kConsumerRegisters <= 168 * kThreads,
                 "the register split must fit the launch's allocation");
   static_assert(kConsumers == 2, "the register split is for two consumers");
   static_assert(kBlockM == 128, "the producer converts one query row per thread");
-  // Per stage: K and Vᵀ, 32 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB: 144 KB; wide:
-  // 56 KB, 216 KB), 48 KB at D 256 (two + Q 32 KB + bf16 Q 64 KB: 192 KB; wide: 64 KB, 224 KB of
+  // Per stage: K and Vᵀ, 32 KB at D 128 (three stages + Q 16 KB + bf16 Q 32 KB: 144 KB), 48 KB at
+  // D 256 (two + Q 32 KB + bf16 Q 64 KB: 192 KB; wide: 64 KB, 224 KB of
   // the 227).
   static constexpr int kStages = kD == 128 ? 3 : 2;
   static constexpr int kPanels = kD / 128;
