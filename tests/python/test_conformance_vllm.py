@@ -152,7 +152,7 @@ class VarlenWithPagedKV(unittest.TestCase):
 
     @cf.needs_gpu
     def test_fp8_prefills_run_on_the_fp8_tensor_cores(self):
-        # FA3 runs FP8 q/k/v on the FP8 tensor cores where it serves (Hopper, D 128 or 256, pages of 64 keys
+        # FA3 runs FP8 q/k/v on the FP8 tensor cores where it serves (Hopper, D 128 or 256, pages of 128 keys
         # and more): so does the drop-in, within the FP8 error bound of docs/attention.md (relative
         # Frobenius 0.045: Q and P rounded to e4m3 too), a 16-bit cache read as before.
         from pagedattn import _vllm_layers
