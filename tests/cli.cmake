@@ -222,6 +222,10 @@ pagedattn_cli_test(bench_standard_quick 0
 pagedattn_cli_test(bench_overhead_quick 0
   "bench;--suite;overhead;--quick;--backend;cpu,cpu:auto;--repeats;1;--warmup;0;--json;${CMAKE_CURRENT_BINARY_DIR}/bench_overhead_quick.json"
   "launch_decode_4x256 .*host [0-9.]+ us/forward, device [0-9.]+ us.*build_decode_1024x16-16 .*build.. [0-9.]+ us host.*mixed_16x512.chunk256@768 on CPU_ATTN .cpu.: [0-9.]+ ms together / [0-9.]+ ms for its parts alone .chunk256@768 [0-9.]+ . decode_16x512 [0-9.]+. = [0-9.]+.*mixed_16x512")
+# The FP8 prefill suite with the FP8 tensor cores permitted (CPU_ATTN computes as without them).
+pagedattn_cli_test(bench_fp8_prefill_quick 0
+  "bench;--suite;fp8-prefill;--quick;--fp8-tensor-cores;--backend;cpu;--repeats;1;--warmup;0"
+  "fp8_e4m3_prefill_1x256_noncausal_d128 +CPU_ATTN .* 128 .*fp8_e4m3_prefill_1x256_causal_d256 +CPU_ATTN")
 pagedattn_cli_test(bench_block_sizes 0
   "bench;--suite;standard;--quick;--backend;cpu;--repeats;1;--warmup;0;--filter;^decode_64x;--block-size;16,32"
   "decode_64x256_h32-8_d128 +CPU_ATTN .cpu. +64 +16 .*decode_64x256_h32-8_d128 +CPU_ATTN .cpu. +64 +32 ")

@@ -6,15 +6,18 @@ tensors, as vLLM's FA3 path passes them, through pagedattn.vllm_compat.flash_att
 step's scheduler_metadata made once without a block table (as vLLM's builder calls it). Time per call
 of 20 calls enqueued back to back between two CUDA events (the query's conversion included), after 3
 warm-ups, best of two; the kernel generation the drop-in's layer reported beside it.
-With --kernel-bench B it then runs B --gtest_filter=V3Fp8Bench.Prefill8192 (best of its v3 FP8 rounds)
-and prints a table of drop-in / kernel.
+With --cli C it then runs `C bench --suite fp8-prefill --fp8-tensor-cores --backend flash_attn` (the same
+shapes through the C++ backend: issue 34's reference), with --kernel-bench B `B --gtest_filter=
+V3Fp8Bench.Prefill8192` (the kernel alone, best of its v3 FP8 rounds), and prints a table of the ratios.
 
 Run on a GPU machine with the Python module built (scripts/gpu_python.sh builds it):
-  python3 bench/gpu/fp8_dropin_bench.py --kernel-bench .device/bin/pagedattn_gpu_bench
+  python3 bench/gpu/fp8_dropin_bench.py --cli .device/bin/pagedattn --kernel-bench .device/bin/pagedattn_gpu_bench
 """
 import argparse
+import json
 import re
 import subprocess
+import tempfile
 
 import torch
 
@@ -79,22 +82,48 @@ def kernel_tflops(kernel_bench):
     return best
 
 
+def cli_tflops(cli):
+    """{(shape, mask): TFLOP/s} of `pagedattn bench --suite fp8-prefill --fp8-tensor-cores` through FLASH_ATTN
+    (median of 20 forwards after 3 warm-ups), counted as flops() counts them."""
+    heads = {d: (h, kv) for _, h, kv, d in SHAPES}
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run([cli, "bench", "--suite", "fp8-prefill", "--fp8-tensor-cores", "--backend", "flash_attn",
+                        "--repeats", "20", "--warmup", "3", "--json", out.name], capture_output=True, check=False)
+        results = json.load(open(out.name)).get("results", [])
+    rates = {}
+    for r in results:
+        if r.get("tokens") != LEN or r.get("D") not in heads or not r.get("median_ms"):
+            continue
+        mask = "causal" if r["causal"] else "noncausal"
+        rates[("1x%d d%d" % (LEN, r["D"]), mask)] = (
+            flops(heads[r["D"]][0], r["D"], r["causal"]) / r["median_ms"] / 1e9, r.get("generation", "?"))
+    return rates
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel-bench", help="pagedattn_gpu_bench binary, timed in the same run")
+    parser.add_argument("--cli", help="the pagedattn CLI, its fp8-prefill suite timed in the same run")
     args = parser.parse_args()
     dropin = {}
     for name, heads, kv_heads, d in SHAPES:
         for causal in (False, True):
             dropin[(name, "causal" if causal else "noncausal")] = dropin_tflops(heads, kv_heads, d, causal)
     kernel = kernel_tflops(args.kernel_bench) if args.kernel_bench else {}
-    print("| shape | mask | drop-in kernel | drop-in TFLOP/s | v3 FP8 kernel bench TFLOP/s | drop-in / kernel |")
-    print("|---|---|---|---:|---:|---:|")
+    cli = cli_tflops(args.cli) if args.cli else {}
+
+    def cell(value, ref):
+        return ("%.1f" % ref, "%.3f" % (value / ref)) if ref else ("-", "-")
+    print("| shape | mask | drop-in kernel | drop-in TFLOP/s | pagedattn bench (generation) TFLOP/s | drop-in / bench "
+          "| v3 FP8 kernel bench TFLOP/s | drop-in / kernel |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for key, (value, generation) in dropin.items():
-        ref = kernel.get(key)
-        ratio = "%.3f" % (value / ref) if ref else "-"
-        print("| %s | %s | %s | %.1f | %s | %s |" % (key[0], key[1], generation, value,
-                                                     "%.1f" % ref if ref else "-", ratio))
+        bench, bench_generation = cli.get(key, (None, ""))
+        bench_cells = cell(value, bench)
+        kernel_cells = cell(value, kernel.get(key))
+        print("| %s | %s | %s | %.1f | %s%s | %s | %s | %s |" % (
+            key[0], key[1], generation, value, bench_cells[0], " (%s)" % bench_generation if bench else "",
+            bench_cells[1], kernel_cells[0], kernel_cells[1]))
 
 
 if __name__ == "__main__":

@@ -143,6 +143,7 @@ Status StepRunner::init(const BuilderParams& bp, const StepOptions& options) {
   params.device = device_;
   if (options.attn_type) params.attn_type = *options.attn_type;
   params.kernel_generation = options.kernel_generation;
+  params.fp8_tensor_cores = options.fp8_tensor_cores && spec.kv_cache_dtype == KVCacheDType::kFP8E4M3;
   PAGEDATTN_ASSIGN_OR_RETURN(impl_, backend_->make_impl(params));
 
   // As vLLM's model runner does: the shared prefix goes to build() only when the builder's rule

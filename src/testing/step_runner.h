@@ -48,6 +48,7 @@ struct StepOptions {
   std::optional<AttentionType> attn_type;       // overrides the batch's (encoder tests)
   std::optional<BuilderParams> builder_params;  // unset: testing::builder_params_for the case
   int kernel_generation = 0;  // AttentionImplParams::kernel_generation (0: the backend chooses)
+  bool fp8_tensor_cores = false;  // AttentionImplParams::fp8_tensor_cores (an e4m3 cache's cases)
 };
 
 class StepRunner {

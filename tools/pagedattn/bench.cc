@@ -40,6 +40,7 @@ struct BenchOptions {
   bool quick = false;
   bool list = false;
   bool deterministic = false;
+  bool fp8_tensor_cores = false;
   std::string kv_layout;  // empty: the process default (NHD)
   int kernel_generation = 0;
 };
@@ -188,7 +189,7 @@ int run_bench(const BenchOptions& o) {
   nlohmann::json results = nlohmann::json::array();
   bool any_bad_input = false, any_failed = false;
   for (size_t i = 0; i < cases.size(); ++i) {
-    SharedCase shared(cases[i].spec, device, o.deterministic);
+    SharedCase shared(cases[i].spec, device, o.deterministic, o.fp8_tensor_cores);
     for (const BenchVariant& v : *variants) {
       progress(i, cases[i].spec.name + " on " + v.backend + ":" +
                       generation_name(v.kernel_generation) + " (block " +
@@ -238,8 +239,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       "the read-bandwidth and compute ceilings measured in the same run");
   cmd->add_option("--suite", o->suite,
                   "decode, prefill, mixed, cascade, fp8, spec-verify, all (those six), "
-                  "standard (the peer tool's shapes) or overhead (mixed batch vs. its parts, "
-                  "launch and build() host time)")
+                  "standard (the peer tool's shapes), overhead (mixed batch vs. its parts, "
+                  "launch and build() host time) or fp8-prefill (prefills over an e4m3 cache "
+                  "at pages of 128, D 128 and 256; with --fp8-tensor-cores on the FP8 kernel)")
       ->capture_default_str()
       ->check(
           CLI::IsMember(std::vector<std::string>(std::begin(kSuiteNames), std::end(kSuiteNames))));
@@ -269,6 +271,9 @@ void add_bench_command(CLI::App& app, int& exit_code) {
                   "NHD or HND: the cache layout of backends that take either (default NHD)");
   cmd->add_flag("--deterministic", o->deterministic,
                 "Build every step in deterministic (batch-invariant) mode");
+  cmd->add_flag("--fp8-tensor-cores", o->fp8_tensor_cores,
+                "Layers over an e4m3 cache permit the FP8 tensor cores "
+                "(AttentionImplParams::fp8_tensor_cores; the fp8-prefill suite)");
   cmd->add_flag("--list", o->list, "Print the cases (name, shape, block size) and exit");
   cmd->add_flag("--quick", o->quick,
                 "Smaller cases and a shorter compute probe (CI): contexts / 4, the standard "

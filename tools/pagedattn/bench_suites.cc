@@ -187,6 +187,23 @@ std::vector<BenchCase> bench_suite(const std::string& suite, DeviceKind device, 
     }
     out.push_back(timed(s));
   }
+  if (suite == "fp8-prefill") {
+    // V3Fp8Bench's shapes (32/8 heads at D 128, 16/4 at D 256) over an e4m3 cache at pages of 128:
+    // the v3 FP8 kernel with --fp8-tensor-cores, the cache converted to 16 bits without.
+    const int tokens = gpu ? 8192 / q : 1024 / q;
+    for (const int d : {128, 256}) {
+      for (const bool causal : {false, true}) {
+        testing::CaseSpec s = prefill(tokens, causal);
+        s.name = "fp8_e4m3_" + s.name + "_d" + str(d);
+        s.kv_cache_dtype = KVCacheDType::kFP8E4M3;
+        s.block_size = 128;
+        s.head_size = d;
+        s.num_heads = d == 128 ? 32 : 16;
+        s.num_kv_heads = d == 128 ? 8 : 4;
+        out.push_back(timed(s));
+      }
+    }
+  }
   if (suite == "standard") add_standard(out, quick ? 16 : 1);
   if (suite == "overhead") add_overhead(out, gpu, q);
   if (block_sizes.empty()) return out;

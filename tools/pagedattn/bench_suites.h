@@ -13,7 +13,8 @@ namespace pagedattn::cli {
 
 // "all" is the first six; "standard" and "overhead" run only by name.
 inline constexpr const char* kSuiteNames[] = {
-    "decode", "prefill", "mixed", "cascade", "fp8", "spec-verify", "standard", "overhead", "all"};
+    "decode",   "prefill",  "mixed",        "cascade", "fp8",
+    "spec-verify", "standard", "overhead", "fp8-prefill", "all"};
 
 enum class Measure {
   kForward,  // forward's time on the device's clock (median of repeats)

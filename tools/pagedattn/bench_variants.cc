@@ -89,6 +89,7 @@ StatusOr<std::unique_ptr<testing::StepRunner>> SharedCase::runner(const BenchVar
   }
   testing::StepOptions options;
   options.kernel_generation = variant.kernel_generation;
+  options.fp8_tensor_cores = fp8_tensor_cores_;
   if (deterministic_) {
     options.builder_params = testing::builder_params_for(batch->spec, device_);
     options.builder_params->deterministic = true;

@@ -36,9 +36,14 @@ StatusOr<Device> variants_device(const std::vector<BenchVariant>& variants);
 // their requests decode-first, so the order no builder would change is the order it runs.
 class SharedCase {
  public:
-  // deterministic: builders run in BuilderParams::deterministic mode (batch-invariant results).
-  SharedCase(const testing::CaseSpec& spec, const Device& device, bool deterministic)
-      : spec_(spec), device_(device), deterministic_(deterministic) {}
+  // deterministic: builders run in BuilderParams::deterministic mode (batch-invariant results);
+  // fp8_tensor_cores: layers over an e4m3 cache permit the FP8 tensor cores.
+  SharedCase(const testing::CaseSpec& spec, const Device& device, bool deterministic,
+             bool fp8_tensor_cores)
+      : spec_(spec),
+        device_(device),
+        deterministic_(deterministic),
+        fp8_tensor_cores_(fp8_tensor_cores) {}
   // Selects the variant's backend for the case (forced unless "auto") and places the batch on the
   // device. Errors are bad input (the backend cannot serve the case).
   StatusOr<std::unique_ptr<testing::StepRunner>> runner(const BenchVariant& variant);
@@ -47,6 +52,7 @@ class SharedCase {
   testing::CaseSpec spec_;
   Device device_;
   bool deterministic_ = false;
+  bool fp8_tensor_cores_ = false;
   std::vector<std::unique_ptr<testing::HostBatch>> batches_;  // at most one per layout
 };
 
