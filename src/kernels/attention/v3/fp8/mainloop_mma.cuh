@@ -1,5 +1,6 @@
-// A consumer warpgroup of the v3 FP8 prefill kernel: both products on the FP8 tensor cores, one KV
-// tile after another (consume_tile_fp8), ping-pong turns between the warpgroups, and three scales:
+// A consumer warpgroup of the v3 FP8 prefill kernel: both products on the FP8 tensor cores, S_{i+1}
+// issued beside P_i·V_i at D 128 (consume_tile_fp8_overlapped), each KV tile in turn at D 256
+// (consume_tile_fp8), ping-pong turns between the warpgroups, and three scales:
 // - S = Q8·K8ᵀ is scale * k_scale * q_descale(row) times the true Q·Kᵀ; the row's factor goes into
 //   its softmax scale (softmax_tile_fp8_lazy), exactly;
 // - P = exp2(score - base + offset) stays below e4m3's 448 (v3/fp8/softmax.cuh: the lazy
@@ -90,8 +91,8 @@ struct Fp8ConsumerPosition {
 // One work tile for consumer warpgroup `turns.consumer`, each KV tile in turn: S_i on the tensor
 // cores, its lazy softmax (O and l rescaled only when a row's base moved in the warp), then P_i·V_i
 // chunk by chunk into a part from zero that joins O in float32 (issue_pv_chunk_fp8). Serial within
-// the warpgroup: S_{i+1} beside P_i·V_i would need a second O's registers (the bf16 kernel's
-// overlap); the other consumer's products fill the tensor cores meanwhile (ping-pong turns).
+// the warpgroup (D 256: S_{i+1} beside P_i·V_i would need registers beyond O's 128 and S's); the
+// other consumer's products fill the tensor cores meanwhile (ping-pong turns).
 template <int kD, int kN>
 __device__ __forceinline__ void consume_tile_fp8(
     const PrefillFp8Args& fa, const PrefillTile& w, PrefillFp8Smem<kD, kN>& s,
