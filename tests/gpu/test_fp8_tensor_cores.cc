@@ -1,7 +1,8 @@
 // AttentionImplParams::fp8_tensor_cores through FLASH_ATTN and FLASHINFER on cuda:0: a prefill
 // step over an e4m3 cache runs on the v3 FP8 kernel where the layer permits it (within the FP8
 // bounds of tests/gpu/test_v3_fp8.cc against the float64 oracle), on v2 without the permission
-// and where the FP8 kernel cannot serve the launch (pages of 16 keys), at the 16-bit tolerance.
+// and where the FP8 kernel cannot serve the launch (pages of 16 and, at D 128, 64 keys), at the
+// 16-bit tolerance.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -95,10 +96,12 @@ TEST(Fp8TensorCores, PrefillsRunOnTheFp8TensorCoresWherePermitted) {
 TEST(Fp8TensorCores, LaunchesTheFp8KernelCannotServeConvertTheCache) {
   PAGEDATTN_REQUIRE_V3();
   for (const std::string backend : {"FLASH_ATTN", "FLASHINFER"}) {
-    const testing::CaseSpec spec = fp8_prefills(128, 16);  // its K boxes need pages of 64 keys
-    const Fp8Run run = run_step(backend, spec, true);
-    EXPECT_EQ(run.generation, "v2") << backend;
-    EXPECT_TRUE(run.cmp.pass) << backend << ": " << run.cmp;
+    for (const int block : {16, 64}) {  // D 128's FP8 tiles need pages of 128 keys
+      const testing::CaseSpec spec = fp8_prefills(128, block);
+      const Fp8Run run = run_step(backend, spec, true);
+      EXPECT_EQ(run.generation, "v2") << backend << " " << spec.name;
+      EXPECT_TRUE(run.cmp.pass) << backend << " " << spec.name << ": " << run.cmp;
+    }
   }
 }
 
