@@ -143,7 +143,10 @@ Status StepRunner::init(const BuilderParams& bp, const StepOptions& options) {
   params.device = device_;
   if (options.attn_type) params.attn_type = *options.attn_type;
   params.kernel_generation = options.kernel_generation;
-  params.fp8_tensor_cores = options.fp8_tensor_cores && spec.kv_cache_dtype == KVCacheDType::kFP8E4M3;
+  // The batch's own permission stays; the option adds it for an e4m3 cache's cases.
+  if (options.fp8_tensor_cores && spec.kv_cache_dtype == KVCacheDType::kFP8E4M3) {
+    params.fp8_tensor_cores = true;
+  }
   PAGEDATTN_ASSIGN_OR_RETURN(impl_, backend_->make_impl(params));
 
   // As vLLM's model runner does: the shared prefix goes to build() only when the builder's rule
