@@ -54,7 +54,7 @@ for t in $suites; do
   rm -f "$log"
 done
 if [[ -n ${FP8_BENCH:-} ]]; then
-  python3 "$ROOT/bench/gpu/fp8_dropin_bench.py" --cli "$STAGE/bin/pagedattn" \
+  python3 "$ROOT/bench/gpu/fp8_dropin_bench.py" --cli "$STAGE/bin/pagedattn" ${FP8_PROFILE:+--profile} \
     --kernel-bench "$STAGE/bin/pagedattn_gpu_bench" 2>&1 |
     tee "$OUT/fp8_dropin_bench.md"
 fi

@@ -9,6 +9,7 @@ warm-ups, best of two; the kernel generation the drop-in's layer reported beside
 With --cli C it then runs `C bench --suite fp8-prefill --fp8-tensor-cores --backend flash_attn` (the same
 shapes through the C++ backend: issue 34's reference), with --kernel-bench B `B --gtest_filter=
 V3Fp8Bench.Prefill8192` (the kernel alone, best of its v3 FP8 rounds), and prints a table of the ratios.
+With --profile, each shape's GPU kernels over 3 calls (torch.profiler): where a call's time goes.
 
 Run on a GPU machine with the Python module built (scripts/gpu_python.sh builds it):
   python3 bench/gpu/fp8_dropin_bench.py --cli .device/bin/pagedattn --kernel-bench .device/bin/pagedattn_gpu_bench
@@ -46,7 +47,21 @@ def mean_ms(call, warmups=3, timed=20):
     return start.elapsed_time(stop) / timed
 
 
-def dropin_tflops(heads, kv_heads, d, causal):
+def profile_table(call, label, calls=3):
+    """Each GPU kernel's time per call of `calls` calls (torch.profiler), longest first."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    rows = [(e.device_time_total / calls, e.count / calls, e.key) for e in prof.key_averages() if e.device_time_total]
+    print("\n%s: GPU time per call, by kernel (%.1f us in all)" % (label, sum(r[0] for r in rows)))
+    for us, count, name in sorted(rows, reverse=True):
+        print("  %9.1f us  x%-4g %s" % (us, count, name[:110]))
+
+
+def dropin_tflops(heads, kv_heads, d, causal, profile=False):
     gen = torch.Generator(device="cuda").manual_seed(1)
     fp8 = torch.float8_e4m3fn
     q = torch.randn(LEN, heads, d, device="cuda", generator=gen).to(fp8)
@@ -66,6 +81,8 @@ def dropin_tflops(heads, kv_heads, d, causal):
                                            block_table=table, out=out, scheduler_metadata=schedule,
                                            q_descale=ones, k_descale=ones, v_descale=ones, fa_version=3)
     best = max(flops(heads, d, causal) / mean_ms(call) / 1e9 for _ in range(2))
+    if profile:
+        profile_table(call, "drop-in %d/%d heads d%d %s" % (heads, kv_heads, d, "causal" if causal else "noncausal"))
     generations = sorted({entry[0].kernel_generation() for entry in _vllm_layers._impls.values()})
     _vllm_layers._impls.clear()
     return best, "/".join(generations)
@@ -104,11 +121,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernel-bench", help="pagedattn_gpu_bench binary, timed in the same run")
     parser.add_argument("--cli", help="the pagedattn CLI, its fp8-prefill suite timed in the same run")
+    parser.add_argument("--profile", action="store_true", help="print each shape's kernels per call (torch.profiler)")
     args = parser.parse_args()
     dropin = {}
     for name, heads, kv_heads, d in SHAPES:
         for causal in (False, True):
-            dropin[(name, "causal" if causal else "noncausal")] = dropin_tflops(heads, kv_heads, d, causal)
+            dropin[(name, "causal" if causal else "noncausal")] = dropin_tflops(heads, kv_heads, d, causal, args.profile)
     kernel = kernel_tflops(args.kernel_bench) if args.kernel_bench else {}
     cli = cli_tflops(args.cli) if args.cli else {}
 

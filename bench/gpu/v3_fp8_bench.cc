@@ -65,7 +65,6 @@ struct Fp8Bench {
 
   size_t workspace_bytes() const {
     kernels::PagedAttentionParams p;
-    p.fp8_tensor_cores = true;
     p.num_reqs = 1;
     p.max_seq_len = len;
     p.num_kv_heads = kv_heads;

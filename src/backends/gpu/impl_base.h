@@ -130,12 +130,11 @@ class GpuImpl : public AttentionImpl {
   // another on the stream). Elsewhere the launch converts the cache as without the permission.
   void offer_fp8_tensor_cores(kernels::PagedAttentionParams& p,
                               const SplitWorkspaceView& split) const {
-    if (!params_.fp8_tensor_cores || p.max_num_splits != 1 || p.pass_requests != nullptr) return;
-    p.fp8_tensor_cores = true;
-    if (split.out == nullptr || kernels::paged_attention_fp8_workspace_bytes(p) > split.out_bytes) {
-      p.fp8_tensor_cores = false;
+    if (!params_.fp8_tensor_cores || p.max_num_splits != 1 || p.pass_requests != nullptr ||
+        split.out == nullptr || kernels::paged_attention_fp8_workspace_bytes(p) > split.out_bytes) {
       return;
     }
+    p.fp8_tensor_cores = true;
     p.fp8_workspace = split.out;
     p.fp8_workspace_bytes = split.out_bytes;
   }

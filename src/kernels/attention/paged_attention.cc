@@ -190,7 +190,7 @@ int paged_attention_kernel_head_size(int head_size) {
 }
 
 size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& p) {
-  if (!p.fp8_tensor_cores || p.num_reqs <= 0 || p.max_seq_len <= 0 || p.num_kv_heads <= 0 ||
+  if (p.num_reqs <= 0 || p.max_seq_len <= 0 || p.num_kv_heads <= 0 ||
       p.head_size <= 0) {
     return 0;
   }

@@ -102,9 +102,9 @@ bool paged_attention_head_size_built(int head_size);
 int paged_attention_kernel_head_size(
     int head_size);  // the instantiated size that serves head_size; 0 = none
 
-// The bytes of PagedAttentionParams::fp8_workspace a launch with fp8_tensor_cores needs (0 where it
-// needs none): num_reqs x num_kv_heads x head_size x 128 x ceil(max_seq_len / 128), V's bytes of
-// the longest request per request.
+// The bytes of PagedAttentionParams::fp8_workspace a launch of these params with fp8_tensor_cores
+// needs: num_reqs x num_kv_heads x head_size x 128 x ceil(max_seq_len / 128), V's bytes of the
+// longest request per request (0 for an empty batch).
 size_t paged_attention_fp8_workspace_bytes(const PagedAttentionParams& params);
 
 // Validates what the kernel cannot serve, then launches (stream: cudaStream_t).
