@@ -5,5 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ensure_deps.sh
 pagedattn_ensure_deps
+deps_done=$SECONDS
 pagedattn_build
+built=$SECONDS
 ctest --test-dir build --output-on-failure -j "$(nproc)"
+echo "test.sh: dependencies ${deps_done}s, build $((built - deps_done))s, tests $((SECONDS - built))s"
