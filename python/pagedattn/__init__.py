@@ -35,6 +35,7 @@ from ._C import (  # noqa: F401  (the public API)
     cuda_archs,
     cuda_devices,
     default_device,
+    dequantize_fp8_query,
     find_backend,
     get_kv_cache_layout,
     get_kv_cache_shape,

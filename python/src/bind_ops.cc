@@ -1,4 +1,5 @@
-// Operations shared by every backend: merge_attn_states and vLLM's cascade rule.
+// Operations shared by every backend: merge_attn_states, dequantize_fp8_query and vLLM's cascade
+// rule.
 #include <pybind11/stl.h>
 
 #include "bindings.h"
@@ -32,6 +33,23 @@ void bind_ops(py::module_& m) {
         "output"_a, "prefix_output"_a, "prefix_lse"_a, "suffix_output"_a, "suffix_lse"_a, "output_lse"_a = py::none(),
         "prefill_tokens_with_context"_a = py::none(), "stream"_a = py::none(),
         "vLLM's merge_attn_states: outputs [T, H, D], LSEs [H, T] float32 natural log; +-inf LSE = empty.");
+  m.def("dequantize_fp8_query",
+        [](py::handle output, py::handle query, py::handle scale, py::handle cu_seqlens_q, py::handle stream) {
+          Borrowed b;
+          const TensorView out = b.view(output, "output");
+          const StreamHandle s = resolve_stream(stream, out.device());
+          const TensorView q = b.view(query, "query", s);
+          const TensorView sc = b.optional_view(scale, "scale", s), cu = b.optional_view(cu_seqlens_q, "cu_seqlens_q", s);
+          Status status;
+          {
+            py::gil_scoped_release release;
+            status = dequantize_fp8_query(out, q, sc, cu, s);
+          }
+          check(status);
+        },
+        "output"_a, "query"_a, "scale"_a = py::none(), "cu_seqlens_q"_a = py::none(), "stream"_a = py::none(),
+        "output [T, H, D] f16/bf16 = query (float8_e4m3fn) x scale: None, [1] or [num_reqs, num_kv_heads] "
+        "with cu_seqlens_q.");
   m.def("cascade_attention_pays_off",
         [](int common_prefix_len, const std::vector<int32_t>& query_lens, int num_query_heads, int num_kv_heads,
            bool use_alibi, bool use_sliding_window, bool use_local_attention, int num_sms, int dcp_world_size) {
