@@ -1,7 +1,7 @@
 // dequantize_fp8_query on the GPU: one thread per pack of 8 e4m3 values of one (token, head) row
 // (one 8-byte load, one 16-byte store; PyTorch's float8 cast reaches about a quarter of the
-// bandwidth), or per value where the strides do not allow packs. A scale
-// per (request, KV head) finds the token's request by binary search in cu_seqlens_q.
+// bandwidth), or per value where the strides do not allow packs. A scale per (request, KV head)
+// finds the token's request by binary search in cu_seqlens_q.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
