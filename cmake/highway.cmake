@@ -1,4 +1,4 @@
-# Google Highway (Debian: libhwy-dev) for CPU_ATTN's SIMD code: src/backends/cpu/cpu_simd.cc is
+# Google Highway (Debian: libhwy-dev) for CPU_ATTN's SIMD code: src/backends/cpu/cpu_simd*.cc are
 # compiled once per target below, and the best one the CPU supports runs (chosen at run time).
 find_package(hwy 1.0 REQUIRED)
 

@@ -68,9 +68,14 @@ struct Scratch {
 };
 
 // Whether the decode kernels serve a pass's single rows: no score modifier that needs the scores
-// one by one (decode_rows-inl.h's decode_kernel_applies; attention_kernel.cc's task split).
+// one by one (attention_kernel.cc's task split).
 inline bool decode_kernels_serve(const AttentionPass& pass) {
   return pass.alibi_slopes == nullptr && !mask::soft_cap_applies(pass.soft_cap);
+}
+
+// Tasks the decode kernels serve: one query row of such a pass (cpu_simd.cc's dispatch).
+inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
+  return task.row_end - task.row_begin == 1 && decode_kernels_serve(pass);
 }
 
 }  // namespace pagedattn::cpu

@@ -22,7 +22,6 @@
 
 #include "backends/cpu/attention_kernel_internal.h"
 #include "backends/cpu/bf16_dot_ops-inl.h"
-#include "backends/cpu/decode_task-inl.h"
 #include "backends/cpu/kv_rows-inl.h"
 #include "backends/cpu/kv_widen-inl.h"
 #include "backends/cpu/onednn_tiles.h"
@@ -495,10 +494,9 @@ void run_task_on(DF df, const AttentionPass& pass, const Task& task, Scratch& s)
   }
 }
 
-// The exported task: single rows on the decode kernel; the rest on whole vectors where head_size
+// The exported task (decode tasks excepted: decode_task-inl.h): on whole vectors where head_size
 // allows, else 8 lanes (head_size is a multiple of 8).
 void RunAttentionTask(const AttentionPass& pass, const Task& task, Scratch& scratch) {
-  if (decode_kernel_applies(pass, task)) return run_decode(pass, task, scratch);
   const hn::ScalableTag<float> full;
   if (pass.head_size % static_cast<int>(hn::Lanes(full)) == 0) {
     return run_task_on(full, pass, task, scratch);

@@ -1,5 +1,6 @@
-// The one dispatch point of CPU_ATTN's SIMD code: Highway compiles the -inl.h files below once per
-// target (foreach_target.h re-includes this file) and HWY_DYNAMIC_DISPATCH runs the chosen build.
+// The dispatch point of CPU_ATTN's SIMD code (the decode kernel's is cpu_simd_decode.cc): Highway
+// compiles the -inl.h files below once per target (foreach_target.h re-includes this file) and
+// HWY_DYNAMIC_DISPATCH runs the chosen build.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/cpu_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -36,6 +37,7 @@ HWY_EXPORT(WidenedDotKernel);
 HWY_EXPORT(CurrentTarget);
 
 void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch) {
+  if (decode_kernel_applies(pass, task)) return run_decode_task(pass, task, scratch);
   apply_simd_target_from_environment();
   HWY_DYNAMIC_DISPATCH(RunAttentionTask)(pass, task, scratch);
 }

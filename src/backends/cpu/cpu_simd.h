@@ -1,5 +1,5 @@
 // The entry points of CPU_ATTN's SIMD code. Each runs the build of the target chosen at run time
-// (simd_target.h); cpu_simd.cc is the one place where that choice is made.
+// (simd_target.h); the cpu_simd*.cc files are where that choice is made.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +9,14 @@
 
 namespace pagedattn::cpu {
 
-// One task of an attention pass (attention_task-inl.h).
+// One task of an attention pass: single rows on the decode kernel where it applies
+// (decode_task-inl.h), the rest on tiles (attention_task-inl.h).
 void run_attention_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
+
+// A decode task (decode_kernel_applies): cpu_simd_decode.cc, or cpu_simd_decode_fp8.cc's
+// run_fp8_decode_task for an FP8 cache.
+void run_decode_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
+void run_fp8_decode_task(const AttentionPass& pass, const Task& task, Scratch& scratch);
 
 // n elements of `dtype` at src (element offset `offset`) as float, times `scale`: how the kernel
 // reads queries, keys and values (kv_widen-inl.h). n is a multiple of 8.

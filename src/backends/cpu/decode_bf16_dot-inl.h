@@ -278,14 +278,6 @@ PAGEDATTN_BF16_DOT void run_bf16_dot_decode_task(const AttentionPass& pass, cons
       [&](int kv_head) { return plane_scale(kv.v_scale, kv.v_scale_stride, kv_head); });
 }
 
-inline void run_bf16_dot_decode(const AttentionPass& pass, const Task& task, Scratch& s) {
-  switch (pass.kv.dtype) {
-    case DType::kBF16: return run_bf16_dot_decode_task<DType::kBF16>(pass, task, s);
-    case DType::kFP8E5M2: return run_bf16_dot_decode_task<DType::kFP8E5M2>(pass, task, s);
-    default: return run_bf16_dot_decode_task<DType::kFP8E4M3>(pass, task, s);
-  }
-}
-
 }  // namespace pagedattn::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -28,11 +28,6 @@ constexpr int kDecodeKeys = 4;  // keys scored together
 static_assert(kDecodeTile % kDecodeKeys == 0);
 constexpr int kPrefetchTiles = 1;  // how far ahead the prefetcher reads, in tiles
 
-// Tasks the decode kernels serve: one query row, no score modifier that needs scores one by one.
-inline bool decode_kernel_applies(const AttentionPass& pass, const Task& task) {
-  return task.row_end - task.row_begin == 1 && decode_kernels_serve(pass);
-}
-
 // A decode task's row: its token, and the keys [lo, hi) it sees, pass-local.
 struct DecodeRow {
   int64_t token = 0;

@@ -211,26 +211,26 @@ void run_decode_task(DF df, const AttentionPass& pass, const Task& task, Scratch
       [&](int kv_head) { return plane_multiplier(kv, kv.v_scale, kv.v_scale_stride, kv_head); });
 }
 
-// The decode task on the widest vectors whose pairs divide head_size (a multiple of 8).
-template <class DF>
-void RunDecodeTaskOn(DF df, const AttentionPass& pass, const Task& task, Scratch& s) {
-  with_dtype(pass.kv.dtype,
-             [&](auto type) { run_decode_task<decltype(type)::value>(df, pass, task, s); });
-}
-
-// Decode tasks on bf16 dot products where the CPU and the pass allow, else on float multiply-adds.
-inline void run_decode(const AttentionPass& pass, const Task& task, Scratch& s) {
+// The decode task for a cache of kType: on bf16 dot products where the CPU and the pass allow,
+// else on float multiply-adds over the widest vectors whose pairs divide head_size (a multiple
+// of 8). cpu_simd_decode.cc and cpu_simd_decode_fp8.cc export it per dtype.
+template <DType kType>
+void run_decode_of(const AttentionPass& pass, const Task& task, Scratch& s) {
 #if HWY_TARGET == HWY_AVX3_DL
-  if (bf16_dot_decode_applies(pass)) return run_bf16_dot_decode(pass, task, s);
+  if constexpr (kType != DType::kF32 && kType != DType::kF16) {
+    if (bf16_dot_decode_applies(pass)) return run_bf16_dot_decode_task<kType>(pass, task, s);
+  }
 #endif
   const hn::ScalableTag<float> full;
   if (pass.head_size % (2 * static_cast<int>(hn::Lanes(full))) == 0) {
-    return RunDecodeTaskOn(full, pass, task, s);
+    return run_decode_task<kType>(full, pass, task, s);
   }
   if constexpr (hn::MaxLanes(full) > 8) {
-    if (pass.head_size % 16 == 0) return RunDecodeTaskOn(hn::CappedTag<float, 8>(), pass, task, s);
+    if (pass.head_size % 16 == 0) {
+      return run_decode_task<kType>(hn::CappedTag<float, 8>(), pass, task, s);
+    }
   }
-  return RunDecodeTaskOn(hn::CappedTag<float, 4>(), pass, task, s);
+  return run_decode_task<kType>(hn::CappedTag<float, 4>(), pass, task, s);
 }
 
 }  // namespace pagedattn::cpu::HWY_NAMESPACE

@@ -148,7 +148,7 @@ HWY_INLINE void with_dtype(DType dtype, Fn&& fn) {
 }
 
 // The exported widening of one row (tests run it on every target).
-void WidenRow(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst) {
+inline void WidenRow(const void* src, DType dtype, int64_t offset, int n, float scale, float* dst) {
   const hn::CappedTag<float, 8> df;  // n is a multiple of 8
   with_dtype(dtype, [&](auto type) {
     widen_scaled<decltype(type)::value>(df, src, offset, n, widen_multiplier(dtype, scale), dst);
