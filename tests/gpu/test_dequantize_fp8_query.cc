@@ -1,7 +1,8 @@
 // dequantize_fp8_query on CUDA tensors (the public op, dispatching to the CUDA kernel): every
 // element the e4m3 value times its scale, rounded once, exactly as computed on the host, for
-// 8-byte packs (contiguous and token-strided rows) and single values (head sizes not a multiple of
-// 8, a head dim with stride 2), each scale kind, uneven requests and padding tokens.
+// 16-value packs (contiguous and token-strided rows), 8-value packs (head size 40; rows 8 bytes
+// apart from 16) and single values (head sizes not a multiple of 8, a head dim with stride 2),
+// each scale kind, uneven requests and padding tokens.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -83,6 +84,10 @@ TEST(DequantizeFp8Query, MatchesTheHostOnTheGpu) {
       expect_matches_host(packed, 1);
       Fp8QueryCase strided(77, 4, 64, 4, kind, 64, dtype, seed++);
       expect_matches_host(strided, 1);
+      Fp8QueryCase eights(29, 4, 40, 2, kind, 0, dtype, seed++);  // 8-value packs: head size
+      expect_matches_host(eights, 1);
+      Fp8QueryCase rows_at_8(31, 2, 64, 2, kind, 8, dtype, seed++);  // 8-value packs: alignment
+      expect_matches_host(rows_at_8, 1);
       Fp8QueryCase odd(45, 6, 36, 3, kind, 0, dtype, seed++);
       expect_matches_host(odd, 1);
       Fp8QueryCase spaced(33, 4, 32, 2, kind, 8, dtype, seed++);
