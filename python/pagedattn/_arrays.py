@@ -3,6 +3,9 @@
 The library never allocates the caller's outputs; the drop-ins do, with the caller's framework
 (PyTorch, NumPy or CuPy), found from the array's type without importing any framework.
 """
+import contextlib
+import functools
+import inspect
 import sys
 
 _DLPACK_CPU, _DLPACK_CUDA, _DLPACK_CUDA_HOST, _DLPACK_CUDA_MANAGED = 1, 2, 3, 13
@@ -148,3 +151,36 @@ def store_transposed(dst, src, factor):
         dst.copy_(src.t()).mul_(factor)
     else:
         sys.modules["cupy" if framework(src) == "cupy" else "numpy"].multiply(src.T, factor, out=dst)
+
+
+def on_callers_stream(fn):
+    """fn with its `stream` argument, when given, as PyTorch's (or CuPy's) current stream for the call:
+    the drop-in's temporaries (a dequantized query, folded scales, gathered pages) are then allocated
+    on that stream and reused only in its order, and the framework ops that make them are queued
+    there, ahead of the library's kernels that read them."""
+    position = list(inspect.signature(fn).parameters).index("stream")
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        stream = kwargs.get("stream", args[position] if len(args) > position else None)
+        if stream is None:
+            return fn(*args, **kwargs)
+        with _as_current_stream(stream, args, kwargs):
+            return fn(*args, **kwargs)
+    return call
+
+
+def _as_current_stream(stream, args, kwargs):
+    if framework(stream) == "cupy":
+        return stream  # a CuPy stream is its own context
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return contextlib.nullcontext()
+    if not isinstance(stream, torch.cuda.Stream):
+        handle = getattr(stream, "cuda_stream", getattr(stream, "ptr", stream))
+        if not isinstance(handle, int):
+            return contextlib.nullcontext()  # the library names the bad argument
+        arrays = list(args) + list(kwargs.values())
+        device = next((a.device for a in arrays if isinstance(a, torch.Tensor) and a.is_cuda), None)
+        stream = torch.cuda.ExternalStream(handle, device=device)
+    return torch.cuda.stream(stream)

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import _C
 from . import _checks as check
-from ._arrays import device_of, empty, framework, permuted
+from ._arrays import device_of, empty, framework, on_callers_stream, permuted
 from ._fi_paged import LN2, PagedWrapper, host_ints
 
 _FLOAT_NAMES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
@@ -59,6 +59,7 @@ class BatchPrefillWithRaggedKVCacheWrapper:
                           rope_theta, rope_scale)
         self._keys = int(starts[-1])
 
+    @on_callers_stream
     def run(self, q, k, v, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None, return_lse=False,
             enable_pdl=None, sinks=None, stream=None):
         """Attention of q [total_q, Hq, D] over k / v [total_kv, Hkv, D] (HND: [Hkv, total_kv, D]):
@@ -121,6 +122,7 @@ class MultiLevelCascadeAttentionWrapper:
                          rope_scale=rope_scale, rope_theta=rope_theta, q_data_type=q_data_type,
                          kv_data_type=kv_data_type)
 
+    @on_callers_stream
     def run(self, q, paged_kv_cache, out=None, lse=None, return_lse=False, sinks=None, stream=None):
         """The cascade's output [total_q, Hq, D] (and its base-2 LSE [total_q, Hq] with return_lse)."""
         if sinks is not None:

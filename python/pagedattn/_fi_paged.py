@@ -14,7 +14,7 @@ from . import _C
 from . import _checks as check
 from . import _vllm_layers as layers
 from ._arrays import device_of, empty, framework, from_host, order_after_build, permuted, scale_in_place, step_slots
-from ._arrays import store_host, store_transposed, to_host
+from ._arrays import on_callers_stream, store_host, store_transposed, to_host
 from . import _fi_rope as rope_mod
 from ._fi_blocks import BLOCK, BlockGather
 
@@ -316,6 +316,7 @@ class PagedWrapper:
             raise ValueError("paged_kv_cache is %s (expected [pages, 2, ...]: K and V)" % list(paged_kv_cache.shape))
         return step
 
+    @on_callers_stream
     def run(self, q, paged_kv_cache, *, q_scale=None, k_scale=None, v_scale=None, out=None, lse=None,
             return_lse=False, enable_pdl=None, window_left=None, sinks=None, stream=None):
         """Attention of q [total_q, Hq, D] over the paged cache for the planned step: out, or

@@ -18,7 +18,7 @@ from . import _checks as check
 from . import _vllm_cp as cp
 from . import _vllm_layers as layers
 from . import _vllm_schedule as schedules
-from ._arrays import device_of, empty, framework, to_host
+from ._arrays import device_of, empty, framework, on_callers_stream, to_host
 from ._cache_write import write_kv_cache
 
 __all__ = ["flash_attn_varlen_func", "get_scheduler_metadata", "is_fa_version_supported",
@@ -224,6 +224,7 @@ def _check_constants(alibi_slopes, s_aux, num_heads):
             check.array(values, name, rank=1, shape=(num_heads,), why="one per query head")
 
 
+@on_callers_stream
 def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu_seqlens_k=None, seqused_k=None,
                            q_v=None, dropout_p=0.0, softmax_scale=None, causal=False, window_size=None, softcap=0.0,
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None,
@@ -379,6 +380,7 @@ def cascade_attention(output, query, key_cache, value_cache, cu_query_lens, max_
         num_splits=max_num_splits, fa_version=fa_version, s_aux=s_aux)
 
 
+@on_callers_stream
 def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype="auto", k_scale=None,
                             v_scale=None, *, stream=None):
     """vLLM's reshape_and_cache_flash: copies key/value [num_tokens, Hkv, D] into the paged cache
@@ -387,6 +389,7 @@ def reshape_and_cache_flash(key, value, key_cache, value_cache, slot_mapping, kv
     write_kv_cache(key, value, key_cache, value_cache, slot_mapping, kv_cache_dtype, k_scale, v_scale, stream)
 
 
+@on_callers_stream
 def merge_attn_states(output, prefix_output, prefix_lse, suffix_output, suffix_lse, output_lse=None,
                       prefill_tokens_with_context=None, *, stream=None):
     """vLLM's merge_attn_states: output [T, H, D] from two partial results and their LSEs [H, T]."""
