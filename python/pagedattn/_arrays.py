@@ -182,5 +182,6 @@ def _as_current_stream(stream, args, kwargs):
             return contextlib.nullcontext()  # the library names the bad argument
         arrays = list(args) + list(kwargs.values())
         device = next((a.device for a in arrays if isinstance(a, torch.Tensor) and a.is_cuda), None)
-        stream = torch.cuda.ExternalStream(handle, device=device)
+        stream = (torch.cuda.default_stream(device) if handle == 0  # the legacy default stream
+                  else torch.cuda.ExternalStream(handle, device=device))
     return torch.cuda.stream(stream)

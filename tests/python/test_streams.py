@@ -7,7 +7,24 @@ import unittest
 import conformance as cf
 from conformance import torch
 from pagedattn import vllm_compat as vc
+from pagedattn._arrays import on_callers_stream
 from test_conformance_vllm import paged_inputs
+
+
+class StreamArgument(unittest.TestCase):
+    def test_the_call_is_unchanged_and_finds_a_positional_stream(self):
+        seen = []
+
+        @on_callers_stream
+        def op(a, b=None, stream=None, *, c=None):
+            seen.append(stream)
+            return a, b, c
+
+        self.assertEqual(op(1, 2, None, c=3), (1, 2, 3))
+        self.assertEqual(op(1, c=4, stream=None), (1, None, 4))
+        # No CUDA stream to make current here (CUDA not in use): the library is handed the value.
+        self.assertEqual(op(5, 6, 0), (5, 6, None))
+        self.assertEqual(seen, [None, None, 0])
 
 
 @cf.needs_torch
