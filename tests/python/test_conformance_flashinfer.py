@@ -85,6 +85,23 @@ def rope_of(case):
     return ROPE if case.get("pos_encoding_mode") == "ROPE_LLAMA" else None
 
 
+class NeighboursReference:
+    """A grid case's float64 reference, shared with the case before where they differ only in axes
+    that change how the cache is held or what is returned, not the attention (neighbours in a shard):
+    the reference is most of a case's time."""
+
+    SAME = ("return_lse", "contiguous_kv", "use_cuda_graph")
+
+    def __init__(self):
+        self.last = None  # (key, reference)
+
+    def __call__(self, case, compute):
+        key = tuple(v for n, v in case.items() if n not in self.SAME)
+        if self.last is None or self.last[0] != key:
+            self.last = key, compute()
+        return self.last[1]
+
+
 def decode_step(case, seed=0):
     return PagedStep(case["batch_size"], case["kv_len"], 1, case["page_size"], case["num_kv_heads"],
                      case["num_qo_heads"], case["head_dim"], case["kv_layout"], case["contiguous_kv"], seed=seed)
@@ -128,12 +145,8 @@ class BatchDecode(unittest.TestCase):
     def test_grid_on_the_gpu(self):  # pages that are not multiples of 16 are gathered into 16-token blocks
         self.run_grid(self.cases([1, 8, 16, 32]), "cuda")
 
-    # Axes that change how the cache is held or what is returned, not the attention: the cases that
-    # differ only there (neighbours in a shard) share one float64 reference, most of a case's time.
-    SAME_REFERENCE = ("return_lse", "contiguous_kv", "use_cuda_graph")
-
     def run_grid(self, cases, device):
-        last = None  # (key, reference) of the case before
+        reference = NeighboursReference()
         for case in cases:
             with self.subTest(**case):
                 step = decode_step(case)
@@ -145,8 +158,8 @@ class BatchDecode(unittest.TestCase):
                 result = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=case["return_lse"])
                 if case["return_lse"]:
                     result = tuple(x.cpu() for x in result)
-                check_result(self, result if case["return_lse"] else result.cpu(),
-                             *step.reference(False, case["logits_soft_cap"], rope=rope_of(case)), case["return_lse"])
+                want = reference(case, lambda: step.reference(False, case["logits_soft_cap"], rope=rope_of(case)))
+                check_result(self, result if case["return_lse"] else result.cpu(), *want, case["return_lse"])
 
     def test_rope_constants_layouts_and_halves(self):
         """rope_theta / rope_scale as given, on NHD and HND caches, one tensor or the (K, V) halves."""
@@ -232,12 +245,8 @@ class BatchPrefillPaged(unittest.TestCase):
                        contiguous_kv=[True, False], pos_encoding_mode=["NONE", "ROPE_LLAMA"],
                        use_cuda_graph=[False, True])
 
-    # Axes that change how the cache is held or what is returned, not the attention: the cases that
-    # differ only there (neighbours in a shard) share one float64 reference, most of a case's time.
-    SAME_REFERENCE = ("return_lse", "contiguous_kv", "use_cuda_graph")
-
     def run_grid(self, cases, device):
-        last = None  # (key, reference) of the case before
+        reference = NeighboursReference()
         for case in cases:
             with self.subTest(**case):
                 step = PagedStep(case["batch_size"], case["kv_len"], case["qo_len"], case["page_size"],
@@ -251,10 +260,9 @@ class BatchPrefillPaged(unittest.TestCase):
                              q_data_type=torch.float16)
                 result = wrapper.run(step.q.to(device), step.kv.to(device), return_lse=case["return_lse"])
                 result = tuple(x.cpu() for x in result) if case["return_lse"] else result.cpu()
-                key = tuple(v for n, v in case.items() if n not in self.SAME_REFERENCE)
-                if last is None or last[0] != key:
-                    last = key, step.reference(case["causal"], case["logits_soft_cap"], rope=rope_of(case))
-                check_result(self, result, *last[1], case["return_lse"])
+                want = reference(case, lambda: step.reference(case["causal"], case["logits_soft_cap"],
+                                                               rope=rope_of(case)))
+                check_result(self, result, *want, case["return_lse"])
 
     def test_page_sizes_from_1_to_1024(self):
         """FlashInfer takes any page size: each one here, over keys spanning several pages."""
