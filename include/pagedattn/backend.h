@@ -172,6 +172,9 @@ class AttentionMetadataBuilder {
 struct KVScales {
   TensorView k_scale;
   TensorView v_scale;
+  // forward's fp8_e4m3 query (vLLM's q_descale): [1] or [num_reqs, num_kv_heads] (any strides)
+  // float32 on the query's device; the query is q_scale times its values. Only beside such a query.
+  TensorView q_scale = {};
 };
 
 class AttentionImpl {
@@ -189,9 +192,13 @@ class AttentionImpl {
                                     const KVCacheView& kv_cache, const TensorView& slot_mapping,
                                     const KVScales& scales, StreamHandle stream = nullptr) = 0;
 
-  // query [num_tokens, Hq, D]; output [num_tokens, Hq, D] (query dtype); output_lse optional
-  // [Hq, num_tokens] float32, natural log (undefined = not requested). key/value are the new
-  // tokens (already in the cache; encoder attention without a cache reads them directly).
+  // query [num_tokens, Hq, D] of the layer's dtype, or fp8_e4m3 (vLLM's FP8 attention: its scale
+  // in scales.q_scale) over a layer of another dtype; output [num_tokens, Hq, D] (the layer's
+  // dtype); output_lse optional [Hq, num_tokens] float32, natural log (undefined = not requested).
+  // An e4m3 query goes as it is to the FP8 tensor cores where they run the launch
+  // (fp8_tensor_cores), and is dequantized for every other kernel (dequantize_fp8_query's values).
+  // key/value are the new tokens (already in the cache; encoder attention without a cache reads
+  // them directly).
   virtual Status forward(const TensorView& query, const TensorView& key, const TensorView& value,
                          const KVCacheView& kv_cache, const AttentionMetadata& metadata,
                          const TensorView& output, const TensorView& output_lse,

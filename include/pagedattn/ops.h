@@ -23,9 +23,9 @@ Status merge_attn_states(const TensorView& output, const TensorView& prefix_outp
                          std::optional<int64_t> prefill_tokens_with_context = std::nullopt,
                          StreamHandle stream = nullptr);
 
-// An FP8 query as the attention layers read it: output [T, H, D] (f16/bf16) = query [T, H, D]
-// (fp8_e4m3) times scale, rounded to nearest even (exact with no scale: every e4m3 value is a
-// 16-bit one). scale: none (1), float32 [1], or float32 [num_reqs, num_kv_heads] (vLLM's q_descale
+// An FP8 query as the attention layers read it: output [T, H, D] (f16/bf16; on the CPU f32 too) =
+// query [T, H, D] (fp8_e4m3) times scale, rounded to nearest even (exact with no scale: every e4m3
+// value is a 16-bit one). scale: none (1), float32 [1], or float32 [num_reqs, num_kv_heads] (vLLM's q_descale
 // under FA3), where query head h reads KV head h / (H / num_kv_heads) and cu_seqlens_q (int32
 // [num_reqs + 1], non-decreasing, beside the query) gives each token its request; tokens past its
 // last entry (padding) take the last request's. NaN stays NaN. Runs where the tensors live.

@@ -132,11 +132,9 @@ def _check_lengths(offsets, seq_lens, max_seqlen_q, max_seqlen_k):
                 r, what, query_lens[r], seq_lens[r]))
 
 
-def _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out, stream):
-    """FA3's FP8 query (float8_e4m3fn, as vLLM quantizes it beside an FP8 cache) as the kernels read it:
-    (q in out's dtype, bfloat16 when out is None; the k_descale to pass). Every e4m3 value is exact in
-    16 bits. Over an FP8 cache, a q_descale the same for every request joins k_descale (both scale only
-    the logits); otherwise q is multiplied by it (a scalar, [1], or [num_reqs, Hkv])."""
+def _fp8_query(q, q_descale, cu_seqlens_q, num_kv_heads, out):
+    """FA3's FP8 query (float8_e4m3fn, as vLLM quantizes it beside an FP8 cache): (the dtype the layer computes in,
+    out's or bfloat16 without out; q_descale as float32 [1] or [num_reqs, Hkv] on q's device, or None for 1)."""
     if check.dtype_name(q.dtype) != "float8_e4m3fn" or framework(q) != "torch":
         raise ValueError("q is %s %s: FP8 queries must be torch float8_e4m3fn tensors (allowed: float16, "
                          "bfloat16, float8_e4m3fn; float32 on the CPU)" % (framework(q), check.dtype_name(q.dtype)))
@@ -144,55 +142,29 @@ def _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out, st
     dtype = torch.bfloat16 if out is None else out.dtype
     if dtype not in (torch.float16, torch.bfloat16):
         raise ValueError("out is %s: an FP8 query's output is float16 or bfloat16" % check.dtype_name(dtype))
-    if q_descale is None:  # a scale of 1: nothing to fold or multiply
-        return _dequantized_query(q, None, cu_seqlens_q, k.shape[2], dtype, stream), k_descale
-    folded = _descales_folded(q_descale, k, k_descale, kv_cache_dtype)
-    if folded is not None:
-        return _dequantized_query(q, None, cu_seqlens_q, k.shape[2], dtype, stream), folded
-    return _dequantized_query(q, q_descale, cu_seqlens_q, k.shape[2], dtype, stream), k_descale
+    if q_descale is None:
+        return dtype, None
+    batch = cu_seqlens_q.shape[0] - 1
+    scale = torch.as_tensor(q_descale).to(q.device, torch.float32)
+    if scale.dim() == 2 and tuple(scale.shape) == (batch, num_kv_heads):
+        return dtype, scale
+    if scale.numel() == 1 and scale.dim() < 2:
+        return dtype, scale.reshape(1)
+    raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads] = [%d, %d]" % (
+        list(scale.shape), batch, num_kv_heads))
 
 
-def _descales_folded(q_descale, k, k_descale, kv_cache_dtype):
-    """q_descale times k_descale per KV head ([Hkv] or [1]), or None where they cannot fold: a 16-bit
-    cache (k_descale unused) or a scale that differs between requests."""
-    import torch
-    if not layers.cache_format(torch.bfloat16, k.dtype, kv_cache_dtype).startswith("fp8"):
-        return None
-    if not isinstance(q_descale, torch.Tensor) or not isinstance(k_descale, (torch.Tensor, type(None))):
-        return None
-
-    def per_kv_head(scale):  # [Hkv] or [1], or None where it varies over requests
-        if scale.dim() == 2:
-            if scale.shape[0] > 1 and scale.stride(0) != 0:
-                return None
-            scale = scale[0]
-        return scale.reshape(-1).to(k.device, torch.float32)
-    qs = per_kv_head(q_descale)
-    ks = torch.ones(1, device=k.device) if k_descale is None else per_kv_head(k_descale)
-    if qs is None or ks is None or qs.numel() not in (1, k.shape[2]) or ks.numel() not in (1, k.shape[2]):
-        return None
-    return qs * ks
-
-
-def _dequantized_query(q, q_descale, cu_seqlens_q, num_kv_heads, dtype, stream):
-    """q times q_descale (None, a scalar, [1], or [num_reqs, Hkv] per request and KV head) in `dtype`, in one
-    pass of dequantize_fp8_query (PyTorch's float8 cast runs at a quarter of the memory's bandwidth)."""
+def _dequantized_query(q, q_scale, cu_seqlens_q, dtype, stream):
+    """q times q_scale (from _fp8_query) in `dtype`, in one pass of dequantize_fp8_query (PyTorch's float8 cast
+    runs at a quarter of the memory's bandwidth)."""
     import torch
     out = torch.empty(q.shape, dtype=dtype, device=q.device)
-    if q_descale is None:
+    if q_scale is None:
         _C.dequantize_fp8_query(out, q, stream=stream)
-        return out
-    batch = cu_seqlens_q.shape[0] - 1
-    scale = q_descale.to(q.device, torch.float32)
-    if scale.dim() == 2:
-        if tuple(scale.shape) != (batch, num_kv_heads):
-            raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads] = [%d, %d]" % (
-                list(scale.shape), batch, num_kv_heads))
-        _C.dequantize_fp8_query(out, q, scale, cu_seqlens_q.to(q.device, torch.int32), stream)
-    elif scale.numel() == 1:
-        _C.dequantize_fp8_query(out, q, scale.reshape(1), stream=stream)
+    elif q_scale.dim() == 2:
+        _C.dequantize_fp8_query(out, q, q_scale, cu_seqlens_q.to(q.device, torch.int32), stream)
     else:
-        raise ValueError("q_descale is %s; expected a scalar, [1] or [num_reqs, num_kv_heads]" % list(scale.shape))
+        _C.dequantize_fp8_query(out, q, q_scale, stream=stream)
     return out
 
 
@@ -239,9 +211,10 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     With scheduler_metadata, causal must be the schedule's and deterministic=True needs a schedule
     made with it. fa_version None/2/3 picks the kernel generation where the backend has it.
     k_descale / v_descale are the FP8 cache's scales (scalar, [Hkv], or vLLM's [num_reqs, Hkv]
-    broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn)
-    is read in out's dtype (bfloat16 without out), exactly; over an FP8 cache q_descale joins k_descale
-    (both scale the logits), otherwise, or where it differs between requests, q is multiplied by it.
+    broadcast); with a 16-bit cache they change nothing, as in FA3. An FP8 query (torch float8_e4m3fn, times
+    q_descale: a scalar, [1] or [num_reqs, Hkv]) gives out's dtype (bfloat16 without out): over an e4m3 cache
+    the FP8 tensor cores read it as it is where they serve the step (as FA3); other kernels read it dequantized
+    (q times q_descale, rounded to out's dtype).
     cp_world_size > 1 (with cp_rank and cp_tot_seqused_k, as vLLM's FA3 fork takes them; CPU or CUDA arrays):
     k, v and seqused_k are rank cp_rank's share (position t on rank t % cp_world_size), the mask is causal
     at absolute positions, and the result is this rank's partial attention, to combine by its LSE.
@@ -265,10 +238,18 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     window = check.window(window_size)
     check.array(q, "q", rank=3)
     fp8_query = check.dtype_name(q.dtype) in check.FP8_DTYPES
+    q_fp8 = q_scale = None
     if fp8_query:
         check.array(cu_seqlens_q, "cu_seqlens_q", rank=1, dtypes=check.INDEX_DTYPES)
         check.array(k, "k", rank=4, dtypes=check.FLOAT_DTYPES + check.FP8_DTYPES)
-        q, k_descale = _fp8_query(q, q_descale, cu_seqlens_q, k, k_descale, kv_cache_dtype, out, stream)
+        dtype, q_scale = _fp8_query(q, q_descale, cu_seqlens_q, k.shape[2], out)
+        if cp_world_size > 1:  # each query row becomes a request of its own: dequantized here
+            q = _dequantized_query(q, q_scale, cu_seqlens_q, dtype, stream)
+        else:
+            # The checks and the layer see q in the dtype the layer computes in (a view without memory); the
+            # forward reads the e4m3 values and q_scale (the FP8 tensor cores as they are; others dequantized).
+            import torch
+            q_fp8, q = q, torch.empty((), dtype=dtype, device=q.device).expand(q.shape)
     _check_attention_arrays(q, k, v, cu_seqlens_q, seqused_k, block_table, out)
     _check_constants(alibi_slopes, s_aux, q.shape[1])
     if cp_world_size > 1:
@@ -312,8 +293,8 @@ def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu
     if out is None:
         out = empty(q, q.shape)
     lse = empty(q, (q.shape[1], q.shape[0]), float32=True) if return_softmax_lse else None
-    impl.forward_split(q, k, v, attn_metadata, out, lse, k_descale if fp8 else None, v_descale if fp8 else None,
-                       stream)
+    impl.forward_split(q if q_fp8 is None else q_fp8, k, v, attn_metadata, out, lse, k_descale if fp8 else None,
+                       v_descale if fp8 else None, stream, q_scale=q_scale)
     return (out, lse) if return_softmax_lse else out
 
 

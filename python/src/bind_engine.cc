@@ -47,6 +47,15 @@ KVScales scales(Borrowed& b, py::handle k_scale, py::handle v_scale, StreamHandl
           scale_view(b.optional_view(v_scale, "v_scale", stream), "v_scale")};
 }
 
+// An fp8_e4m3 query's scale: a scalar tensor as [1]; [1] or [num_reqs, Hkv] as they are (the
+// library checks them).
+TensorView q_scale_view(Borrowed& b, py::handle q_scale, StreamHandle stream) {
+  const TensorView s = b.optional_view(q_scale, "q_scale", stream);
+  if (!s.defined() || s.rank() != 0) return s;
+  const int64_t one[] = {1};
+  return TensorView(s.data(), s.dtype(), s.device(), one, one);
+}
+
 struct ForwardArgs {
   TensorView query, key, value;
   KVCacheView kv_cache;
@@ -59,7 +68,8 @@ struct ForwardArgs {
 // given as the two halves (vLLM's flash_attn_varlen_func passes them that way).
 ForwardArgs forward_args(Borrowed& b, const PyImpl& impl, py::handle query, py::handle key, py::handle value,
                          py::handle kv_cache, py::handle key_cache, py::handle value_cache, py::handle output,
-                         py::handle output_lse, py::handle k_scale, py::handle v_scale, py::handle stream) {
+                         py::handle output_lse, py::handle k_scale, py::handle v_scale, py::handle stream,
+                         py::handle q_scale) {
   ForwardArgs a;
   a.stream = resolve_stream(stream, impl.impl->params().device);
   a.query = b.view(query, "query", a.stream);
@@ -71,6 +81,7 @@ ForwardArgs forward_args(Borrowed& b, const PyImpl& impl, py::handle query, py::
   a.output = b.view(output, "output", a.stream);
   a.output_lse = b.optional_view(output_lse, "output_lse", a.stream);
   a.scales = scales(b, k_scale, v_scale, a.stream);
+  a.scales.q_scale = q_scale_view(b, q_scale, a.stream);
   return a;
 }
 
@@ -82,7 +93,7 @@ Status run_forward(PyImpl& impl, const ForwardArgs& a, const PyAttentionMetadata
 
 #define PAGEDATTN_FORWARD_ARGS                                                                    \
   "output"_a, "output_lse"_a = py::none(), "k_scale"_a = py::none(), "v_scale"_a = py::none(), \
-      "stream"_a = py::none()
+      "stream"_a = py::none(), "q_scale"_a = py::none()
 
 }  // namespace
 
@@ -185,22 +196,23 @@ void bind_engine(py::module_& m) {
       .def("forward",
            [](PyImpl& impl, py::handle query, py::handle key, py::handle value, py::handle kv_cache,
               const PyAttentionMetadata& md, py::handle output, py::handle output_lse, py::handle k_scale,
-              py::handle v_scale, py::handle stream) {
+              py::handle v_scale, py::handle stream, py::handle q_scale) {
              Borrowed b;
              const ForwardArgs a = forward_args(b, impl, query, key, value, kv_cache, py::none(), py::none(),
-                                                output, output_lse, k_scale, v_scale, stream);
+                                                output, output_lse, k_scale, v_scale, stream, q_scale);
              check(run_forward(impl, a, md));
            },
            "query"_a, "key"_a, "value"_a, "kv_cache"_a, "attn_metadata"_a, PAGEDATTN_FORWARD_ARGS,
            "Attention of query [T, Hq, D] over the paged cache into output [T, Hq, D]; output_lse "
-           "[Hq, T] float32 (natural log) when given. key/value: the new tokens (may be None once cached).")
+           "[Hq, T] float32 (natural log) when given. key/value: the new tokens (may be None once cached). "
+           "An fp8_e4m3 query is q_scale (None, [1] or [num_reqs, Hkv]) times its values.")
       .def("forward_split",
            [](PyImpl& impl, py::handle query, py::handle key_cache, py::handle value_cache,
               const PyAttentionMetadata& md, py::handle output, py::handle output_lse, py::handle k_scale,
-              py::handle v_scale, py::handle stream) {
+              py::handle v_scale, py::handle stream, py::handle q_scale) {
              Borrowed b;
              const ForwardArgs a = forward_args(b, impl, query, py::none(), py::none(), py::none(), key_cache,
-                                                value_cache, output, output_lse, k_scale, v_scale, stream);
+                                                value_cache, output, output_lse, k_scale, v_scale, stream, q_scale);
              check(run_forward(impl, a, md));
            },
            "query"_a, "key_cache"_a, "value_cache"_a, "attn_metadata"_a, PAGEDATTN_FORWARD_ARGS,
@@ -212,7 +224,8 @@ void bind_engine(py::module_& m) {
              // forward, looped in C++ (host time; GPU work is left queued on the stream).
              Borrowed b;
              const ForwardArgs a = forward_args(b, impl, query, py::none(), py::none(), kv_cache, py::none(),
-                                                py::none(), output, py::none(), py::none(), py::none(), stream);
+                                                py::none(), output, py::none(), py::none(), py::none(), stream,
+                                                py::none());
              py::gil_scoped_release release;
              const auto start = std::chrono::steady_clock::now();
              for (int i = 0; i < iterations; ++i) {

@@ -18,15 +18,24 @@ inline bool aligned(const void* ptr, int bytes) {
   return reinterpret_cast<uintptr_t>(ptr) % static_cast<uintptr_t>(bytes) == 0;
 }
 
-// q f16/bf16; the cache the same or FP8 with both scales; GQA head counts; blocks of 16k tokens.
-inline Status check_layer_fields(std::string_view family, const PagedOperands& p) {
+// q f16/bf16 (where the family reads one, e4m3 over an e4m3 cache); the cache the same or FP8
+// with both scales; GQA head counts; blocks of 16k tokens.
+inline Status check_layer_fields(std::string_view family, const PagedOperands& p,
+                                 bool reads_e4m3_query = false) {
   const std::string f(family);
   const auto str = [](int64_t v) { return std::to_string(v); };
-  if (p.q_dtype != DType::kF16 && p.q_dtype != DType::kBF16) {
+  const bool e4m3_query = reads_e4m3_query && p.q_dtype == DType::kFP8E4M3;
+  if (p.q_dtype != DType::kF16 && p.q_dtype != DType::kBF16 && !e4m3_query) {
     return invalid_argument(f + ": q_dtype " + std::string(dtype_name(p.q_dtype)) +
-                            " is not supported (allowed: f16, bf16; f32 runs on the CPU backend)");
+                            " is not supported (allowed: f16, bf16" +
+                            (reads_e4m3_query ? ", fp8_e4m3 over an fp8_e4m3 cache" : "") +
+                            "; f32 runs on the CPU backend)");
   }
   const bool fp8 = is_fp8(p.cache_dtype);
+  if (e4m3_query && p.cache_dtype != DType::kFP8E4M3) {
+    return invalid_argument(f + ": an fp8_e4m3 q reads an fp8_e4m3 cache; cache_dtype is " +
+                            std::string(dtype_name(p.cache_dtype)));
+  }
   if (!fp8 && p.cache_dtype != p.q_dtype) {
     return invalid_argument(f + ": cache_dtype " + std::string(dtype_name(p.cache_dtype)) +
                             " must equal q_dtype " + std::string(dtype_name(p.q_dtype)) +

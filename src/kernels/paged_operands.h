@@ -14,7 +14,7 @@ struct PagedOperands {
   const void* q = nullptr;
   int64_t q_token_stride = 0;
   int64_t q_head_stride = 0;
-  DType q_dtype = DType::kBF16;  // f16 or bf16; output has the same dtype
+  DType q_dtype = DType::kBF16;  // f16 or bf16, the output's too (the v3 FP8 kernel: or fp8_e4m3)
 
   // Paged cache: the K and the V plane, each logical [num_blocks, block_size, num_kv_heads,
   // head_size], at any two addresses with one set of strides (NHD or HND), in elements of
@@ -42,7 +42,7 @@ struct PagedOperands {
   const float* sinks = nullptr;         // [num_heads] device or nullptr
   int window_left = -1;                 // keys pos - window_left .. (-1: unbounded)
 
-  // Output [num_tokens, num_heads, head_size] (q_dtype) and optional LSE [num_heads,
+  // Output [num_tokens, num_heads, head_size] (q_dtype; bf16 for an e4m3 q) and optional LSE [num_heads,
   // lse_head_stride] float32, natural log (nullptr = not requested).
   void* out = nullptr;
   int64_t out_token_stride = 0;

@@ -95,8 +95,13 @@ Status dequantize_fp8_query(const TensorView& output, const TensorView& query,
   PAGEDATTN_RETURN_IF_ERROR(expect_rank(output, "output", 3));
   PAGEDATTN_RETURN_IF_ERROR(
       expect_shape(output, "output", {query.size(0), query.size(1), query.size(2)}));
-  PAGEDATTN_RETURN_IF_ERROR(expect_dtype(output, "output", {DType::kF16, DType::kBF16}));
   PAGEDATTN_RETURN_IF_ERROR(expect_device(output, "output", query.device()));
+  if (query.device().is_cpu()) {  // CPU_ATTN's f32 layers read it too
+    PAGEDATTN_RETURN_IF_ERROR(
+        expect_dtype(output, "output", {DType::kF16, DType::kBF16, DType::kF32}));
+  } else {
+    PAGEDATTN_RETURN_IF_ERROR(expect_dtype(output, "output", {DType::kF16, DType::kBF16}));
+  }
   if (scale.defined()) PAGEDATTN_RETURN_IF_ERROR(check_scale(scale, cu_seqlens_q, query));
   const bool per_request = scale.defined() && scale.rank() == 2;
   if (query.device().is_cpu()) {

@@ -191,6 +191,15 @@ Status StepRunner::forward(bool with_lse) {
                         with_lse ? o.lse : TensorView(), o.scales);
 }
 
+Status StepRunner::execute(const TensorView& query, const KVScales& scales, bool with_lse) {
+  with_lse_ = with_lse;
+  const StepOperands& o = placement_->operands();
+  PAGEDATTN_RETURN_IF_ERROR(impl_->forward(query, o.key, o.value, o.kv_cache, *metadata_, o.output,
+                                           with_lse ? o.lse : TensorView(), scales));
+  PAGEDATTN_RETURN_IF_ERROR(placement_->synchronize());
+  return placement_->download(*batch_, output_, lse_);
+}
+
 Status StepRunner::execute(bool write_cache, bool with_lse) {
   if (write_cache) PAGEDATTN_RETURN_IF_ERROR(update_cache());
   PAGEDATTN_RETURN_IF_ERROR(forward(with_lse));

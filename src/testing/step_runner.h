@@ -71,6 +71,9 @@ class StepRunner {
   Status forward(bool with_lse);
   // [update,] forward, synchronize, download.
   Status execute(bool write_cache = true, bool with_lse = true);
+  // forward over another query with other scales (an e4m3 query's tests; the cache as written),
+  // synchronize, download.
+  Status execute(const TensorView& query, const KVScales& scales, bool with_lse = true);
   // poison, build, execute: the whole step once.
   Status run_step(bool write_cache = true, bool with_lse = true);
   // The float64 oracle on the batch's cache (after the update) against the output, and the LSE

@@ -82,7 +82,7 @@ TEST(DequantizeFp8Query, RefusesWhatItCannotServe) {
   refused(dequantize_fp8_query(TensorView(out.data(), DType::kBF16, cpu, {4, 4, 8}),
                                TensorView(out.data(), DType::kBF16, cpu, {4, 4, 8})),
           "query");
-  refused(dequantize_fp8_query(TensorView(scale.data(), DType::kF32, cpu, {4, 4, 8}), query),
+  refused(dequantize_fp8_query(TensorView(out.data(), DType::kI32, cpu, {4, 4, 8}), query),
           "output");
   refused(dequantize_fp8_query(TensorView(out.data(), DType::kBF16, cpu, {4, 4, 4}), query),
           "output");

@@ -1,13 +1,17 @@
 // CPU_ATTN's AttentionImpl: checks the layer's parameters once, then serves cache writes and
 // forward calls (cache_update.cc, forward.cc).
 #include <cmath>
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_impl.h"
+#include "backends/query_checks.h"
 #include "dcp/layer_checks.h"
 #include "pagedattn/communicator.h"
+#include "pagedattn/ops.h"
 
 namespace pagedattn::cpu {
 namespace {
@@ -32,7 +36,26 @@ class CpuAttentionImpl final : public AttentionImpl {
     if (md == nullptr) {
       return invalid_argument("metadata was not built by CPU_ATTN's metadata builder");
     }
-    return run_forward(params_, query, key, value, kv_cache, *md, output, output_lse, scales);
+    PAGEDATTN_RETURN_IF_ERROR(
+        backends::check_query_scale(params_, query, scales.q_scale, md->num_reqs));
+    if (!query.defined() || query.dtype() != DType::kFP8E4M3) {
+      return run_forward(params_, query, key, value, kv_cache, *md, output, output_lse, scales);
+    }
+    // An e4m3 query is read in the layer's dtype (dequantize_fp8_query's values).
+    PAGEDATTN_RETURN_IF_ERROR(expect_rank(query, "query", 3));
+    PAGEDATTN_RETURN_IF_ERROR(expect_device(query, "query", Device::cpu()));
+    const int64_t shape[3] = {query.size(0), query.size(1), query.size(2)};
+    std::vector<std::byte> buffer(static_cast<size_t>(shape[0] * shape[1] * shape[2]) *
+                                  dtype_size(params_.dtype));
+    const TensorView dequantized(buffer.data(), params_.dtype, Device::cpu(), shape);
+    TensorView starts;
+    if (scales.q_scale.defined() && scales.q_scale.rank() == 2) {
+      starts = TensorView(const_cast<int32_t*>(md->query_start_loc.data()), DType::kI32,
+                          Device::cpu(), {int64_t{md->num_reqs} + 1});
+    }
+    PAGEDATTN_RETURN_IF_ERROR(dequantize_fp8_query(dequantized, query, scales.q_scale, starts));
+    return run_forward(params_, dequantized, key, value, kv_cache, *md, output, output_lse,
+                       {scales.k_scale, scales.v_scale});
   }
 };
 

@@ -18,6 +18,7 @@
 #include "backends/flash_attn/metadata.h"
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/fp8_query.h"
 #include "backends/gpu/generation.h"
 #include "backends/gpu/head_params.h"
 #include "backends/gpu/impl_base.h"
@@ -50,6 +51,16 @@ class FlashAttnImpl final : public gpu::GpuImpl {
     if (md->step.num_actual_tokens == 0 || md->step.num_reqs == 0) return ok_status();
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    const bool capture = md->for_cudagraph_capture;
+    gpu::ForwardQuery q(query, scales.q_scale, params_.dtype, md->step.query_start_loc,
+                        md->step.num_reqs, stream);
+    // The decode kernel, cascade and DCP read 16-bit queries: an e4m3 one is dequantized first.
+    if (q.e4m3() && (runs_dcp(md->dcp) || md->cascade.enabled ||
+                     (md->decode.kernel && (capture || md->num_decodes > 0)))) {
+      PAGEDATTN_ASSIGN_OR_RETURN(const TensorView dequantized, q.dequantized());
+      return forward(dequantized, key, value, kv_cache, metadata, output, output_lse,
+                     {scales.k_scale, scales.v_scale}, stream);
+    }
     if (runs_dcp(md->dcp)) {
       return forward_dcp("FLASH_ATTN", md->dcp, md->step, md->for_cudagraph_capture, query, key,
                          value, kv_cache, scales, output, output_lse, generations_, stream);
@@ -59,14 +70,15 @@ class FlashAttnImpl final : public gpu::GpuImpl {
         paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
     // Metadata built for capture launches with the graph-safe split bound (a captured grid stays
     // fixed for every replay); eager metadata with this step's own largest count.
-    const bool capture = md->for_cudagraph_capture;
     const auto launch = [&](const PassMetadata& pass, const gpu::PassOutput& out,
                             int max_splits) -> Status {
       kernels::PagedAttentionParams p = base;
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
       offer_fp8_tensor_cores(p, md->split);
+      PAGEDATTN_RETURN_IF_ERROR(q.bind(p));  // before the choice and after (gpu/fp8_query.h)
       generations_.choose(p, pass.kernel);
+      PAGEDATTN_RETURN_IF_ERROR(q.bind(p));
       return kernels::launch_paged_attention(p, stream);
     };
     const auto split_bound = [&](const PassMetadata& pass) {

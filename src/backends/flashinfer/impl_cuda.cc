@@ -24,6 +24,7 @@
 #include "backends/flashinfer/metadata.h"
 #include "backends/gpu/cascade_forward.h"
 #include "backends/gpu/checks.h"
+#include "backends/gpu/fp8_query.h"
 #include "backends/gpu/generation.h"
 #include "backends/gpu/head_params.h"
 #include "backends/gpu/impl_base.h"
@@ -79,13 +80,25 @@ class FlashInferImpl final : public gpu::GpuImpl {
     }
     runtime::ScopedDevice guard(params_.device.index);  // launches go to the current device
     PAGEDATTN_RETURN_IF_ERROR(guard.status());
+    const bool capture = md->for_cudagraph_capture;
+    gpu::ForwardQuery q(query, scales.q_scale, params_.dtype, md->step.query_start_loc,
+                        md->step.num_reqs, stream);
+    // The decode kernel, cascade and DCP read 16-bit queries: an e4m3 one is dequantized first.
+    const bool decode_kernel =
+        md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0);
+    if (q.e4m3() && (runs_dcp(md->dcp) || md->cascade.enabled || decode_kernel)) {
+      PAGEDATTN_ASSIGN_OR_RETURN(const TensorView dequantized, q.dequantized());
+      return forward(dequantized, key, value, kv_cache, metadata, output, output_lse,
+                     {scales.k_scale, scales.v_scale}, stream);
+    }
     if (runs_dcp(md->dcp)) {
       return forward_dcp("FLASHINFER", md->dcp, md->step, md->for_cudagraph_capture, query, key,
                          value, kv_cache, scales, output, output_lse, generations_, stream);
     }
 
-    const bool capture = md->for_cudagraph_capture;
-    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out) -> Status {
+    // first_request: the step's request that is the pass's first (its q_scale row).
+    const auto paged = [&](const PassMetadata& pass, const gpu::PassOutput& out,
+                           int first_request = 0) -> Status {
       kernels::PagedAttentionParams p =
           paged_layer_params(query, kv_cache, scales, md->step.num_actual_tokens, md->split);
       if (no_cache) {  // the ragged source alone: every request's keys are its new tokens
@@ -106,7 +119,9 @@ class FlashInferImpl final : public gpu::GpuImpl {
       PAGEDATTN_RETURN_IF_ERROR(set_pass(p, pass, max_splits, md->split.token_capacity));
       set_output(p, out);
       offer_fp8_tensor_cores(p, md->split);
+      PAGEDATTN_RETURN_IF_ERROR(q.bind(p, first_request));  // before the choice and after
       generations_.choose(p, pass.kernel);
+      PAGEDATTN_RETURN_IF_ERROR(q.bind(p, first_request));
       return kernels::launch_paged_attention(p, stream);
     };
     if (md->cascade.enabled) {
@@ -126,10 +141,10 @@ class FlashInferImpl final : public gpu::GpuImpl {
     } else if (md->parts.num_prefills > 0) {
       // Eager: the prefill launch starts after the decodes (on the mixed batch of 64 decodes and
       // one chunk, their empty CTAs were most of its grid).
-      PAGEDATTN_RETURN_IF_ERROR(
-          paged(gpu::pass_from_request(md->prefill, md->parts.num_decodes), out));
+      PAGEDATTN_RETURN_IF_ERROR(paged(gpu::pass_from_request(md->prefill, md->parts.num_decodes),
+                                      out, md->parts.num_decodes));
     }
-    if (md->decode.kernel && !no_cache && (capture || md->parts.num_decodes > 0)) {
+    if (decode_kernel) {
       return kernels::launch_decode_attention(decode_params(query, kv_cache, scales, md->decode, out),
                                               stream);
     }

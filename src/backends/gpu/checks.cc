@@ -7,6 +7,7 @@
 #include "backends/builder_limits.h"
 #include "backends/cache_checks.h"
 #include "backends/layer_spec.h"
+#include "backends/query_checks.h"
 
 namespace pagedattn::gpu {
 namespace {
@@ -107,7 +108,7 @@ Status check_scale(const TensorView& scale, std::string_view what, const Attenti
 
 StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta) {
   return {params.device.index, backends::layer_spec(params), params.block_size, meta.num_reqs,
-          meta.num_actual_tokens};
+          meta.num_actual_tokens, meta.query_start_loc.data_as<const int32_t>()};
 }
 
 Status check_builder_params(const AttentionBackend& backend, const BuilderParams& p) {
@@ -173,8 +174,9 @@ Status check_forward(const AttentionImplParams& p, DType cache_dtype, const Step
     return invalid_argument("metadata was built for cuda:" + std::to_string(step.device_index) +
                             "; this layer runs on " + device_name(p.device));
   }
-  PAGEDATTN_RETURN_IF_ERROR(
-      check_rows(query, "query", t, p.num_heads, p.head_size, p.dtype, p.device));
+  PAGEDATTN_RETURN_IF_ERROR(check_rows(query, "query", t, p.num_heads, p.head_size,
+                                       backends::forward_query_dtype(p, query), p.device));
+  PAGEDATTN_RETURN_IF_ERROR(backends::check_query_scale(p, query, scales.q_scale, step.num_reqs));
   PAGEDATTN_RETURN_IF_ERROR(
       check_rows(output, "output", t, p.num_heads, p.head_size, p.dtype, p.device));
   if (output_lse.defined()) {

@@ -18,6 +18,7 @@ struct StepInfo {
   int block_size = 0;
   int num_reqs = 0;
   int num_actual_tokens = 0;  // may include CUDA-graph padding
+  const int32_t* query_start_loc = nullptr;  // [num_reqs + 1] device: the step's own query starts
 };
 StepInfo step_info(const BuilderParams& params, const CommonAttentionMetadata& meta);
 

@@ -80,7 +80,7 @@ Status validate_key_shard(const PagedAttentionParams& p) {
 }
 
 Status validate(const PagedAttentionParams& p) {
-  PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p));
+  PAGEDATTN_RETURN_IF_ERROR(check_layer_fields("paged attention", p, /*reads_e4m3_query=*/true));
   if (p.max_num_splits < 1) {
     return invalid_argument("paged attention: max_num_splits " + std::to_string(p.max_num_splits) +
                             " must be >= 1");
@@ -144,6 +144,18 @@ Status key_shard_served(const PagedAttentionParams& p) {
                        "v2 serves it");
 }
 
+// Only the v3 FP8 kernel reads an e4m3 query (the others would read its bytes as 16-bit values).
+Status e4m3_query_served(const PagedAttentionParams& p) {
+  if (p.q_dtype != DType::kFP8E4M3 ||
+      (p.generation == KernelGeneration::kV3 && p.fp8_tensor_cores && !p.pack_gqa)) {
+    return ok_status();
+  }
+  return unimplemented(
+      "paged attention: an fp8_e4m3 q runs on the FP8 tensor cores alone (kernel generation v3, "
+      "fp8_tensor_cores, no GQA packing); dequantize it for v" +
+      std::to_string(static_cast<int>(p.generation)) + " (dequantize_fp8_query)");
+}
+
 std::string built_generations() {
   std::string names;
   for (KernelGeneration g : {KernelGeneration::kV2, KernelGeneration::kV3}) {
@@ -167,6 +179,7 @@ Status paged_attention_serves(const PagedAttentionParams& params) {
   }
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
   PAGEDATTN_RETURN_IF_ERROR(key_shard_served(params));
+  PAGEDATTN_RETURN_IF_ERROR(e4m3_query_served(params));
 #if PAGEDATTN_KERNEL_SM90_BUILT
   if (params.generation == KernelGeneration::kV3) return detail::paged_attention_v3_serves(params);
 #endif
@@ -206,6 +219,7 @@ Status launch_paged_attention(const PagedAttentionParams& params, void* stream) 
   if (launch == nullptr) return paged_attention_serves(params);
   PAGEDATTN_RETURN_IF_ERROR(ragged_source_served(params));
   PAGEDATTN_RETURN_IF_ERROR(key_shard_served(params));
+  PAGEDATTN_RETURN_IF_ERROR(e4m3_query_served(params));
   const int kernel_head_size = paged_attention_kernel_head_size(params.head_size);
   if (kernel_head_size == 0) {
     return unimplemented("paged attention: head_size " + std::to_string(params.head_size) +

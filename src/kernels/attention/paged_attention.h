@@ -30,6 +30,12 @@ struct PagedAttentionParams : PagedOperands {
   // every query tile's CTA copies it from there (no transpose in the kernel).
   void* fp8_workspace = nullptr;
   size_t fp8_workspace_bytes = 0;
+  // An e4m3 query (q_dtype fp8_e4m3, vLLM's FA3 FP8 path): the FP8 tensor-core kernel reads it as
+  // it is, Q = q times q_descale[req * q_descale_req_stride + kv_head * q_descale_head_stride]
+  // (nullptr: 1; strides 0: one scale), and writes a bf16 output. No other kernel reads e4m3 Q.
+  const float* q_descale = nullptr;
+  int64_t q_descale_req_stride = 0;
+  int64_t q_descale_head_stride = 0;
 
   const int32_t* cu_seqlens_q = nullptr;  // [num_reqs + 1] device
   const int32_t* seqused_k = nullptr;     // [num_reqs] device: keys per request

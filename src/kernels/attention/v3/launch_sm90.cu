@@ -193,17 +193,23 @@ Status map_status(CUresult r, const char* which) {
                         ")");
 }
 
-// Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of 64 columns x 1 x the
-// query tile's rows; with GQA packing 64 columns x group heads x the tile's positions (rows in
-// (position, head) order: the packed tile's).
+// Q [num_tokens, num_heads, D]: dimensions {column, head, token}, boxes of one 128-byte swizzle
+// span (64 bf16 columns, 128 e4m3 ones) x 1 x the query tile's rows; with GQA packing 64 columns x
+// group heads x the tile's positions (rows in (position, head) order: the packed tile's).
 Status encode_q_map(const PagedAttentionParams& p, bool pack_gqa, CUtensorMap* map) {
+  const bool e4m3 = p.q_dtype == DType::kFP8E4M3;
+  const uint64_t bytes = e4m3 ? 1 : 2;
   const uint64_t dims[3] = {static_cast<uint64_t>(p.head_size), static_cast<uint64_t>(p.num_heads),
                             static_cast<uint64_t>(p.num_tokens)};
-  const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * 2,
-                               static_cast<uint64_t>(p.q_token_stride) * 2};
-  const uint32_t box[3] = {64, static_cast<uint32_t>(pack_gqa ? p.num_heads / p.num_kv_heads : 1),
+  const uint64_t strides[2] = {static_cast<uint64_t>(p.q_head_stride) * bytes,
+                               static_cast<uint64_t>(p.q_token_stride) * bytes};
+  const uint32_t box[3] = {static_cast<uint32_t>(128 / bytes),
+                           static_cast<uint32_t>(pack_gqa ? p.num_heads / p.num_kv_heads : 1),
                            static_cast<uint32_t>(tile_positions(p, pack_gqa))};
-  return map_status(device::encode_tensor_map_16bit_sw128(map, p.q, 3, dims, strides, box), "Q");
+  return map_status(device::encode_tensor_map_sw128(
+                        map, e4m3 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16,
+                        p.q, 3, dims, strides, box, CU_TENSOR_MAP_L2_PROMOTION_L2_256B),
+                    "Q");
 }
 
 // Both planes by one geometry: K and V lie at two addresses with the same strides.

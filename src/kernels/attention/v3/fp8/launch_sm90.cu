@@ -44,9 +44,17 @@ Fp8Tiles launch_tiles(const PagedAttentionParams& p) {
 }  // namespace
 
 Status check_fp8_served(const PagedAttentionParams& p) {
-  if (p.cache_dtype != DType::kFP8E4M3 || p.q_dtype != DType::kBF16) {
+  const bool e4m3_query = p.q_dtype == DType::kFP8E4M3;
+  if (p.cache_dtype != DType::kFP8E4M3 || (p.q_dtype != DType::kBF16 && !e4m3_query)) {
     return unsupported("q_dtype " + std::string(dtype_name(p.q_dtype)) + " with cache_dtype " +
-                       std::string(dtype_name(p.cache_dtype)) + " (built: bf16 with fp8_e4m3)");
+                       std::string(dtype_name(p.cache_dtype)) +
+                       " (built: bf16 or fp8_e4m3 with fp8_e4m3)");
+  }
+  // e4m3 Q by TMA: 16-byte strides (bf16's multiples of 8 elements are).
+  if (e4m3_query && (p.q_token_stride % 16 != 0 || p.q_head_stride % 16 != 0)) {
+    return unsupported("fp8_e4m3 q strides (token " + std::to_string(p.q_token_stride) +
+                       ", head " + std::to_string(p.q_head_stride) +
+                       ") must be multiples of 16 elements");
   }
   if (!p.fp8_tensor_cores) {
     return unsupported("fp8_e4m3 cache without fp8_tensor_cores (opt-in: Q and P rounded to e4m3)");
@@ -88,6 +96,10 @@ Status launch_prefill_fp8(const PagedAttentionParams& p, const CUtensorMap& q_ma
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.per_head_scales = p.per_head_scales;
+  a.q_e4m3 = p.q_dtype == DType::kFP8E4M3;
+  a.q_descale = p.q_descale;
+  a.q_descale_req_stride = p.q_descale_req_stride;
+  a.q_descale_head_stride = p.q_descale_head_stride;
   PAGEDATTN_RETURN_IF_ERROR(launch_fp8_v_transpose(p, tile_keys, stream));  // Vᵀ for every CTA
   a.vt_images = static_cast<const uint8_t*>(p.fp8_workspace);
   a.vt_images_per_req = fp8_vt_images_per_req(p, tile_keys);

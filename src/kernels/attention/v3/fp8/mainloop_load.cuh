@@ -1,11 +1,12 @@
 // The producer warpgroup of the v3 FP8 prefill kernel. Warp 0 issues every copy, in the order the
 // consumers use them, waiting only for free ring slots; warps 1-3 convert Q. For each work tile of
 // the CTA:
-// - Q: the bf16 tile comes by TMA into a staging buffer a work tile ahead; query row r is converted
-//   to e4m3 with its own power-of-two scale 2^e, the largest with amax(row) * 2^e <= 448: the
-//   scaling is exact, e4m3's rounding the only error, and the row's 2^-e goes to the consumers
+// - Q: the tile comes by TMA into a staging buffer a work tile ahead. A bf16 query row r is
+//   converted to e4m3 with its own power-of-two scale 2^e, the largest with amax(row) * 2^e <= 448:
+//   the scaling is exact, e4m3's rounding the only error, and the row's 2^-e goes to the consumers
 //   (q_descale), which fold it into the row's score scale. A per-row scale follows each row's
-//   range, with no pre-pass over Q and no global buffer.
+//   range, with no pre-pass over Q and no global buffer. An e4m3 query (vLLM's FA3 FP8 path) is
+//   staged in s.q's own layout and copied as it is, its given descale for every row.
 // - K by TMA (one elected lane; boxes inside one page, whole tiles even at a request's end), and
 //   the tile's Vᵀ by one bulk copy of the pre-pass's image (v3/fp8/v_transpose.h), which the launch
 //   wrote before the kernel: FP8 wgmma reads both operands K-major, and a transpose here cost every
@@ -31,14 +32,16 @@ __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) {
   return __uint_as_float(bits << 16);
 }
 
-// The bf16 Q of work tile w into s.q_stage (the leader; rows past the tokens read as zeros).
-template <int kD, int kN>
+// The Q of work tile w into s.q_stage (the leader; rows past the tokens read as zeros): panels of
+// 64 bf16 or (kE4m3) 128 e4m3 columns.
+template <int kD, bool kE4m3, int kN>
 __device__ __forceinline__ void load_q_stage(const CUtensorMap* q_map, const PrefillTile& w,
                                              PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Traits<kD, kN>;
-  device::mbarrier_arrive_expect_tx(&s.q_stage_full, S::kQStageBytes);
-  for (int panel = 0; panel < kD / 64; ++panel) {
-    const int32_t c[3] = {64 * panel, w.head, w.q_start + w.q0};
+  constexpr int kColumns = kE4m3 ? 128 : 64;
+  device::mbarrier_arrive_expect_tx(&s.q_stage_full, kD / kColumns * S::kQStagePanelBytes);
+  for (int panel = 0; panel < kD / kColumns; ++panel) {
+    const int32_t c[3] = {kColumns * panel, w.head, w.q_start + w.q0};
     device::tma_load<3>(s.q_stage + panel * S::kQStagePanelBytes, q_map, c, &s.q_stage_full);
   }
 }
@@ -89,6 +92,22 @@ __device__ __forceinline__ void convert_q_row(PrefillFp8Smem<kD, kN>& s, int tid
   }
 }
 
+// Work tile w's staged e4m3 Q into s.q (the same swizzled layout: a plain copy), and w's descale
+// (request, KV head) for each row: by threads tid, tid + kThreads, ...
+template <int kD, int kThreads, int kN>
+__device__ __forceinline__ void copy_staged_q(const PrefillFp8Args& a, const PrefillTile& w,
+                                              PrefillFp8Smem<kD, kN>& s, int tid) {
+  using S = PrefillFp8Traits<kD, kN>;
+  const uint4* staged = reinterpret_cast<const uint4*>(s.q_stage);
+  uint4* q = reinterpret_cast<uint4*>(s.q);
+  for (int i = tid; i < S::kQTileBytes / 16; i += kThreads) q[i] = staged[i];
+  const float descale =
+      a.q_descale == nullptr
+          ? 1.0f
+          : a.q_descale[w.req * a.q_descale_req_stride + w.kv_head * a.q_descale_head_stride];
+  for (int row = tid; row < S::kBlockM; row += kThreads) s.q_descale[row] = descale;
+}
+
 // The pre-pass's Vᵀ image holding KV tile i of w (v3/fp8/v_transpose.h; clamped to the workspace).
 template <int kD, int kN>
 __device__ __forceinline__ const uint8_t* vt_image(const PrefillFp8Args& a, const PrefillTile& w,
@@ -131,15 +150,18 @@ __device__ __forceinline__ void load_kv_tile(const CUtensorMap* k_map, const Pre
   }
 }
 
-// Work tile t's Q (staged) into s.q, once the consumers are done with the previous tile's: query
-// rows tid, tid + kThreads, ... (kThreads: the converting threads).
-template <int kD, int kThreads, int kN>
-__device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<kD, kN>& s,
+// Work tile w's Q (staged; the CTA's tile_count-th) into s.q, once the consumers are done with the
+// previous tile's: query rows tid, tid + kThreads, ... (kThreads: the converting threads).
+template <int kD, int kThreads, bool kE4m3, int kN>
+__device__ __forceinline__ void convert_staged_q(const PrefillFp8Args& a, const PrefillTile& w,
+                                                 int tile_count, PrefillFp8Smem<kD, kN>& s,
                                                  int tid) {
   const uint32_t parity = tile_count & 1;
   device::mbarrier_wait(&s.q_stage_full, parity);
   device::mbarrier_wait(&s.q_empty, parity ^ 1);
-  if constexpr (kThreads == PrefillFp8Traits<kD, kN>::kBlockM) {
+  if constexpr (kE4m3) {
+    copy_staged_q<kD, kThreads>(a, w, s, tid);
+  } else if constexpr (kThreads == PrefillFp8Traits<kD, kN>::kBlockM) {
     convert_q_row<kD>(s, tid);
   } else {
     for (int row = tid; row < PrefillFp8Traits<kD, kN>::kBlockM; row += kThreads) {
@@ -153,11 +175,13 @@ __device__ __forceinline__ void convert_staged_q(int tile_count, PrefillFp8Smem<
 
 // Run by the producer warpgroup over the CTA's work tiles: warp 0 issues work tile t's Q stage,
 // then its K/V tiles, and t + 1's Q stage once t's Q is converted; warps 1-3 convert each work
-// tile's Q once the consumers have done every S of the previous one.
-template <int kD, int kN>
-__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* k_map,
-                                            const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD, kN>& s) {
+// tile's Q once the consumers have done every S of the previous one. kE4m3: Q came in e4m3 (a
+// template parameter: the producer branches once, and each loop keeps its few registers).
+template <int kD, bool kE4m3, int kN>
+__device__ __forceinline__ void produce_fp8_tiles(const CUtensorMap* q_map,
+                                                  const CUtensorMap* k_map,
+                                                  const PrefillFp8Args& a, int total_tiles,
+                                                  PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Traits<kD, kN>;
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
@@ -165,7 +189,7 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
   if (!walk.find_keys<kD, kN>(a.base, w)) return;
   if (tid < 32) {
     const bool leader = device::elect_one();
-    if (leader) load_q_stage<kD>(q_map, w, s);
+    if (leader) load_q_stage<kD, kE4m3>(q_map, w, s);
     for (int tile_count = 0, use = 0;; ++tile_count) {
       for (int i = 0; i < w.num_kv_tiles; ++i, ++use) {
         load_kv_tile<kD>(k_map, a, w, i, use % S::kStages, ((use / S::kStages) & 1) ^ 1, leader, s);
@@ -173,13 +197,24 @@ __device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUte
       walk.advance();
       if (!walk.find_keys<kD, kN>(a.base, w)) return;
       device::mbarrier_wait(&s.q_stage_empty, tile_count & 1);  // tile_count's Q converted
-      if (leader) load_q_stage<kD>(q_map, w, s);
+      if (leader) load_q_stage<kD, kE4m3>(q_map, w, s);
     }
   }
   for (int tile_count = 0;; ++tile_count) {
-    convert_staged_q<kD, 96>(tile_count, s, tid - 32);
+    convert_staged_q<kD, 96, kE4m3>(a, w, tile_count, s, tid - 32);
     walk.advance();
     if (!walk.find_keys<kD, kN>(a.base, w)) return;
+  }
+}
+
+template <int kD, int kN>
+__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                            const PrefillFp8Args& a, int total_tiles,
+                                            PrefillFp8Smem<kD, kN>& s) {
+  if (a.q_e4m3) {
+    produce_fp8_tiles<kD, true>(q_map, k_map, a, total_tiles, s);
+  } else {
+    produce_fp8_tiles<kD, false>(q_map, k_map, a, total_tiles, s);
   }
 }
 

@@ -1,5 +1,5 @@
 // Geometry, shared memory and arguments of the v3 FP8 prefill kernel: e4m3 K/V from the paged
-// cache, Q converted to e4m3 by the producer, both products on the FP8 tensor cores (wgmma k32).
+// cache, Q converted to e4m3 by the producer (or given in e4m3), both products on the FP8 tensor cores (wgmma k32).
 // Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillTraits), so its
@@ -71,6 +71,7 @@ struct PrefillFp8Traits {
   static constexpr int kVtPanelBytes = kD * 128;  // D rows of 128 bytes: 128 keys
   static constexpr int kVtTileBytes = static_cast<int>(fp8_vt_image_bytes(kN, kD));
   static constexpr int kQStagePanelBytes = kBlockM * 128;  // bf16 Q as loaded: 64 columns per panel
+  static_assert(kQStagePanelBytes == kQPanelBytes, "an e4m3 Q stage is s.q's layout");
   static constexpr int kQStageBytes = kD / 64 * kQStagePanelBytes;
   static constexpr int kScoreRegs = kBlockN / 2;
   static constexpr int kKeySteps = kBlockN / 32;  // k32 steps of P·V
@@ -85,7 +86,7 @@ struct PrefillFp8Smem {
   uint8_t q[S::kQTileBytes];
   uint8_t k[S::kStages][S::kKvTileBytes];
   uint8_t vt[S::kStages][S::kVtTileBytes];  // the pre-pass's images, copied
-  uint8_t q_stage[S::kQStageBytes];         // the next work tile's bf16 Q, by TMA
+  uint8_t q_stage[S::kQStageBytes];         // the next work tile's Q, by TMA (e4m3: half)
   uint8_t ones[1024];  // e4m3 ones: B of the row sums' wgmma, 1024-aligned
   float q_descale[S::kBlockM];  // per query row: 1 / the row's Q scale
   uint64_t q_full, q_empty;
@@ -104,6 +105,12 @@ struct PrefillFp8Args {
   const float* k_scale;  // [1] or [num_kv_heads]: the cache holds K / k_scale
   const float* v_scale;
   bool per_head_scales;
+  // Q as given in e4m3 (PagedAttentionParams::q_descale: its scale per request and KV head, null
+  // for 1) rather than bf16 to convert.
+  bool q_e4m3;
+  const float* q_descale;
+  int64_t q_descale_req_stride;
+  int64_t q_descale_head_stride;
   // The pre-pass's Vᵀ images (v3/fp8/v_transpose.h), images_per_req per (request, KV head).
   const uint8_t* vt_images;
   int64_t vt_images_per_req;
