@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
-#include "kernels/attention/paged_attention.h"
+#include "fp8_prefill_support.h"
 #include "runtime/device_buffer.h"
 #include "support/fp8_step_query.h"
 #include "test_flash_attn_support.h"
@@ -27,23 +27,6 @@ namespace pagedattn::test {
 namespace {
 
 using runtime::DeviceBuffer;
-
-constexpr double kFp8RelFrobenius = 0.045, kFp8MaxAbs = 0.25, kFp8MaxLse = 0.15;
-
-testing::CaseSpec prefills(int head_size, int block_size) {
-  testing::CaseSpec c;
-  c.name = "fp8_query_d" + std::to_string(head_size) + "_block" + std::to_string(block_size);
-  c.seed = 11 + head_size + block_size;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_size = head_size;
-  c.block_size = block_size;
-  c.kv_cache_dtype = KVCacheDType::kFP8E4M3;
-  c.kv_scale_per_head = true;
-  c.seq_lens = {700, 300, 129};
-  c.query_lens = {700, 100, 129};
-  return c;
-}
 
 // Powers of two per request and KV head (the FP8 kernel's rounding of their products is exact).
 float power_of_two_scale(int req, int kv_head) { return std::ldexp(1.0f, (req + kv_head) % 3 - 1); }
@@ -133,20 +116,12 @@ QueryRun run_both(const std::string& backend_name, testing::CaseSpec spec, bool 
   return result;
 }
 
-std::vector<int> served_head_sizes() {
-  std::vector<int> sizes;
-  for (int d : {128, 256}) {
-    if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
-  }
-  return sizes;
-}
-
 TEST(Fp8Query, TheFp8KernelReadsTheCodesAsTheyAre) {
   PAGEDATTN_REQUIRE_V3();
   for (const std::string backend : {"FLASH_ATTN", "FLASHINFER"}) {
-    for (int d : served_head_sizes()) {
+    for (int d : fp8_kernel_head_sizes()) {
       for (const bool per_tensor : {false, true}) {
-        const testing::CaseSpec spec = prefills(d, 128);
+        const testing::CaseSpec spec = fp8_prefill_step("fp8_query", d, 128);
         const auto one_scale = [](int, int) { return 0.25f; };
         const QueryRun run = per_tensor ? run_both(backend, spec, true, one_scale, true)
                                         : run_both(backend, spec, true, power_of_two_scale);
@@ -165,8 +140,8 @@ TEST(Fp8Query, AnyScaleStaysWithinTheFp8Bounds) {
   PAGEDATTN_REQUIRE_V3();
   const auto scale_of = [](int req, int kv_head) { return 0.0137f * (1 + req) + 0.21f * kv_head; };
   for (const std::string backend : {"FLASH_ATTN", "FLASHINFER"}) {
-    for (int d : served_head_sizes()) {
-      const testing::CaseSpec spec = prefills(d, 128);
+    for (int d : fp8_kernel_head_sizes()) {
+      const testing::CaseSpec spec = fp8_prefill_step("fp8_query", d, 128);
       const QueryRun run = run_both(backend, spec, true, scale_of);
       EXPECT_EQ(run.e4m3.generation, "v3") << backend << " " << spec.name;
       EXPECT_EQ(run.e4m3.stream_ordered_bytes, 0u) << backend << " " << spec.name;
@@ -185,14 +160,14 @@ TEST(Fp8Query, OtherKernelsReadItDequantized) {
     bool permitted;
   };
   std::vector<Variant> variants;
-  variants.push_back({"not permitted", prefills(128, 128), false});
-  variants.push_back({"pages of 16", prefills(128, 16), true});
-  testing::CaseSpec mixed = prefills(128, 128);
+  variants.push_back({"not permitted", fp8_prefill_step("fp8_query", 128, 128), false});
+  variants.push_back({"pages of 16", fp8_prefill_step("fp8_query", 128, 16), true});
+  testing::CaseSpec mixed = fp8_prefill_step("fp8_query", 128, 128);
   mixed.seq_lens = {300, 517, 700, 129};
   mixed.query_lens = {1, 1, 1, 129};  // decodes first (FLASHINFER's order): the decode kernel's
   mixed.name += "_mixed";
   variants.push_back({"decodes", mixed, true});
-  testing::CaseSpec f16 = prefills(128, 128);
+  testing::CaseSpec f16 = fp8_prefill_step("fp8_query", 128, 128);
   f16.dtype = DType::kF16;
   f16.name += "_f16";
   variants.push_back({"f16 model", f16, true});

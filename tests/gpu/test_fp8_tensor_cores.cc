@@ -9,29 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/paged_attention.h"
+#include "fp8_prefill_support.h"
 #include "test_flash_attn_support.h"
 #include "test_v3_support.h"
 
 namespace pagedattn::test {
 namespace {
-
-constexpr double kFp8RelFrobenius = 0.045, kFp8MaxAbs = 0.25, kFp8MaxLse = 0.15;
-
-testing::CaseSpec fp8_prefills(int head_size, int block_size) {
-  testing::CaseSpec c;
-  c.name = "fp8_tc_d" + std::to_string(head_size) + "_block" + std::to_string(block_size);
-  c.seed = 7 + head_size + block_size;
-  c.num_heads = 8;
-  c.num_kv_heads = 2;
-  c.head_size = head_size;
-  c.block_size = block_size;
-  c.kv_cache_dtype = KVCacheDType::kFP8E4M3;
-  c.kv_scale_per_head = true;
-  c.seq_lens = {700, 300, 129};
-  c.query_lens = {700, 100, 129};
-  return c;
-}
 
 struct Fp8Run {
   std::string generation;  // the impl's kernel_generation(), "decode+" dropped
@@ -66,19 +49,11 @@ Fp8Run run_step(const std::string& backend_name, const testing::CaseSpec& spec, 
   return result;
 }
 
-std::vector<int> served_head_sizes() {
-  std::vector<int> sizes;
-  for (int d : {128, 256}) {
-    if (kernels::paged_attention_head_size_built(d)) sizes.push_back(d);
-  }
-  return sizes;
-}
-
 TEST(Fp8TensorCores, PrefillsRunOnTheFp8TensorCoresWherePermitted) {
   PAGEDATTN_REQUIRE_V3();
   for (const std::string backend : {"FLASH_ATTN", "FLASHINFER"}) {
-    for (int d : served_head_sizes()) {
-      const testing::CaseSpec spec = fp8_prefills(d, 128);
+    for (int d : fp8_kernel_head_sizes()) {
+      const testing::CaseSpec spec = fp8_prefill_step("fp8_tc", d, 128);
       const Fp8Run fp8 = run_step(backend, spec, true);
       EXPECT_EQ(fp8.generation, "v3") << backend << " " << spec.name;
       EXPECT_LT(fp8.cmp.rel_frobenius, kFp8RelFrobenius) << backend << " " << spec.name;
@@ -97,7 +72,7 @@ TEST(Fp8TensorCores, LaunchesTheFp8KernelCannotServeConvertTheCache) {
   PAGEDATTN_REQUIRE_V3();
   for (const std::string backend : {"FLASH_ATTN", "FLASHINFER"}) {
     for (const int block : {16, 64}) {  // D 128's FP8 tiles need pages of 128 keys
-      const testing::CaseSpec spec = fp8_prefills(128, block);
+      const testing::CaseSpec spec = fp8_prefill_step("fp8_tc", 128, block);
       const Fp8Run run = run_step(backend, spec, true);
       EXPECT_EQ(run.generation, "v2") << backend << " " << spec.name;
       EXPECT_TRUE(run.cmp.pass) << backend << " " << spec.name << ": " << run.cmp;
