@@ -14,7 +14,8 @@ namespace pagedattn::kernels::attention::v3 {
 template <int kD, Fp8Tiles kTiles>
 Status launch_prefill_fp8_config(const CUtensorMap& q_map, const CUtensorMap& k_map,
                                  const PrefillFp8Args& args, int grid, cudaStream_t stream) {
-  const auto kernel = paged_prefill_v3_fp8_kernel<kD, kTiles>;
+  const auto kernel = args.q_e4m3 ? paged_prefill_v3_fp8_kernel<kD, kTiles, true>
+                                  : paged_prefill_v3_fp8_kernel<kD, kTiles, false>;
   constexpr int kSmem =
       static_cast<int>(prefill_fp8_smem_bytes<kD, fp8_kv_tile_keys(kD, kTiles)>());
   static_assert(kSmem <= 227 * 1024, "an sm_90 CTA has at most 227 KB of shared memory");

@@ -175,13 +175,11 @@ __device__ __forceinline__ void convert_staged_q(const PrefillFp8Args& a, const 
 
 // Run by the producer warpgroup over the CTA's work tiles: warp 0 issues work tile t's Q stage,
 // then its K/V tiles, and t + 1's Q stage once t's Q is converted; warps 1-3 convert each work
-// tile's Q once the consumers have done every S of the previous one. kE4m3: Q came in e4m3 (a
-// template parameter: the producer branches once, and each loop keeps its few registers).
+// tile's Q (kE4m3: copy it) once the consumers have done every S of the previous one.
 template <int kD, bool kE4m3, int kN>
-__device__ __forceinline__ void produce_fp8_tiles(const CUtensorMap* q_map,
-                                                  const CUtensorMap* k_map,
-                                                  const PrefillFp8Args& a, int total_tiles,
-                                                  PrefillFp8Smem<kD, kN>& s) {
+__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* k_map,
+                                            const PrefillFp8Args& a, int total_tiles,
+                                            PrefillFp8Smem<kD, kN>& s) {
   using S = PrefillFp8Traits<kD, kN>;
   const int tid = threadIdx.x % 128;
   TileWalk walk{total_tiles};
@@ -204,17 +202,6 @@ __device__ __forceinline__ void produce_fp8_tiles(const CUtensorMap* q_map,
     convert_staged_q<kD, 96, kE4m3>(a, w, tile_count, s, tid - 32);
     walk.advance();
     if (!walk.find_keys<kD, kN>(a.base, w)) return;
-  }
-}
-
-template <int kD, int kN>
-__device__ __forceinline__ void produce_fp8(const CUtensorMap* q_map, const CUtensorMap* k_map,
-                                            const PrefillFp8Args& a, int total_tiles,
-                                            PrefillFp8Smem<kD, kN>& s) {
-  if (a.q_e4m3) {
-    produce_fp8_tiles<kD, true>(q_map, k_map, a, total_tiles, s);
-  } else {
-    produce_fp8_tiles<kD, false>(q_map, k_map, a, total_tiles, s);
   }
 }
 
