@@ -25,10 +25,11 @@ Status merge_attn_states(const TensorView& output, const TensorView& prefix_outp
 
 // An FP8 query as the attention layers read it: output [T, H, D] (f16/bf16; on the CPU f32 too) =
 // query [T, H, D] (fp8_e4m3) times scale, rounded to nearest even (exact with no scale: every e4m3
-// value is a 16-bit one). scale: none (1), float32 [1], or float32 [num_reqs, num_kv_heads] (vLLM's q_descale
-// under FA3), where query head h reads KV head h / (H / num_kv_heads) and cu_seqlens_q (int32
-// [num_reqs + 1], non-decreasing, beside the query) gives each token its request; tokens past its
-// last entry (padding) take the last request's. NaN stays NaN. Runs where the tensors live.
+// value is a 16-bit one). scale: none (1), float32 [1], or float32 [num_reqs, num_kv_heads]
+// (vLLM's q_descale under FA3), where query head h reads KV head h / (H / num_kv_heads) and
+// cu_seqlens_q (int32 [num_reqs + 1], non-decreasing, beside the query) gives each token its
+// request; tokens past its last entry (padding) take the last request's. NaN stays NaN. Runs where
+// the tensors live.
 Status dequantize_fp8_query(const TensorView& output, const TensorView& query,
                             const TensorView& scale = {}, const TensorView& cu_seqlens_q = {},
                             StreamHandle stream = nullptr);

@@ -19,13 +19,12 @@ Status check_query_scale(const AttentionImplParams& layer, const TensorView& que
   PAGEDATTN_RETURN_IF_ERROR(expect_dtype(q_scale, "q_scale", {DType::kF32}));
   PAGEDATTN_RETURN_IF_ERROR(expect_device(q_scale, "q_scale", layer.device));
   const bool per_tensor = q_scale.rank() == 1 && q_scale.size(0) == 1;
-  const bool per_request = q_scale.rank() == 2 && q_scale.size(0) == num_reqs &&
-                           q_scale.size(1) == layer.num_kv_heads;
+  const bool per_request =
+      q_scale.rank() == 2 && q_scale.size(0) == num_reqs && q_scale.size(1) == layer.num_kv_heads;
   if (!per_tensor && !per_request) {
-    return invalid_argument("q_scale is " + q_scale.describe() +
-                            "; allowed: [1] or [num_reqs, num_kv_heads] = [" +
-                            std::to_string(num_reqs) + ", " + std::to_string(layer.num_kv_heads) +
-                            "] float32");
+    return invalid_argument(
+        "q_scale is " + q_scale.describe() + "; allowed: [1] or [num_reqs, num_kv_heads] = [" +
+        std::to_string(num_reqs) + ", " + std::to_string(layer.num_kv_heads) + "] float32");
   }
   return ok_status();
 }

@@ -42,8 +42,8 @@ struct PagedOperands {
   const float* sinks = nullptr;         // [num_heads] device or nullptr
   int window_left = -1;                 // keys pos - window_left .. (-1: unbounded)
 
-  // Output [num_tokens, num_heads, head_size] (q_dtype; bf16 for an e4m3 q) and optional LSE [num_heads,
-  // lse_head_stride] float32, natural log (nullptr = not requested).
+  // Output [num_tokens, num_heads, head_size] (q_dtype; bf16 for an e4m3 q) and optional LSE
+  // [num_heads, lse_head_stride] float32, natural log (nullptr = not requested).
   void* out = nullptr;
   int64_t out_token_stride = 0;
   int64_t out_head_stride = 0;

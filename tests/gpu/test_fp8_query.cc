@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,7 +28,9 @@ namespace {
 using runtime::DeviceBuffer;
 
 // Powers of two per request and KV head (the FP8 kernel's rounding of their products is exact).
-float power_of_two_scale(int req, int kv_head) { return std::ldexp(1.0f, (req + kv_head) % 3 - 1); }
+float power_of_two_scale(int req, int kv_head) {
+  return std::ldexp(1.0f, (req + kv_head) % 3 - 1);
+}
 
 DeviceBuffer upload(const void* host, size_t bytes) {
   StatusOr<DeviceBuffer> buf = DeviceBuffer::allocate(0, std::max<size_t>(bytes, 16));
@@ -95,10 +96,9 @@ QueryRun run_both(const std::string& backend_name, testing::CaseSpec spec, bool 
   const testing::HostTensor& host_query = batch->query;
   const TensorView query(codes.data(), DType::kFP8E4M3, Device::cuda(0), host_query.view().shape());
   KVScales with_q = runner.placement().operands().scales;
-  with_q.q_scale =
-      per_tensor ? TensorView(scale_buf.data(), DType::kF32, Device::cuda(0), {1})
-                 : TensorView(scale_buf.data(), DType::kF32, Device::cuda(0),
-                              {spec.num_reqs(), spec.num_kv_heads});
+  with_q.q_scale = per_tensor ? TensorView(scale_buf.data(), DType::kF32, Device::cuda(0), {1})
+                              : TensorView(scale_buf.data(), DType::kF32, Device::cuda(0),
+                                           {spec.num_reqs(), spec.num_kv_heads});
   cudaMemPool_t pool;
   EXPECT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
   cuuint64_t zero = 0, high = 0;

@@ -19,8 +19,8 @@ struct Fp8StepQuery {
   std::vector<float> scale;    // [num_reqs, Hkv]
 };
 
-inline Fp8StepQuery quantize_step_query(HostBatch& batch,
-                                        const std::function<float(int req, int kv_head)>& scale_of) {
+inline Fp8StepQuery quantize_step_query(
+    HostBatch& batch, const std::function<float(int req, int kv_head)>& scale_of) {
   const CaseSpec& spec = batch.spec;
   const int reqs = spec.num_reqs(), group = spec.num_heads / spec.num_kv_heads;
   Fp8StepQuery q;

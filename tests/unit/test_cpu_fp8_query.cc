@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -72,8 +71,8 @@ TEST(CpuFp8Query, MatchesTheStepOverItsDequantizedValues) {
       testing::fill_nan(s.runner->output());
       const Status st = s.runner->execute(codes, scales);
       ASSERT_TRUE(st.ok()) << st.to_string();
-      const std::string what = std::string(dtype_name(dtype)) + " " +
-                               std::string(kv_cache_dtype_name(cache));
+      const std::string what =
+          std::string(dtype_name(dtype)) + " " + std::string(kv_cache_dtype_name(cache));
       EXPECT_TRUE(bytes_of(s.runner->output()) == out) << what;
       EXPECT_TRUE(bytes_of(s.runner->lse()) == lse) << what;
     }

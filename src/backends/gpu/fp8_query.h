@@ -18,8 +18,12 @@ class ForwardQuery {
   // cu_seqlens_q: the step's [num_reqs + 1] query starts (device), for a q_scale per request.
   ForwardQuery(const TensorView& query, const TensorView& q_scale, DType layer_dtype,
                const int32_t* cu_seqlens_q, int num_reqs, StreamHandle stream)
-      : query_(query), q_scale_(q_scale), layer_dtype_(layer_dtype), cu_seqlens_q_(cu_seqlens_q),
-        num_reqs_(num_reqs), stream_(stream) {}
+      : query_(query),
+        q_scale_(q_scale),
+        layer_dtype_(layer_dtype),
+        cu_seqlens_q_(cu_seqlens_q),
+        num_reqs_(num_reqs),
+        stream_(stream) {}
   ForwardQuery(const ForwardQuery&) = delete;
   ForwardQuery& operator=(const ForwardQuery&) = delete;
   ~ForwardQuery();

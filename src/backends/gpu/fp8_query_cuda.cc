@@ -17,7 +17,8 @@ StatusOr<TensorView> ForwardQuery::dequantized() {
   if (!e4m3()) return query_;
   if (dequantized_.defined()) return dequantized_;
   const int64_t shape[3] = {query_.size(0), query_.size(1), query_.size(2)};
-  const size_t bytes = static_cast<size_t>(shape[0] * shape[1] * shape[2]) * dtype_size(layer_dtype_);
+  const size_t bytes =
+      static_cast<size_t>(shape[0] * shape[1] * shape[2]) * dtype_size(layer_dtype_);
   PAGEDATTN_CUDA_RETURN_IF_ERROR(
       cudaMallocAsync(&buffer_, bytes, static_cast<cudaStream_t>(stream_)),
       "cudaMallocAsync of " + std::to_string(bytes) + " bytes for the dequantized FP8 query");

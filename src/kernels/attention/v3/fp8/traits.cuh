@@ -1,6 +1,6 @@
 // Geometry, shared memory and arguments of the v3 FP8 prefill kernel: e4m3 K/V from the paged
-// cache, Q converted to e4m3 by the producer (or given in e4m3), both products on the FP8 tensor cores (wgmma k32).
-// Head sizes 128 and 256, pages holding whole KV tiles (TMA).
+// cache, Q converted to e4m3 by the producer (or given in e4m3), both products on the FP8 tensor
+// cores (wgmma k32). Head sizes 128 and 256, pages holding whole KV tiles (TMA).
 //
 // The work tiles and query rows per consumer are the bf16 kernel's (PrefillTraits), so its
 // scheduler (v3/tile_scheduler.cuh) walks the same tiles; KV tiles hold the bf16 kernel's keys or,
